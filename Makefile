@@ -1,0 +1,41 @@
+# Everything a new machine needs, from bare Python, git and npm. README's two commands:
+#   make demo   sets up and runs the main job on a local folder
+#   make test   sets up and runs the whole test suite (what .ci/run calls)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PLUGINS := $(sort $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml)))
+PLUGIN_PACKAGES := $(sort $(filter-out %.egg-info,$(wildcard plugins/*/fdcore_*)))
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test lint typecheck pytest bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		-e '.[test]' $(foreach p,$(PLUGINS),-e '$(p)[test]')
+	touch $@
+
+demo: setup
+	$(BIN)/fdcore demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES)
+
+pytest: setup
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+bench: setup
+	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops
+
+clean:
+	rm -rf $(VENV) tools/azurite/node_modules

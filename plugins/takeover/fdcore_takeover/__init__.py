@@ -1,0 +1,31 @@
+"""fdcore-takeover: the ``stale_record`` takeover policy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from fdcore import hookimpl
+from fdcore.models import AgentRecord
+from fdcore.takeover import TakeoverPolicy
+
+
+class StaleRecord:
+    """Lost once the agent's record is older than its own ``stale_after`` plus the grace.
+
+    An agent with no record, or an unreadable one, is never lost: a missing file proves nothing
+    about a machine we cannot reach. The grace covers clock differences between machines.
+    """
+
+    name = "stale_record"
+
+    def is_lost(self, record: AgentRecord | None, now: datetime, grace_seconds: float) -> bool:
+        if record is None:
+            return False
+        limit = record.updated_at + timedelta(seconds=record.stale_after + grace_seconds)
+        return now > limit
+
+
+@hookimpl
+def fdcore_takeover_policies() -> Sequence[TakeoverPolicy]:
+    return [StaleRecord()]
