@@ -1,0 +1,1 @@
+"""pytest plugin registered by the fdcore distribution (entry point group ``pytest11``)."""
