@@ -153,6 +153,7 @@ class AgentRecord:
     claim: str | None = None
     take_over: bool = False
     stopping: bool = False
+    stopped_at: datetime | None = None  # set by a clean exit: the agent holds nothing
     schedules: list[ScheduleInfo] = attrs.field(factory=list)
     extra: dict[str, Any] = _extra()
 
