@@ -76,7 +76,7 @@ def _registrars() -> list[Callable[[Any], None]]:
     import importlib
 
     found = []
-    for name in ("fdcore.doctor", "fdcore.commands", "fdcore.simulator"):
+    for name in ("fdcore.commands", "fdcore.demo", "fdcore.doctor", "fdcore.simulator"):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

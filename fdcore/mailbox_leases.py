@@ -43,9 +43,10 @@ class MailboxLeases:
         generation = 1
         if found is not None:
             old = found[0]
-            # A live lease of another holder blocks. The same agent name may take its own lease
-            # back at once: only one live process may carry a name, so the old holder is gone.
-            if not old.released and old.expires_at > now and old.holder != holder:
+            # A live lease blocks, except the one this agent took for this same request: only
+            # one live process may carry a name, so that holder was an earlier, dead process.
+            own = old.holder == holder and old.request == request
+            if not old.released and old.expires_at > now and not own:
                 return None
             generation = old.generation + 1
         lease = Lease(

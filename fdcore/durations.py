@@ -1,0 +1,71 @@
+"""Durations written as text in agent.toml: ``"15m"``, ``"1h30m"``, ``"2s"``, ``"0.5s"``.
+
+One syntax everywhere (schedule intervals, deadlines, poll periods): numbers each followed by a
+unit, ``d``, ``h``, ``m`` or ``s``, from the largest unit to the smallest, each unit at most once.
+A bare number is refused: ``"15"`` could mean seconds or minutes.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNITS: dict[str, int] = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_UNIT_HINT = "use s, m, h, d"
+_PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)")
+
+
+class DurationError(ValueError):
+    """A duration text that cannot be read; ``reason`` says why without repeating the text."""
+
+    def __init__(self, text: object, reason: str) -> None:
+        self.text = text
+        self.reason = reason
+        super().__init__(f"duration {text!r}: {reason}")
+
+
+def parse_duration(text: str) -> float:
+    """The number of seconds ``text`` stands for; DurationError if it is not a duration."""
+    if not isinstance(text, str):
+        raise DurationError(text, 'must be a text like "15m"')
+    if not text.strip():
+        raise DurationError(text, 'is empty (write a number and a unit, like "15m")')
+    total = 0.0
+    seen: list[str] = []
+    position = 0
+    stripped = text.rstrip()
+    while position < len(stripped):
+        match = _PART.match(stripped, position)
+        if match is None:
+            rest = stripped[position:].strip()
+            raise DurationError(text, f"expected a number at {rest!r}")
+        number, unit = match.groups()
+        if not unit:
+            raise DurationError(text, f"missing unit after {number} ({_UNIT_HINT})")
+        if unit not in UNITS:
+            raise DurationError(text, f"unknown unit {unit!r} ({_UNIT_HINT})")
+        if unit in seen:
+            raise DurationError(text, f"unit {unit!r} given twice")
+        if seen and UNITS[unit] > UNITS[seen[-1]]:
+            raise DurationError(text, "write the units from largest to smallest (d, h, m, s)")
+        seen.append(unit)
+        total += float(number) * UNITS[unit]
+        position = match.end()
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """The canonical text of a duration: ``21600`` is ``"6h"``, ``5400`` is ``"1h30m"``.
+
+    ``parse_duration(format_duration(x)) == x`` for any ``x >= 0`` given in whole microseconds.
+    """
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative: {seconds}")
+    whole, micros = divmod(round(seconds * 1_000_000), 1_000_000)
+    parts: list[str] = []
+    for unit, size in UNITS.items():
+        count, whole = divmod(whole, size)
+        if unit == "s" and micros:
+            parts.append(f"{count}.{micros:06d}".rstrip("0") + "s")
+        elif count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
