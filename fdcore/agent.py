@@ -32,7 +32,15 @@ from fdcore.clock import Clock
 from fdcore.config import AgentConfig
 from fdcore.errors import FdcoreError, MailboxFileError
 from fdcore.leases import HeldLease, LeaseLost, TableLeases
-from fdcore.mailbox import Mailbox, ProblemLog, Versioned, agent_key, run_key, status_key
+from fdcore.mailbox import (
+    Mailbox,
+    ProblemLog,
+    Versioned,
+    agent_key,
+    request_key,
+    run_key,
+    status_key,
+)
 from fdcore.models import (
     AgentRecord,
     Attempt,
@@ -419,8 +427,14 @@ class Agent:
     def _request(self, request_id: str) -> Request | None:
         cached = self._requests.get(request_id)
         if cached is None:
-            found = self.mailbox.read_or_report(Request, f"requests/{request_id}.json")
+            key = request_key(request_id)
+            found = self.mailbox.read_or_report(Request, key)
             if found is None:
+                return None
+            if found.value.id != request_id:
+                self.problems.report(
+                    key, f"{key}: field 'id': {found.value.id!r} does not match the file name"
+                )
                 return None
             cached = self._requests[request_id] = found.value
         return cached

@@ -13,10 +13,11 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_origin
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
 from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
 
@@ -67,6 +68,25 @@ def _strict(expected: type) -> Any:
 
 for _type in (int, str, bool, float):
     converter.register_structure_hook(_type, _strict(_type))
+
+
+def _list_factory(type_: Any) -> Any:
+    base = list_structure_factory(type_, converter)
+
+    def structure(value: object, _type: object) -> Any:
+        # cattrs would split a string into characters; a list field needs a JSON array.
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        return base(value, _type)
+
+    return structure
+
+
+def _is_list(type_: Any) -> bool:
+    return get_origin(type_) is list
+
+
+converter.register_structure_hook_factory(_is_list, _list_factory)
 
 
 def _enum(value: object, cls: type[enum.Enum]) -> enum.Enum:

@@ -112,8 +112,9 @@ class Status:
 
     request: str = attrs.field(validator=_id("request id"))
     state: State
-    agent: str | None = attrs.field(validator=_optional_id("agent name"))
     updated_at: datetime
+    # None when nobody holds it: expired unclaimed, or handed back by a stopping agent.
+    agent: str | None = attrs.field(default=None, validator=_optional_id("agent name"))
     contract: int = 1
     attempt: int = 1
     attempts: list[Attempt] = attrs.field(factory=list)

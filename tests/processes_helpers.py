@@ -1,0 +1,48 @@
+"""Shared setup for the tests that run real ``fdcore agent run`` processes on a local folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from fdcore.mailbox import Mailbox
+from fdcore.plugins import load_plugins
+from fdcore.testing.processes import AgentFleet
+
+SUPPORT = Path(__file__).parent / "support"
+
+
+def local_fleet(tmp_path: Path) -> tuple[AgentFleet, Mailbox]:
+    environment = (tmp_path / "env").as_uri()
+    logs = tmp_path / "table-log"
+    logs.mkdir()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUPPORT), env.get("PYTHONPATH")]))
+    env["FDCORE_TEST_LOG"] = str(logs)
+    fleet = AgentFleet(tmp_path, environment, env)
+    return fleet, Mailbox(load_plugins().open_storage(environment))
+
+
+def table_writes(tmp_path: Path) -> list[dict[str, Any]]:
+    writes = []
+    for path in sorted((tmp_path / "table-log").glob("*.jsonl")):
+        writes.extend(json.loads(line) for line in path.read_text().splitlines())
+    return writes
+
+
+def double_writers(writes: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pairs of accepted writes to one table whose time spans overlap under different tokens."""
+    by_table: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for write in writes:
+        if not write.get("rejected") and not write.get("killed"):
+            by_table[write["table"]].append(write)
+    overlaps = []
+    for spans in by_table.values():
+        spans.sort(key=lambda w: w["start"])
+        for earlier, later in zip(spans, spans[1:]):
+            if later["start"] < earlier["end"] and later["token"] != earlier["token"]:
+                overlaps.append((earlier, later))
+    return overlaps

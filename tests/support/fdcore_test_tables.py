@@ -1,0 +1,65 @@
+"""Table runners for tests that start real agent processes (importable via PYTHONPATH).
+
+Every table write goes through the fencing check and is logged with monotonic start and end
+times (system-wide on Linux), so a test can prove no table ever had two writers at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+from fdcore.fencing import StaleFencingToken, fenced_write
+from fdcore.plugins import load_plugins
+from fdcore.runners import TableJob
+from fdcore.storage import Storage
+
+
+@functools.cache
+def _storage(url: str) -> Storage:
+    return load_plugins().open_storage(url)
+
+
+def _log(job: TableJob, **fields: object) -> None:
+    folder = Path(os.environ["FDCORE_TEST_LOG"])
+    line = json.dumps(
+        {
+            "agent": job.agent,
+            "table": job.table,
+            "request": job.request,
+            "attempt": job.attempt,
+            "token": job.fencing_token,
+            **fields,
+        }
+    )
+    with open(folder / f"{job.agent}-{os.getpid()}.jsonl", "a") as handle:
+        handle.write(line + "\n")
+
+
+def write_table(job: TableJob) -> None:
+    """Work briefly, then write the table through the fencing check."""
+    seconds = float(os.environ.get("FDCORE_TEST_TABLE_SECONDS", "0.02"))
+    start = time.monotonic()
+    time.sleep(random.uniform(0, seconds))
+    try:
+        fenced_write(
+            _storage(job.environment),
+            job.table,
+            job.fencing_token,
+            {"request": job.request, "agent": job.agent},
+        )
+    except StaleFencingToken as exc:
+        _log(job, start=start, end=time.monotonic(), rejected=str(exc))
+        raise
+    _log(job, start=start, end=time.monotonic(), rejected=None)
+
+
+def kill_agent(job: TableJob) -> None:
+    """A poison table: kills the agent process that runs it (SIGKILL, no clean-up)."""
+    _log(job, start=time.monotonic(), end=time.monotonic(), rejected=None, killed=True)
+    os.kill(os.getpid(), signal.SIGKILL)

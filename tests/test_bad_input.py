@@ -1,0 +1,173 @@
+"""Bad files in the mailbox and bad config: reported once, naming file and field; nothing else stops."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from conftest import START, Fleet
+
+from fdcore.cli import main
+from fdcore.commands import submit
+from fdcore.config import load_config
+from fdcore.errors import ConfigError
+from fdcore.models import State
+
+GOOD_STATUS = (
+    b'{"request": "%s", "state": "running", "agent": "ghost", "updated_at": "2027-01-15T02:00:00Z"'
+)
+
+
+def problems(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    ("key", "content", "expected"),
+    [
+        ("requests/bad.json", b"{not json", "requests/bad.json: not valid JSON"),
+        (
+            "requests/bad.json",
+            b'{"id": "bad", "entities": "sales", "created_at": "2027-01-15T02:00:00Z"}',
+            "requests/bad.json: field 'entities'",
+        ),
+        (
+            "requests/bad.json",
+            b'{"id": "../x", "entities": ["sales"], "created_at": "2027-01-15T02:00:00Z"}',
+            "requests/bad.json: field 'id': invalid request id '../x'",
+        ),
+        (
+            "requests/bad.json",
+            b'{"id": "other", "entities": ["sales"], "created_at": "2027-01-15T02:00:00Z"}',
+            "requests/bad.json: field 'id': 'other' does not match the file name",
+        ),
+        ("requests/bad name.json", b"{}", "requests/bad name.json: file name is not"),
+        (
+            "status/bad.json",
+            GOOD_STATUS.replace(b"%s", b"bad") + b', "attempt": "two"}',
+            "status/bad.json: field 'attempt': expected int, got str",
+        ),
+    ],
+)
+def test_bad_mailbox_file_is_reported_once_and_skipped(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture, key: str, content: bytes, expected: str
+) -> None:
+    if key.startswith("status/"):
+        submit(fleet.mailbox, ["t"], request_id="bad", now=START)
+    fleet.storage.create(key, content)
+    submit(fleet.mailbox, ["sales"], request_id="good", now=START)
+    agent = fleet.agent("etl-01", take_over=True)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            agent.poll()
+            fleet.finish_all()
+            fleet.clock.advance(120)  # past stale_after: status sweeps run every poll
+    reported = [m for m in problems(caplog) if expected in m]
+    assert len(reported) == 1, problems(caplog)
+    good = fleet.mailbox.status("good")
+    assert good is not None and good.value.state is State.SUCCEEDED
+
+
+def test_bad_lease_file_is_reported_and_the_table_waits(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    fleet.storage.create("leases/sales.json", b'{"table": "sales"}')
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    submit(fleet.mailbox, ["other"], request_id="r2", now=START)
+    agent = fleet.agent("etl-01", concurrency=2)
+    with caplog.at_level(logging.WARNING):
+        agent.poll()
+        agent.poll()
+    assert [run.job.table for run in fleet.runs] == ["other"]
+    assert sum("leases/sales.json: field" in m for m in problems(caplog)) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\npoll_secs = 5\n',
+            "[agent] poll_secs: unknown key; did you mean 'poll_seconds'?",
+        ),
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\nconcurrency = "2"\n',
+            "[agent] concurrency: expected an integer, got '2'",
+        ),
+        ('[agent]\nname = "../a"\nenvironment = "x"\n', "[agent] name: invalid agent name '../a'"),
+        ('[agent]\nenvironment = "x"\n', "[agent] name: missing (required)"),
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\n[pipline]\n',
+            "[pipline]: unknown key; did you mean '[pipeline]'?",
+        ),
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\n[pipeline]\ntake_over = "yes"\n',
+            "[pipeline] take_over: expected true or false, got 'yes'",
+        ),
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\n[pipeline]\nmax_attempts = 0\n',
+            "[pipeline] max_attempts: must be >= 1, got 0",
+        ),
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\n[runner]\ncommand = []\n',
+            "[runner] command: expected a non-empty list of strings",
+        ),
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\n[[schedules]]\nid = "s"\n',
+            "[[schedules]] #1 (s): needs exactly one of every, cron, daily, weekly",
+        ),
+        (
+            '[agent]\nname = "a"\nenvironment = "x"\n[[schedules]]\nid = "s"\nevry = "1h"\n',
+            "[[schedules]] #1 evry: unknown key; did you mean 'every'?",
+        ),
+        ("[agent\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_line_naming_file_and_key(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_cli_reports_config_error_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text('[agent]\nname = "a"\nenvironment = "x"\nnmae = "b"\n')
+    assert main(["agent", "run", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fdcore: error: {path}: [agent] nmae: unknown key; did you mean 'name'?"
+
+
+def test_missing_runner_command_is_reported_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(f'[agent]\nname = "a"\nenvironment = "{(tmp_path / "env").as_uri()}"\n')
+    assert main(["agent", "run", "--config", str(path)]) == 2
+    assert capsys.readouterr().err.strip().endswith("[runner] command: missing (required)")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--entities", "a,../b"], "fdcore submit: --entities: invalid table name '../b'"),
+        (["--entities", "a", "--id", "../x"], "fdcore submit: --id: invalid request id '../x'"),
+        (["--entities", "a", "--deadline", "soon"], "fdcore submit: --deadline: not an ISO"),
+        (["--entities", "a", "--max-attempts", "0"], "fdcore submit: --max-attempts: must be"),
+    ],
+)
+def test_submit_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    env = (tmp_path / "env").as_uri()
+    assert main(["submit", "--env", env, *args]) == 2
+    assert capsys.readouterr().err.startswith(f"fdcore: error: {expected}")
+    assert not list((tmp_path / "env").glob("requests/*"))
