@@ -42,7 +42,10 @@ def double_writers(writes: list[dict[str, Any]]) -> list[tuple[dict[str, Any], d
     overlaps = []
     for spans in by_table.values():
         spans.sort(key=lambda w: w["start"])
-        for earlier, later in zip(spans, spans[1:]):
-            if later["start"] < earlier["end"] and later["token"] != earlier["token"]:
-                overlaps.append((earlier, later))
+        longest = spans[0]  # of the spans so far, the one that ends last
+        for span in spans[1:]:
+            if span["start"] < longest["end"] and span["token"] != longest["token"]:
+                overlaps.append((longest, span))
+            if span["end"] > longest["end"]:
+                longest = span
     return overlaps

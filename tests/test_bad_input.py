@@ -1,4 +1,4 @@
-"""Bad files in the mailbox and bad config: reported once, naming file and field; nothing else stops."""
+"""Bad mailbox files and bad config: reported once, naming file and field; the rest runs."""
 
 from __future__ import annotations
 
