@@ -1,0 +1,143 @@
+"""Plugin loading: listing, disabling, broken plugins, name clashes, missing implementations."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from fdcore import hookimpl
+from fdcore.claims import AgentLoad, ClaimPolicy
+from fdcore.errors import PluginError
+from fdcore.plugins import CLAIM, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
+
+
+def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fdcore.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+
+
+def test_plugins_lists_our_distributions_with_versions() -> None:
+    result = fdcore_cli("plugins", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["distribution"]: row for row in json.loads(result.stdout)}
+    assert rows["fdcore-localfs"]["version"] == "0.1.0"
+    assert rows["fdcore-localfs"]["provides"] == {"storage backend": ["file"]}
+    assert rows["fdcore-claim"]["provides"] == {"claim policy": ["always", "when_free"]}
+    assert rows["fdcore"]["provides"]["lease provider"] == ["mailbox"]
+    human = fdcore_cli("plugins").stdout
+    assert "fdcore-localfs" in human and "storage backend: file" in human
+
+
+def test_disabled_localfs_names_the_distribution(tmp_path: Path) -> None:
+    env = {"FDCORE_DISABLE_PLUGINS": "fdcore-localfs"}
+    listed = fdcore_cli("plugins", env=env).stdout
+    assert "fdcore-localfs" not in listed
+    result = fdcore_cli("queue", "--env", (tmp_path / "env").as_uri(), env=env)
+    assert result.returncode == 2
+    message = result.stderr.strip()
+    assert message.startswith(
+        "fdcore: error: no installed plugin provides a storage backend for "
+        f"'{(tmp_path / 'env').as_uri()}' ([agent] environment; installed: memory"
+    )
+    assert message.endswith("); fdcore-localfs is disabled by FDCORE_DISABLE_PLUGINS")
+    assert "\n" not in message
+
+
+def test_disabling_by_entry_point_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FDCORE_DISABLE_PLUGINS", "claim, takeover")
+    plugins = load_plugins()
+    with pytest.raises(PluginError, match=r"claim policy 'when_free'.*install fdcore-claim"):
+        plugins.get(CLAIM, "when_free")
+
+
+def _broken_distribution(folder: Path, distribution: str, module: str) -> None:
+    info = folder / f"{distribution.replace('-', '_')}-9.9.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 9.9\n")
+    (info / "entry_points.txt").write_text(f"[fdcore]\nbroken = {module}\n")
+    (folder / f"{module}.py").write_text("raise RuntimeError('plugin exploded on import')\n")
+
+
+def test_plugin_that_fails_to_import_is_reported_with_its_distribution(tmp_path: Path) -> None:
+    _broken_distribution(tmp_path, "acme-fdcore-s3", "acme_fdcore_s3")
+    result = fdcore_cli("plugins", env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0
+    line = next(line for line in result.stdout.splitlines() if "acme-fdcore-s3" in line)
+    assert "FAILED TO LOAD: RuntimeError: plugin exploded on import" in line
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_broken_plugin_of_ours_is_named_in_the_missing_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FDCORE_DISABLE_PLUGINS", "fdcore-claim")
+    _broken_distribution(tmp_path, "fdcore-claim", "fdcore_claim_broken")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FDCORE_DISABLE_PLUGINS", "claim")  # the real one, by entry point name
+    plugins = load_plugins()
+    with pytest.raises(PluginError) as info:
+        plugins.get(CLAIM, "when_free")
+    assert "fdcore-claim is installed but failed to load: RuntimeError" in str(info.value)
+
+
+class _Fifo:
+    name = "always"
+
+    def may_claim(self, load: AgentLoad) -> bool:
+        return True
+
+
+class _Clashing:
+    @hookimpl
+    def fdcore_claim_policies(self) -> Sequence[ClaimPolicy]:
+        return [_Fifo()]
+
+
+def test_a_name_provided_twice_is_an_error_naming_both() -> None:
+    with pytest.raises(PluginError) as info:
+        load_plugins(extra=[("acme", _Clashing())])
+    assert str(info.value) == (
+        "claim policy 'always' is provided by two plugins: claim (fdcore-claim) and acme; "
+        "disable one with FDCORE_DISABLE_PLUGINS"
+    )
+
+
+class _Typo:
+    @hookimpl
+    def fdcore_claim_policy(self) -> Sequence[ClaimPolicy]:
+        return []
+
+
+def test_a_hook_that_does_not_exist_is_refused_at_start() -> None:
+    with pytest.raises(PluginError, match="plugin 'typo' is invalid: unknown hook"):
+        load_plugins(extra=[("typo", _Typo())])
+
+
+def test_unknown_implementation_lists_what_is_installed() -> None:
+    plugins = load_plugins()
+    with pytest.raises(PluginError) as info:
+        plugins.get(CLAIM, "fifo")
+    assert str(info.value) == (
+        "no installed plugin provides claim policy 'fifo' ([pipeline] claim; "
+        "installed: always, when_free)"
+    )
+    with pytest.raises(PluginError, match=r"notifier 'teams'.*install fdcore-teams"):
+        plugins.get(NOTIFIER, "teams")
+
+
+def test_builtins_are_always_there() -> None:
+    plugins = load_plugins(use_entry_points=False)
+    assert set(plugins.implementations(STORAGE)) == {"memory"}
+    assert set(plugins.implementations(RUNNER)) == {"command", "python"}
+    assert plugins.implementations(SLOT) == {}
