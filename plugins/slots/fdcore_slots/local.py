@@ -57,7 +57,7 @@ class Cron:
         except CroniterError as exc:
             raise spec_error(self.name, text, _cron_problem(expression, exc)) from None
         # croniter's expansion is the canonical form: "0 2 * * mon" and "0 02 * * 1" read alike
-        canonical = " ".join(",".join(str(value) for value in field) for field in cron.expanded)
+        canonical = " ".join(_compact(field) for field in cron.expanded)
         return WallClockTimetable(expression, zone, f"cron {canonical} {zone.key}")
 
 
@@ -94,6 +94,22 @@ def _check_cron_syntax(spec: str, expression: str) -> None:
                     f"range {item!r} in the {CRON_FIELDS[index]} field starts and ends on the "
                     f"same value: write {bounds[1]!r} alone",
                 )
+
+
+def _compact(values: list[Any]) -> str:
+    """A field's expanded values as text, runs of three or more written as ranges (``1-5``)."""
+    if values == ["*"]:
+        return "*"
+    numbers: list[int] = sorted(values)
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ",".join(
+        f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)) for run in runs
+    )
 
 
 def _value(index: int, token: str) -> int:

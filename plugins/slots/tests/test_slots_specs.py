@@ -40,6 +40,15 @@ def describe(key: str, spec: str, options: dict[str, Any] | None = None) -> str:
         ),
         ("cron", [("0 2 * * *", BERLIN), ("0 2 1-31 * *", BERLIN)], "cron 0 2 * * * Europe/Berlin"),
         (
+            "cron",
+            [
+                ("*/15 9-17 * * mon-fri", {}),
+                ("0,15,30,45 9,10,11,12,13,14,15,16,17 * * 1,2,3,4,5", {}),
+                ("0-59/15 9-17 * * 5,4,3,2,1", {}),
+            ],
+            "cron 0,15,30,45 9-17 * * 1-5 UTC",
+        ),
+        (
             "daily",
             [
                 ("02:00", {}),
