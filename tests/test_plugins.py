@@ -81,7 +81,6 @@ def test_plugin_that_fails_to_import_is_reported_with_its_distribution(tmp_path:
 def test_broken_plugin_of_ours_is_named_in_the_missing_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FDCORE_DISABLE_PLUGINS", "fdcore-claim")
     _broken_distribution(tmp_path, "fdcore-claim", "fdcore_claim_broken")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("FDCORE_DISABLE_PLUGINS", "claim")  # the real one, by entry point name
