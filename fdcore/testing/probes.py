@@ -24,6 +24,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
+from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any, TypeVar
 
 import attrs
@@ -241,7 +243,9 @@ def probe_stale_etag_refused(ctx: ProbeContext) -> str:
     with _opened(ctx) as store:
         old = store.create(key, b"old")
         new = store.replace(key, b"new", old)
-        _raises(PreconditionFailed, lambda: store.replace(key, b"x", old), "replace with stale etag")
+        _raises(
+            PreconditionFailed, lambda: store.replace(key, b"x", old), "replace with stale etag"
+        )
         _raises(PreconditionFailed, lambda: store.delete(key, old), "delete with stale etag")
         _raises(
             PreconditionFailed,
@@ -262,9 +266,9 @@ def probe_absent_key(ctx: ProbeContext) -> str:
         for key in (ctx.key("basic/never-written.json"), ctx.key("basic/no/such/dir/x"), gone):
             blob = store.read(key)
             _expect(blob is None, f"read of absent {key} gave {_show(blob)}")
-            _raises(NotFound, lambda k=key: store.replace(k, b"x", etag), f"replace of absent {key}")
-            _raises(NotFound, lambda k=key: store.delete(k), f"delete of absent {key}")
-            _raises(NotFound, lambda k=key: store.delete(k, etag), f"delete-if-etag of absent {key}")
+            _raises(NotFound, partial(store.replace, key, b"x", etag), f"replace of absent {key}")
+            _raises(NotFound, partial(store.delete, key), f"delete of absent {key}")
+            _raises(NotFound, partial(store.delete, key, etag), f"delete-if-etag of absent {key}")
     return "read gave None; replace and delete raised NotFound (never written, or deleted)"
 
 
@@ -298,7 +302,9 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _crew_member(index: int, crew: _Crew, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
+def _crew_member(
+    index: int, crew: _Crew, target: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
     try:
         value = target(index, crew, *args)
     except BaseException as exc:
@@ -318,9 +324,11 @@ def _run_crew(
     """
     workers: list[Any]
     if ctx.multiprocess:
-        mp = multiprocessing.get_context(_start_method())
         if _start_method() == "forkserver":
+            mp: ForkServerContext | SpawnContext = multiprocessing.get_context("forkserver")
             mp.set_forkserver_preload([__name__])
+        else:
+            mp = multiprocessing.get_context("spawn")
         crew = _Crew(mp.Barrier(size), mp.Event(), mp.Queue())
         workers = [
             mp.Process(target=_crew_member, args=(i, crew, target, args), daemon=True)
@@ -401,7 +409,9 @@ def _create_racer(
 def _winners(outcomes: list[list[str]], round_: int, what: str) -> int:
     """The one worker that won ``round_``, or a violation describing what happened instead."""
     won = [i for i, rows in enumerate(outcomes) if rows[round_] == "won"]
-    errors = [(i, rows[round_]) for i, rows in enumerate(outcomes) if rows[round_] not in ("won", "lost")]
+    errors = [
+        (i, rows[round_]) for i, rows in enumerate(outcomes) if rows[round_] not in ("won", "lost")
+    ]
     if errors:
         raise _Violation(f"round {round_}: worker {errors[0][0]}'s {what} raised {errors[0][1]}")
     _expect(len(won) == 1, f"round {round_}: {len(won)} winners (workers {won})")
@@ -415,9 +425,7 @@ def _racers(ctx: ProbeContext) -> str:
 @_probe("create-if-absent")
 def probe_create_if_absent(ctx: ProbeContext) -> str:
     base = ctx.key("race/create-")
-    outcomes = _run_crew(
-        ctx, ctx.processes, _create_racer, ctx.factory, base, ctx.create_rounds
-    )
+    outcomes = _run_crew(ctx, ctx.processes, _create_racer, ctx.factory, base, ctx.create_rounds)
     with _opened(ctx) as store:
         for round_ in range(ctx.create_rounds):
             winner = _winners(outcomes, round_, "create")
@@ -531,10 +539,13 @@ def _torn_worker(
             for n in range(writes):
                 store.create(f"{base}c-{index}-{n}", make_payload(f"c{index}/{n}", sizes[n % 3]))
             for n in range(writes):
-                if not _replace_with_retry(store, shared, make_payload(f"r{index}/{n}", sizes[n % 3])):
+                if not _replace_with_retry(
+                    store, shared, make_payload(f"r{index}/{n}", sizes[n % 3])
+                ):
                     return (n, 0, [f"writer {index} could not replace the shared key"])
             return (2 * writes, 0, [])
-        reads, created, problems = 0, 0, []
+        reads, created = 0, 0
+        problems: list[str] = []
         next_created = [0] * TORN_WRITERS
         while not crew.stop.is_set() and len(problems) < 5:
             blob = store.read(shared)
@@ -620,9 +631,7 @@ _EDGE_CASES = {
 @_probe("list-by-prefix")
 def probe_list_by_prefix(ctx: ProbeContext) -> str:
     base = ctx.key("list/")
-    bulk = {
-        f"{base}bulk/{n % 16:x}/{n:06d}.json": b"%d" % n for n in range(ctx.listing_size)
-    }
+    bulk = {f"{base}bulk/{n % 16:x}/{n:06d}.json": b"%d" % n for n in range(ctx.listing_size)}
     edges = {f"{base}edge/{key}": key.encode() for key in _EDGE_KEYS}
     _write_all(ctx, {**bulk, **edges})
     with _opened(ctx) as store:
@@ -633,8 +642,12 @@ def probe_list_by_prefix(ctx: ProbeContext) -> str:
         listed = list(store.list(f"{base}bulk/3"))
         _expect(listed == third, f"list of bulk/3 gave {len(listed)} keys, expected {len(third)}")
         for prefix, expected in _EDGE_CASES.items():
-            listed = [key.removeprefix(f"{base}edge/") for key in store.list(f"{base}edge/{prefix}")]
-            _expect(listed == expected, f"list of prefix {prefix!r} gave {listed}, expected {expected}")
+            listed = [
+                key.removeprefix(f"{base}edge/") for key in store.list(f"{base}edge/{prefix}")
+            ]
+            _expect(
+                listed == expected, f"list of prefix {prefix!r} gave {listed}, expected {expected}"
+            )
         everything = list(store.list(base))
         _expect(everything == sorted([*bulk, *edges]), "list of the whole probe folder differed")
     return (
@@ -694,7 +707,10 @@ def probe_unusual_keys(ctx: ProbeContext) -> str:
             store.replace(key, b"replaced", etags[key])
             store.delete(key)
             _expect(other.read(key) is None, f"{key!r} still readable after delete")
-    return f"{len(keys)} keys (spaces, unicode, =+@,~%#?, 25 levels deep) created, listed, replaced, deleted"
+    return (
+        f"{len(keys)} keys (spaces, unicode, =+@,~%#?, 25 levels deep) created, listed, "
+        "replaced, deleted"
+    )
 
 
 def invalid_keys(token: str) -> list[str]:
@@ -717,18 +733,24 @@ def invalid_keys(token: str) -> list[str]:
     ]
 
 
+def _listed(store: Storage, prefix: str) -> list[str]:
+    return list(store.list(prefix))
+
+
 @_probe("invalid-keys")
 def probe_invalid_keys(ctx: ProbeContext) -> str:
     keys = invalid_keys(f"fdcore-probe-{ctx.token}")
     with _opened(ctx) as store:
         for key in keys:
-            _raises(InvalidKey, lambda k=key: store.read(k), f"read({key!r})")
-            _raises(InvalidKey, lambda k=key: store.create(k, b"x"), f"create({key!r})")
-            _raises(InvalidKey, lambda k=key: store.replace(k, b"x", '"e"'), f"replace({key!r})")
-            _raises(InvalidKey, lambda k=key: store.delete(k), f"delete({key!r})")
+            _raises(InvalidKey, partial(store.read, key), f"read({key!r})")
+            _raises(InvalidKey, partial(store.create, key, b"x"), f"create({key!r})")
+            _raises(InvalidKey, partial(store.replace, key, b"x", '"e"'), f"replace({key!r})")
+            _raises(InvalidKey, partial(store.delete, key), f"delete({key!r})")
         for prefix in (f"../{ctx.token}", f".{ctx.token}", f"{ctx.token}\\x", f"/{ctx.token}"):
-            _raises(InvalidKey, lambda p=prefix: list(store.list(p)), f"list({prefix!r})")
-    return f"{len(keys)} illegal keys (.., dot segments, empty, backslash, control) raised InvalidKey"
+            _raises(InvalidKey, partial(_listed, store, prefix), f"list({prefix!r})")
+    return (
+        f"{len(keys)} illegal keys (.., dot segments, empty, backslash, control) raised InvalidKey"
+    )
 
 
 #: Every probe, in the order doctor runs them (cheap first, so a broken store fails fast).

@@ -21,6 +21,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,8 +42,7 @@ from fdcore.storage import (
 
 INTERNAL = ".fdcore"  # scratch files and lock stripes; dot names are never keys
 LOCK_STRIPES = 256
-# Errors that say the folder is not usable right now (read-only, gone, full, flaky disk).
-_UNAVAILABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EIO, errno.ESTALE}
+LINK_ATTEMPTS = 20  # a create retries while concurrent deletes prune the folder it links into
 
 
 def path_from_url(url: str) -> Path:
@@ -64,7 +64,10 @@ def _etag(data: bytes, stat: os.stat_result) -> str:
 
 
 def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return  # a concurrent delete pruned the folder: nothing left in it to make durable
     try:
         os.fsync(fd)
     finally:
@@ -99,11 +102,14 @@ class LocalFolderStorage:
         if not self._internal.is_dir():
             raise StorageUnavailable(key, f"folder {self.root} is missing or not initialised")
 
+    def lock_file(self, key: str) -> Path:
+        """The file whose ``flock`` serialises replace and delete of ``key`` across processes."""
+        stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=2).digest(), "big")
+        return self._internal / "locks" / f"{stripe % LOCK_STRIPES:03d}.lock"
+
     @contextlib.contextmanager
     def _locked(self, key: str) -> Iterator[None]:
-        stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=2).digest(), "big")
-        lock_path = self._internal / "locks" / f"{stripe % LOCK_STRIPES:03d}.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(self.lock_file(key), os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -149,20 +155,54 @@ class LocalFolderStorage:
         self._check_root(key)
         scratch: Path | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             scratch, etag = self._write_scratch(data)
-            try:
-                os.link(scratch, path)
-            except FileExistsError:
-                raise AlreadyExists(key, "already exists") from None
-            _fsync_dir(path.parent)
-            return etag
+            for _ in range(LINK_ATTEMPTS):
+                try:
+                    os.link(scratch, path)
+                except FileExistsError:
+                    if path.is_dir():
+                        raise InvalidKey(key, "is a folder of other keys in this store") from None
+                    raise AlreadyExists(key, "already exists") from None
+                except FileNotFoundError:
+                    # Its folder is missing, or a delete pruned it just now: make it, link again.
+                    self._make_parents(key)
+                    continue
+                except NotADirectoryError:
+                    raise self._file_in_the_way(key) from None
+                _fsync_dir(path.parent)
+                return etag
+            raise StorageUnavailable(key, f"its folder kept vanishing under {self.root}")
         except OSError as exc:
             raise self._unavailable(key, exc) from None
         finally:
             if scratch is not None:
                 with contextlib.suppress(OSError):
                     scratch.unlink()
+
+    def _make_parents(self, key: str) -> None:
+        """Create the folders of ``key`` below the root, never the root itself.
+
+        A root that vanished (an unmounted share, a deleted folder) must stay missing, so the
+        next operation reports the store unavailable rather than filling an empty new folder.
+        """
+        self._check_root(key)
+        folder = self.root
+        for segment in key.split("/")[:-1]:
+            folder = folder / segment
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                try:
+                    is_folder = stat.S_ISDIR(os.stat(folder).st_mode)
+                except FileNotFoundError:
+                    return  # pruned between our mkdir and stat: the caller tries again
+                if not is_folder:
+                    raise self._file_in_the_way(key) from None
+            except FileNotFoundError:
+                return  # a parent was pruned under us: the caller tries again
+
+    def _file_in_the_way(self, key: str) -> InvalidKey:
+        return InvalidKey(key, "a folder on its path is a key in this store")
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         path = self._path(key)
@@ -195,8 +235,21 @@ class LocalFolderStorage:
                     raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
                 path.unlink()
                 _fsync_dir(path.parent)
+            self._prune(path.parent)
         except OSError as exc:
             raise self._unavailable(key, exc) from None
+
+    def _prune(self, folder: Path) -> None:
+        """Remove the folders a delete left empty, up to the root: keys, not folders, are data.
+
+        A create racing this finds its folder gone and makes it again (see ``create``).
+        """
+        while folder != self.root:
+            try:
+                folder.rmdir()
+            except OSError:
+                return  # not empty, or already gone
+            folder = folder.parent
 
     def list(self, prefix: str = "") -> Iterator[str]:
         validate_prefix(prefix)
