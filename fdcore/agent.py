@@ -47,11 +47,11 @@ from fdcore.models import (
     Outcome,
     Request,
     RunRecord,
-    ScheduleInfo,
     State,
     Status,
 )
 from fdcore.runners import TableJob, TableResult, TableRun
+from fdcore.schedules import Schedule, create_due_requests
 from fdcore.storage import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 from fdcore.takeover import TakeoverPolicy
 
@@ -106,7 +106,7 @@ class Agent:
         *,
         instance: str | None = None,
         previous_process_gone: Callable[[AgentRecord], bool] = lambda record: False,
-        schedules: list[ScheduleInfo] | None = None,
+        schedules: list[Schedule] | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -136,6 +136,7 @@ class Agent:
             self._heartbeat(now)
             self._advance(now)
             if not self.stopping:
+                create_due_requests(self.schedules, self.mailbox, self.name, now)
                 self._scan(now)
                 self._advance(now)
         except StorageUnavailable as exc:
@@ -189,7 +190,7 @@ class Agent:
             take_over=self.config.take_over,
             stopping=self.stopping,
             stopped_at=now if stopped else None,
-            schedules=list(self.schedules),
+            schedules=[schedule.info for schedule in self.schedules],
         )
         record.extra = dict(self._record_extra)
         return record
@@ -442,6 +443,10 @@ class Agent:
     def _read_status(self, request_id: str) -> Versioned[Status] | None:
         return self.mailbox.read_or_report(Status, status_key(request_id))
 
+    def _may_hold(self, request: Request) -> bool:
+        """A request with an affinity (an unshared schedule's) is for that agent only."""
+        return request.affinity is None or request.affinity == self.name
+
     def _mine(self, status: Status, attempt: int) -> bool:
         return status.agent == self.name and status.attempt == attempt and not status.state.final
 
@@ -451,6 +456,8 @@ class Agent:
         for request in requests:
             if request.deadline is not None and now > request.deadline:
                 self._expire(request, now)
+                continue
+            if not self._may_hold(request):
                 continue
             if not self.parts.claim.may_claim(self._load()):
                 continue  # keep going: later requests may still need expiring
@@ -514,7 +521,7 @@ class Agent:
 
     def _take_over(self, found: Versioned[Status], now: datetime, reason: str, lost: bool) -> None:
         request = self._request(found.value.request)
-        if request is None:
+        if request is None or not self._may_hold(request):
             return
         status = copy.deepcopy(found.value)
         if status.attempts and status.attempts[-1].outcome is Outcome.RUNNING:

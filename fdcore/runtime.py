@@ -12,7 +12,6 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
 from types import FrameType
 
 from fdcore.agent import Agent, Components, StartTable
@@ -20,9 +19,10 @@ from fdcore.clock import Clock, SystemClock
 from fdcore.config import AgentConfig
 from fdcore.errors import ConfigError
 from fdcore.mailbox import Mailbox, ProblemLog
-from fdcore.models import AgentRecord, ScheduleInfo
+from fdcore.models import AgentRecord
 from fdcore.plugins import CLAIM, LEASES, RUNNER, TAKEOVER, Plugins, load_plugins
 from fdcore.runners import TableJob, TableRun
+from fdcore.schedules import build_schedules
 from fdcore.storage import Storage
 
 log = logging.getLogger("fdcore.runtime")
@@ -74,7 +74,6 @@ class AgentRuntime:
         *,
         clock: Clock | None = None,
         start_table: StartTable | None = None,
-        schedules: list[ScheduleInfo] | None = None,
     ) -> None:
         self.config = config
         plugins = plugins or load_plugins()
@@ -87,11 +86,10 @@ class AgentRuntime:
             build_components(config, plugins, self.storage, start_table),
             clock or SystemClock(),
             previous_process_gone=same_host_process_gone,
-            schedules=schedules,
+            schedules=build_schedules(config, plugins),
         )
         self._wake = threading.Event()
         self._stop_requested_at: float | None = None
-        self.before_poll: list[Callable[[], None]] = []  # extensions (shared schedules) hook in
 
     def request_stop(self, *_: object) -> None:
         if self._stop_requested_at is None:
@@ -113,8 +111,6 @@ class AgentRuntime:
         while True:
             if self._stop_requested_at is not None and not agent.stopping:
                 agent.stop()
-            for hook in self.before_poll:
-                hook()
             agent.poll()
             if agent.stopping:
                 if agent.idle:
