@@ -15,6 +15,7 @@ from fdcore.mailbox_leases import MailboxLeases
 from fdcore.memory import MemoryStorage
 from fdcore.plugins import CLAIM, TAKEOVER, load_plugins
 from fdcore.runners import TableJob, TableResult
+from fdcore.schedules import build_schedules
 
 START = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)
 
@@ -52,7 +53,7 @@ class Fleet:
         self.runs.append(run)
         return run
 
-    def agent(self, name: str, **settings: object) -> Agent:
+    def agent(self, name: str, clock: ManualClock | None = None, **settings: object) -> Agent:
         config = AgentConfig(name=name, environment=self.storage.url, **settings)  # type: ignore[arg-type]
         plugins = load_plugins()
         parts = Components(
@@ -61,7 +62,14 @@ class Fleet:
             MailboxLeases(self.storage),
             self.start_table,
         )
-        agent = Agent(config, Mailbox(self.storage), parts, self.clock)
+        agent = Agent(
+            config,
+            Mailbox(self.storage),
+            parts,
+            clock or self.clock,
+            schedules=build_schedules(config, plugins),
+            previous_process_gone=lambda record: True,
+        )
         self.agents[name] = agent
         return agent
 
