@@ -86,7 +86,9 @@ def guess_storage_backend(url: str) -> str:
         return "onelake"
     if lowered.startswith("memory://"):
         return "memory"
-    return "file"
+    if lowered.startswith("file://") or "://" not in lowered:
+        return "file"
+    return lowered.partition("://")[0]  # a scheme none of ours serves: no install advice
 
 
 @attrs.frozen
