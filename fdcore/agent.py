@@ -190,7 +190,7 @@ class Agent:
             take_over=self.config.take_over,
             stopping=self.stopping,
             stopped_at=now if stopped else None,
-            schedules=[schedule.info for schedule in self.schedules],
+            schedules=[schedule.published(now) for schedule in self.schedules],
         )
         record.extra = dict(self._record_extra)
         return record
@@ -337,11 +337,28 @@ class Agent:
         if current is None or current.generation != held.lease.generation:
             self._lost(work, f"lease on table {table} taken by another agent")
             return
+        attempt = work.status.attempt
+        # The status update (If-Match) comes first: it proves the request is still ours, and once
+        # it lands a crash cannot make another agent run the table again. The run log follows.
+        if result.succeeded:
+
+            def done(status: Status) -> None:
+                status.tables_done.append(table)
+
+            ours = self._update(work, now, done)
+        else:
+            message = f"table {table} failed: {result.message}"
+            ours = self._update(work, now, _finish(State.FAILED, Outcome.FAILED, now, message))
+            if ours:
+                log.warning("%s: request %s failed: %s", self.name, work.id, message)
+                self._release(work)
+        if not ours:
+            return
         record = RunRecord(
             request=work.id,
             table=table,
             agent=self.name,
-            attempt=work.status.attempt,
+            attempt=attempt,
             generation=held.lease.generation,
             started_at=work.table_started or now,
             ended_at=now,
@@ -349,20 +366,9 @@ class Agent:
             message=result.message or None,
         )
         with contextlib.suppress(AlreadyExists):  # this attempt's record may already be there
-            self.mailbox.create(run_key(work.id, work.status.attempt, table), record)
+            self.mailbox.create(run_key(work.id, attempt, table), record)
         self.parts.leases.release(held, now)
         work.lease = None
-        if result.succeeded:
-
-            def done(status: Status) -> None:
-                status.tables_done.append(table)
-
-            self._update(work, now, done)
-        else:
-            message = f"table {table} failed: {result.message}"
-            if self._update(work, now, _finish(State.FAILED, Outcome.FAILED, now, message)):
-                log.warning("%s: request %s failed: %s", self.name, work.id, message)
-                self._release(work)
 
     def _update(self, work: Work, now: datetime, change: Callable[[Status], None]) -> bool:
         """Apply ``change`` to the request's status with If-Match; False if it is not ours now."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,7 +18,15 @@ from fdcore.models import Request
 from fdcore.plugins import TAKEOVER, load_plugins
 from fdcore.runtime import AgentRuntime
 from fdcore.storage import AlreadyExists
-from fdcore.views import agent_rows, describe_attempts, queue_rows
+from fdcore.views import (
+    AgentRow,
+    agent_rows,
+    describe_attempts,
+    queue_rows,
+    schedule_rows,
+    schedule_warnings,
+    shared_by,
+)
 
 
 def _mailbox(url: str) -> Mailbox:
@@ -98,40 +107,57 @@ def _time(value: datetime | None) -> str:
     return f"{value:%Y-%m-%d %H:%M:%S}" if value else "-"
 
 
-def _queue(args: argparse.Namespace) -> int:
-    from fdcore.cli import format_table
-
-    mailbox = _mailbox(args.env)
-    rows = queue_rows(mailbox, include_final=not args.active)
-    if args.json:
-        print(json.dumps([row.to_json() for row in rows], indent=2))
-        return 0
-    agents = {row.name: row.state for row in _agent_rows(mailbox, args.grace)}
-    table = [("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")]
-    for row in rows:
-        schedule = f"{row.schedule}@{row.slot}" if row.schedule else "-"
-        attempts = describe_attempts(row, agents) or "-"
-        table.append(
-            (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
-        )
-    print(format_table(table))
-    return 0
-
-
-def _agent_rows(mailbox: Mailbox, grace: float) -> list[Any]:
+def _agent_rows(mailbox: Mailbox, grace: float) -> list[AgentRow]:
     policy = load_plugins().get(TAKEOVER, "stale_record")
     return agent_rows(mailbox, datetime.now(timezone.utc), policy, grace)
 
 
-def _agents(args: argparse.Namespace) -> int:
+def _print(
+    args: argparse.Namespace, key: str, rows: list[Any], table: list[Any], warnings: list[str]
+) -> None:
+    """The one output path of the listing commands: a JSON object, or a table and warnings."""
     from fdcore.cli import format_table
 
-    rows = _agent_rows(_mailbox(args.env), args.grace)
     if args.json:
-        print(json.dumps([row.to_json() for row in rows], indent=2))
-        return 0
-    table = [("AGENT", "STATE", "VERSION", "LAST SEEN", "RUNNING", "CLAIM", "TAKE OVER")]
+        document = {key: [row.to_json() for row in rows], "warnings": warnings}
+        print(json.dumps(document, indent=2))
+        return
+    print(format_table(table))
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def _queue(args: argparse.Namespace) -> int:
+    mailbox = _mailbox(args.env)
+    rows = queue_rows(mailbox, include_final=not args.active)
+    agents = _agent_rows(mailbox, args.grace)
+    states = {row.name: row.state for row in agents}
+    sharing = shared_by(agents)
+    table = [("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")]
     for row in rows:
+        schedule = "-"
+        if row.schedule:
+            schedule = f"{row.schedule} slot {row.slot}"
+            if row.schedule in sharing:
+                schedule += f" (Shared by {', '.join(sharing[row.schedule])})"
+        attempts = describe_attempts(row, states) or "-"
+        table.append(
+            (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
+        )
+    _print(args, "requests", rows, table, schedule_warnings(agents))
+    return 0
+
+
+def _agents(args: argparse.Namespace) -> int:
+    rows = _agent_rows(_mailbox(args.env), args.grace)
+    table = [
+        ("AGENT", "STATE", "VERSION", "LAST SEEN", "RUNNING", "CLAIM", "TAKE OVER", "SCHEDULES")
+    ]
+    for row in rows:
+        schedules = ", ".join(
+            f"{info.id} (shared)" if info.shared else info.id
+            for info in (row.record.schedules if row.record else [])
+        )
         table.append(
             (
                 row.name,
@@ -141,9 +167,29 @@ def _agents(args: argparse.Namespace) -> int:
                 f"{row.running}/{row.concurrency}",
                 row.claim or "-",
                 "yes" if row.take_over else "no",
+                schedules or "-",
             )
         )
-    print(format_table(table))
+    _print(args, "agents", rows, table, schedule_warnings(rows))
+    return 0
+
+
+def _schedules(args: argparse.Namespace) -> int:
+    agents = _agent_rows(_mailbox(args.env), args.grace)
+    rows = schedule_rows(agents)
+    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
+    for row in rows:
+        table.append(
+            (
+                row.id,
+                "yes" if row.shared else "no",
+                row.when,
+                ",".join(row.entities) or "all",
+                _time(row.next_due),
+                ", ".join(row.agents),
+            )
+        )
+    _print(args, "schedules", rows, table, schedule_warnings(agents))
     return 0
 
 
@@ -165,6 +211,7 @@ def register(commands: Any) -> None:
     for name, handler, text in (
         ("queue", _queue, "list requests with state, attempts and agents"),
         ("agents", _agents, "list agents: live, stale, lost or stopped"),
+        ("schedules", _schedules, "list schedules, when they are next due and who serves them"),
     ):
         parser = commands.add_parser(name, help=text)
         parser.add_argument("--env", required=True, help="environment URL")

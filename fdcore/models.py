@@ -132,6 +132,7 @@ class ScheduleInfo:
     when: str
     entities: list[str] = attrs.field(factory=list)
     fingerprint: str = ""
+    next_due: datetime | None = None
     extra: dict[str, Any] = _extra()
 
 

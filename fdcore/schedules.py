@@ -44,6 +44,10 @@ class Schedule:
     info: ScheduleInfo
     last_slot: str | None = None  # the latest slot written or seen: never written twice
 
+    def published(self, now: datetime) -> ScheduleInfo:
+        """The schedule as the agent's status record shows it, with its next due time."""
+        return attrs.evolve(self.info, next_due=self.timetable.next_due(now).due_at)
+
     def request_id(self, slot: Slot, agent: str) -> str:
         base = f"sched-{self.config.id}-{slot.id}"
         return base if self.config.shared else f"{base}-{agent}"
@@ -65,7 +69,7 @@ def build_schedules(config: AgentConfig, plugins: Plugins) -> list[Schedule]:
             timetable = function.parse(entry.spec, dict(entry.options))
         except ValueError as exc:
             raise ConfigError(config.source, where, str(exc)) from None
-        longest = f"sched-{entry.id}-{'9' * 14}-{config.name}"
+        longest = f"sched-{entry.id}-{'9' * 15}-{config.name}"
         if not is_valid_id(longest):
             raise ConfigError(
                 config.source,

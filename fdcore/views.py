@@ -13,7 +13,7 @@ import attrs
 
 from fdcore.codec import format_time
 from fdcore.mailbox import Mailbox, agent_key, request_key, status_key
-from fdcore.models import AgentRecord, Request, Status
+from fdcore.models import AgentRecord, Request, ScheduleInfo, Status
 from fdcore.takeover import TakeoverPolicy
 
 
@@ -157,3 +157,84 @@ def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
         )
     rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
     return rows
+
+
+@attrs.frozen
+class ScheduleRow:
+    """One schedule id as the agents' records show it."""
+
+    id: str
+    shared: bool
+    when: str
+    entities: list[str]
+    agents: list[str]  # agents (not stopped) that hold a copy
+    next_due: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "shared": self.shared,
+            "when": self.when,
+            "entities": self.entities,
+            "agents": self.agents,
+            "next_due": format_time(self.next_due) if self.next_due else None,
+        }
+
+
+def _copies(agents: list[AgentRow]) -> dict[str, list[tuple[str, ScheduleInfo]]]:
+    """Each schedule id with the copies held by agents that have not stopped."""
+    copies: dict[str, list[tuple[str, ScheduleInfo]]] = {}
+    for row in agents:
+        if row.record is None or row.state == "stopped":
+            continue
+        for info in row.record.schedules:
+            copies.setdefault(info.id, []).append((row.name, info))
+    return copies
+
+
+def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
+    rows = []
+    for schedule_id, copies in sorted(_copies(agents).items()):
+        first = copies[0][1]
+        due = [info.next_due for _, info in copies if info.next_due is not None]
+        rows.append(
+            ScheduleRow(
+                id=schedule_id,
+                shared=all(info.shared for _, info in copies),
+                when=first.when,
+                entities=list(first.entities),
+                agents=[name for name, _ in copies],
+                next_due=min(due) if due else None,
+            )
+        )
+    return rows
+
+
+def schedule_warnings(agents: list[AgentRow]) -> list[str]:
+    """What operators must hear about schedule copies across agents.
+
+    "Scheduled in two places": an unshared schedule held by two agents runs on both. "Shared
+    schedule differs": copies of a shared schedule disagree (timing, tables), so the agents would
+    make different requests. A properly shared schedule raises neither.
+    """
+    warnings = []
+    for schedule_id, copies in sorted(_copies(agents).items()):
+        names = ", ".join(name for name, _ in copies)
+        if len(copies) > 1 and not any(info.shared for _, info in copies):
+            warnings.append(
+                f"Scheduled in two places: schedule {schedule_id} is not shared but is held by "
+                f"{names}; each of them runs it (set shared = true on every copy)"
+            )
+        elif len({info.fingerprint for _, info in copies}) > 1:
+            versions = "; ".join(
+                f"{name}: {'shared' if info.shared else 'not shared'}, {info.when}, "
+                f"tables {','.join(info.entities) or 'all'}"
+                for name, info in copies
+            )
+            warnings.append(f"Shared schedule differs: schedule {schedule_id}: {versions}")
+    return warnings
+
+
+def shared_by(agents: list[AgentRow]) -> dict[str, list[str]]:
+    """Shared schedule id -> the agents serving it, for the queue's "Shared by" column."""
+    return {row.id: row.agents for row in schedule_rows(agents) if row.shared and row.agents}
