@@ -7,16 +7,24 @@ BIN := $(VENV)/bin
 PLUGINS := $(sort $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml)))
 PLUGIN_PACKAGES := $(sort $(filter-out %.egg-info,$(wildcard plugins/*/fdcore_*)))
 STAMP := $(VENV)/.installed
+AZURITE_STAMP := tools/azurite/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint typecheck pytest bench clean
+.PHONY: setup azurite demo test lint typecheck pytest bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) azurite
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		-e '.[test]' $(foreach p,$(PLUGINS),-e '$(p)[test]')
+	touch $@
+
+# The Azure Storage emulator the fdcore-onelake tests start, pinned by tools/azurite/package-lock.json.
+azurite: $(AZURITE_STAMP)
+
+$(AZURITE_STAMP): tools/azurite/package.json tools/azurite/package-lock.json
+	npm ci --prefix tools/azurite --no-audit --no-fund --loglevel=error
 	touch $@
 
 demo: setup

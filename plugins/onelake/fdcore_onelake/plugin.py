@@ -1,0 +1,36 @@
+"""Entry point of fdcore-onelake: registers the ``onelake`` storage backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from fdcore import hookimpl
+from fdcore.storage import StorageBackend
+from fdcore_onelake.credentials import EMULATOR_ACCOUNT
+from fdcore_onelake.store import OneLakeStorage, open_storage
+from fdcore_onelake.urls import is_emulator_host, looks_like_azure
+
+
+class OneLakeBackend:
+    """OneLake, ADLS Gen2 / Blob accounts, and the Azurite emulator."""
+
+    name = "onelake"
+
+    def accepts(self, url: str) -> bool:
+        # An address like http://127.0.0.1:9000/... may be another emulator (S3, GCS): claim it
+        # only for Azurite's own account; other emulator accounts name the backend in [storage].
+        if not looks_like_azure(url):
+            return False
+        parts = urlsplit(url)
+        if parts.scheme == "abfss" or not is_emulator_host((parts.hostname or "").lower()):
+            return True
+        return parts.path.lstrip("/").split("/", 1)[0] == EMULATOR_ACCOUNT
+
+    def open(self, url: str, options: dict[str, str]) -> OneLakeStorage:
+        return open_storage(url, options)
+
+
+@hookimpl
+def fdcore_storage_backends() -> Sequence[StorageBackend]:
+    return [OneLakeBackend()]

@@ -1,0 +1,404 @@
+"""A mailbox in a OneLake / ADLS Gen2 folder, written through the Blob surface.
+
+* create-if-absent is one ``Put Blob`` with ``If-None-Match: *``; replace-if-unchanged is one
+  ``Put Blob`` with ``If-Match: <etag>``. A single Put Blob is atomic: a reader sees the old value
+  or the new one, never a part (the DataLake create/append/flush sequence is not atomic). Values
+  up to :data:`MAX_VALUE_BYTES` always go as one Put Blob, never as staged blocks.
+* A failed create is 412 on Azure and 409 on Azurite: both mean AlreadyExists.
+* Transient failures (5xx, 408, 429, timeouts, refused or reset connections) are retried here
+  with capped exponential back-off and jitter, then raised as StorageUnavailable. The SDK's own
+  retry policy is switched off so the number and spacing of tries is ours and bounded.
+* A retried write whose first try landed but whose answer was lost would see its own write as a
+  conflict (409/412). Every write therefore carries a random write id in its metadata; when a
+  retry meets a conflict, one ``Get Blob Properties`` tells whether the blob now there is this
+  very write, and if so the write is reported as done with that blob's etag.
+* One service client (one HTTP session) per process, account and credential, shared by every
+  Storage opened on it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import attrs
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    IncompleteReadError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.storage.blob import BlobClient, BlobServiceClient
+
+from fdcore.storage import (
+    AlreadyExists,
+    Blob,
+    InvalidKey,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+    StorageUnavailable,
+    validate_key,
+    validate_prefix,
+)
+from fdcore_onelake.credentials import Credential, default_azure_credential, resolve_credential
+from fdcore_onelake.urls import Location, parse_location, redact
+
+T = TypeVar("T")
+
+MAX_VALUE_BYTES = 64 << 20  # far above any mailbox file; below every service's Put Blob limit
+MAX_BLOB_NAME = 1024  # Azure's limit on a blob name, folder prefix included
+WRITE_ID = "fdcorewrite"  # metadata naming the write that produced a blob version
+FOLDER_MARK = "hdi_isfolder"  # metadata of a directory entry on a hierarchical namespace
+CONTAINER_MISSING = "ContainerNotFound"
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How often and how far apart a transient failure is retried.
+
+    The default gives up after 6 tries spread over about 3-6 seconds: long enough to ride out a
+    throttling burst or a dropped connection, short enough for an agent's poll to report it.
+    """
+
+    attempts: int = 6
+    base_delay: float = 0.2
+    max_delay: float = 3.0
+    connection_timeout: float = 5.0  # seconds to open a connection
+    read_timeout: float = 30.0  # seconds without a byte of answer
+
+    def delay(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait after ``failures`` failed tries: half fixed, half random ("equal
+        jitter"), so racing agents spread out yet each waits at least half the back-off."""
+        backoff = min(self.max_delay, self.base_delay * 2.0 ** (failures - 1))
+        wait = backoff / 2 + rng.uniform(0, backoff / 2)
+        if retry_after is not None:  # the service asked for a pause; honour it within our cap
+            wait = max(wait, min(retry_after, self.max_delay))
+        return wait
+
+
+@attrs.define
+class _Shared:
+    service: BlobServiceClient
+    users: int = 0
+
+
+_services: dict[tuple[int, str, str, float, float], _Shared] = {}
+_services_lock = threading.Lock()
+
+
+def _acquire(location: Location, credential: Credential, retry: RetryPolicy) -> BlobServiceClient:
+    """The process's client for this account and credential (keyed by pid: after a fork the
+    child must not reuse the parent's connections)."""
+    key = (
+        os.getpid(),
+        location.account_url,
+        credential.identity,
+        retry.connection_timeout,
+        retry.read_timeout,
+    )
+    with _services_lock:
+        shared = _services.get(key)
+        if shared is None:
+            entra = credential.identity == "entra"
+            value = default_azure_credential() if entra else credential.value
+            service = BlobServiceClient(
+                location.account_url,
+                credential=value,
+                retry_total=0,  # our loop retries; the SDK's would multiply and hide failures
+                max_single_put_size=MAX_VALUE_BYTES,
+                connection_timeout=retry.connection_timeout,
+                read_timeout=retry.read_timeout,
+            )
+            shared = _services[key] = _Shared(service)
+        shared.users += 1
+        return shared.service
+
+
+def _release(service: BlobServiceClient) -> None:
+    with _services_lock:
+        for key, shared in builtins.list(_services.items()):
+            if shared.service is service:
+                shared.users -= 1
+                if shared.users <= 0:
+                    del _services[key]
+                    service.close()
+                return
+
+
+def open_storage(
+    url: str,
+    options: Mapping[str, str] | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> OneLakeStorage:
+    """Open environment ``url`` (a ConfigError if the URL or an option is unusable)."""
+    location = parse_location(url)
+    credential = resolve_credential(url, location, dict(options or {}), environ)
+    return OneLakeStorage(url, location, credential, retry or RetryPolicy())
+
+
+@attrs.frozen
+class _Version:
+    etag: str
+    write_id: str | None
+
+
+def _status(exc: HttpResponseError) -> int:
+    return int(exc.status_code or 0)
+
+
+def _code(exc: HttpResponseError) -> str | None:
+    """The service's error code (x-ms-error-code), which the storage SDK adds to its errors."""
+    code = getattr(exc, "error_code", None)
+    return str(code) if code else None
+
+
+def _blob_missing(exc: HttpResponseError) -> bool:
+    """404 for the blob itself; a missing container is a missing environment, not a key."""
+    return _status(exc) == 404 and _code(exc) != CONTAINER_MISSING
+
+
+def _is_folder(metadata: Mapping[str, str] | None) -> bool:
+    return (metadata or {}).get(FOLDER_MARK, "").lower() == "true"
+
+
+def _retry_after(exc: HttpResponseError) -> float | None:
+    headers = getattr(exc.response, "headers", None) or {}
+    value = headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: our own back-off is a fine substitute
+
+
+def _describe(exc: Exception) -> str:
+    """One line about an SDK error: status and error code, never headers or secrets."""
+    if isinstance(exc, HttpResponseError) and exc.status_code:
+        code = f" {_code(exc)}" if _code(exc) else ""
+        return f"HTTP {exc.status_code}{code} ({exc.reason or 'no reason'})"
+    first = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {first[0] if first else 'no detail'}"
+
+
+class OneLakeStorage:
+    """The :class:`fdcore.storage.Storage` protocol over one folder of a Blob container."""
+
+    def __init__(
+        self,
+        url: str,
+        location: Location,
+        credential: Credential,
+        retry: RetryPolicy,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.url = url
+        self.location = location
+        self.credential = credential
+        self.retry = retry
+        self._sleep = sleep
+        self._rng = random.Random()
+        self._service: BlobServiceClient | None = _acquire(location, credential, retry)
+        self._container = self._service.get_container_client(location.container)
+        self._where = f"{redact(url)} ({credential.description})"
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _name(self, key: str) -> str:
+        name = self.location.blob_name(validate_key(key))
+        if len(name) > MAX_BLOB_NAME:
+            raise InvalidKey(key, f"blob name with the folder prefix exceeds {MAX_BLOB_NAME} chars")
+        return name
+
+    def _blob(self, name: str) -> BlobClient:
+        return self._container.get_blob_client(name)
+
+    def _run(self, what: str, key: str | None, attempt: Callable[[bool], T]) -> T:
+        """Call ``attempt(maybe_landed)`` until it returns, retrying transient failures.
+
+        ``maybe_landed`` is true once an earlier try failed after its request may have reached
+        the service (anything but a connection that was never made).
+        """
+        maybe_landed = False
+        problem = ""
+        for tries in range(1, self.retry.attempts + 1):
+            retry_after = None
+            try:
+                return attempt(maybe_landed)
+            except ClientAuthenticationError as exc:
+                raise StorageUnavailable(
+                    key, f"{what} on {self._where}: not authorised: {_describe(exc)}"
+                ) from None
+            except ServiceRequestError as exc:  # no request was sent (refused, DNS, TLS)
+                problem = _describe(exc)
+            except (ServiceResponseError, IncompleteReadError) as exc:  # sent, answer lost
+                problem, maybe_landed = _describe(exc), True
+            except HttpResponseError as exc:
+                if _status(exc) not in TRANSIENT_STATUS:
+                    raise self._unusable(what, key, exc) from None
+                problem, maybe_landed = _describe(exc), True
+                retry_after = _retry_after(exc)
+            if tries < self.retry.attempts:
+                self._sleep(self.retry.delay(tries, retry_after, self._rng))
+        raise StorageUnavailable(
+            key, f"{what} on {self._where} failed {self.retry.attempts} times; last: {problem}"
+        )
+
+    def _unusable(self, what: str, key: str | None, exc: HttpResponseError) -> StorageError:
+        status = _status(exc)
+        if _code(exc) == CONTAINER_MISSING:
+            hint = f"container {self.location.container!r} does not exist"
+        elif status in (401, 403):
+            hint = "access denied (needs Storage Blob Data Contributor, or workspace Contributor)"
+        else:
+            hint = "refused by the service"
+        return StorageUnavailable(key, f"{what} on {self._where}: {hint}: {_describe(exc)}")
+
+    def _version(self, name: str) -> _Version | None:
+        """The current version's etag and write id, or None if there is no blob (one HEAD)."""
+        try:
+            props = self._blob(name).get_blob_properties()
+        except HttpResponseError as exc:
+            if _blob_missing(exc):
+                return None
+            raise
+        if _is_folder(props.metadata):
+            return None
+        return _Version(props.etag, (props.metadata or {}).get(WRITE_ID))
+
+    def _put(self, name: str, data: bytes, write_id: str, **condition: Any) -> str:
+        result = self._blob(name).upload_blob(
+            data,
+            length=len(data),
+            overwrite=True,  # the condition below decides; "overwrite=False" would add its own
+            metadata={WRITE_ID: write_id},
+            max_concurrency=1,
+            **condition,
+        )
+        return str(result["etag"])
+
+    def _check_size(self, key: str, data: bytes) -> None:
+        if len(data) > MAX_VALUE_BYTES:
+            raise StorageError(key, f"value of {len(data)} bytes exceeds {MAX_VALUE_BYTES} bytes")
+
+    # -- the protocol --------------------------------------------------------------------------
+
+    def read(self, key: str) -> Blob | None:
+        name = self._name(key)
+
+        def attempt(_: bool) -> Blob | None:
+            try:
+                download = self._blob(name).download_blob(max_concurrency=1)
+                data = download.readall()
+            except HttpResponseError as exc:
+                if _blob_missing(exc):
+                    return None
+                raise
+            if _is_folder(download.properties.metadata):
+                return None  # a directory entry of a hierarchical namespace is not a key
+            return Blob(data, str(download.properties.etag))
+
+        return self._run("read", key, attempt)
+
+    def create(self, key: str, data: bytes) -> str:
+        name = self._name(key)
+        self._check_size(key, data)
+        write_id = uuid.uuid4().hex
+
+        def attempt(maybe_landed: bool) -> str:
+            try:
+                return self._put(name, data, write_id, match_condition=MatchConditions.IfMissing)
+            except HttpResponseError as exc:
+                if _status(exc) not in (409, 412):  # 409 from Azurite, 412 from Azure
+                    raise
+            if maybe_landed:
+                current = self._version(name)
+                if current is not None and current.write_id == write_id:
+                    return current.etag  # our own earlier try landed; its answer was lost
+            raise AlreadyExists(key, "already exists")
+
+        return self._run("create", key, attempt)
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        name = self._name(key)
+        self._check_size(key, data)
+        write_id = uuid.uuid4().hex
+
+        def attempt(maybe_landed: bool) -> str:
+            try:
+                return self._put(
+                    name,
+                    data,
+                    write_id,
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified,
+                )
+            except HttpResponseError as exc:
+                if _blob_missing(exc):
+                    raise NotFound(key, "does not exist") from None
+                if _status(exc) != 412:
+                    raise
+            current = self._version(name)  # 412: stale etag, or (on some services) no blob
+            if current is None:
+                raise NotFound(key, "does not exist")
+            if maybe_landed and current.write_id == write_id:
+                return current.etag
+            raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+
+        return self._run("replace", key, attempt)
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        name = self._name(key)
+        condition: dict[str, Any] = {}
+        if etag is not None:
+            condition = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+
+        def attempt(maybe_landed: bool) -> None:
+            try:
+                self._blob(name).delete_blob(**condition)
+                return
+            except HttpResponseError as exc:
+                if _blob_missing(exc):
+                    if maybe_landed:
+                        return  # an earlier try whose answer was lost most likely removed it
+                    raise NotFound(key, "does not exist") from None
+                if _status(exc) != 412:
+                    raise
+            current = self._version(name)
+            if current is None:
+                raise NotFound(key, "does not exist")
+            raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+
+        self._run("delete", key, attempt)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        validate_prefix(prefix)
+        folder = self.location.prefix
+
+        def attempt(_: bool) -> builtins.list[str]:
+            keys = [
+                props.name[len(folder) :]
+                for props in self._container.list_blobs(
+                    name_starts_with=folder + prefix, include=["metadata"]
+                )
+                if not _is_folder(props.metadata)
+            ]
+            keys.sort()  # the service lists in order; sorting costs little and makes it ours
+            return keys
+
+        return iter(self._run("list", prefix or None, attempt))
+
+    def close(self) -> None:
+        if self._service is not None:
+            _release(self._service)
+            self._service = None

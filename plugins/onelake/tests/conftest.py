@@ -1,0 +1,30 @@
+"""Fixtures of the fdcore-onelake tests: one Azurite for the session, a fresh folder per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from fdcore_onelake.testing import Azurite, AzuriteMissing
+
+CONTAINER = "fdcore-tests"
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    """Azurite for the whole session (in memory). Missing Azurite fails: CI must prove it."""
+    try:
+        emulator = Azurite()
+    except AzuriteMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with emulator:
+        emulator.create_container(CONTAINER)
+        yield emulator
+
+
+@pytest.fixture
+def environment_url(azurite: Azurite) -> str:
+    """The URL of a new, empty environment: a unique folder in the session's container."""
+    return azurite.url(CONTAINER, f"env-{uuid.uuid4().hex[:12]}")
