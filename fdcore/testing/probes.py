@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
@@ -593,23 +593,26 @@ def probe_no_partial_reads(ctx: ProbeContext) -> str:
 # -- listing, sizes, keys ------------------------------------------------------------------------
 
 
-def _write_all(ctx: ProbeContext, items: Mapping[str, bytes]) -> None:
-    """Create many keys through a pool of handles: remote stores are latency bound."""
+def for_each_key(
+    ctx: ProbeContext, keys: Iterable[str], action: Callable[[Storage, str], object]
+) -> None:
+    """Run ``action(store, key)`` for many keys on a pool of handles: remote stores are latency
+    bound, so ``ctx.threads`` requests in flight make thousands of keys take seconds."""
     local = threading.local()
     handles: list[Storage] = []
     lock = threading.Lock()
 
-    def create(key: str) -> None:
+    def run(key: str) -> None:
         store = getattr(local, "store", None)
         if store is None:
             store = local.store = ctx.factory()
             with lock:
                 handles.append(store)
-        store.create(key, items[key])
+        action(store, key)
 
     try:
         with ThreadPoolExecutor(max(ctx.threads, 1)) as pool:
-            for _ in pool.map(create, items):
+            for _ in pool.map(run, keys):
                 pass
     finally:
         for store in handles:
@@ -633,7 +636,8 @@ def probe_list_by_prefix(ctx: ProbeContext) -> str:
     base = ctx.key("list/")
     bulk = {f"{base}bulk/{n % 16:x}/{n:06d}.json": b"%d" % n for n in range(ctx.listing_size)}
     edges = {f"{base}edge/{key}": key.encode() for key in _EDGE_KEYS}
-    _write_all(ctx, {**bulk, **edges})
+    values = {**bulk, **edges}
+    for_each_key(ctx, values, lambda store, key: store.create(key, values[key]))
     with _opened(ctx) as store:
         listed = list(store.list(f"{base}bulk/"))
         _expect(len(listed) == len(bulk), f"list gave {len(listed)} of {len(bulk)} keys")

@@ -1,1 +1,15 @@
-"""pytest plugin registered by the fdcore distribution (entry point group ``pytest11``)."""
+"""pytest plugin registered by the fdcore distribution (entry point group ``pytest11``).
+
+It declares the markers :class:`fdcore.testing.storage_suite.StorageSuite` uses, so a vendor's
+project that runs the suite under ``--strict-markers`` needs no configuration of its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: takes more than a few seconds (real processes, thousands of keys)"
+    )

@@ -1,0 +1,173 @@
+"""``fdcore doctor``: passes on a local folder, catches a broken backend, fails clearly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fdcore.cli import main
+
+
+def _names() -> list[str]:
+    """Every property doctor reports, in order (what a passing run prints)."""
+    return [
+        "create-read-delete",
+        "replace-etag",
+        "stale-etag-refused",
+        "absent-key",
+        "create-existing-refused",
+        "invalid-keys",
+        "unusual-keys",
+        "large-payload",
+        "list-by-prefix",
+        "create-if-absent",
+        "replace-if-match",
+        "no-partial-reads",
+        "cleanup",
+    ]
+
+
+def _left_in(root: Path) -> list[str]:
+    """What doctor left in an environment folder, besides the backend's own ``.fdcore``."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if ".fdcore" not in p.parts)
+
+
+@pytest.mark.slow
+def test_doctor_passes_every_line_on_a_local_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "env"
+    assert main(["doctor", root.as_uri()]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"PASS {name}" for name in _names()]
+    assert "PASS create-if-absent: 16 processes x 50 rounds, exactly one winner each" in lines
+    assert _left_in(root) == []
+
+
+def test_doctor_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "env"
+    (root / "requests").mkdir(parents=True)
+    (root / "requests" / "r-1.json").write_text("{}")  # the environment's own files stay
+    argv = ["doctor", str(root), "--json", "--rounds", "5", "--processes", "4", "--keys", "40"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["environment"] == str(root)
+    assert report["passed"] is True
+    assert [p["name"] for p in report["properties"]] == _names()
+    assert all(p["passed"] for p in report["properties"])
+    assert _left_in(root) == ["requests", "requests/r-1.json"]
+
+
+BROKEN_BACKEND = '''
+    """A backend whose create overwrites instead of refusing: what doctor exists to catch."""
+    import os
+    from pathlib import Path
+
+    from fdcore import hookimpl
+    from fdcore_localfs.store import LocalFolderStorage
+
+
+    class OverwritingStorage(LocalFolderStorage):
+        def create(self, key, data):
+            path = self._path(key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            scratch, etag = self._write_scratch(data)
+            os.replace(scratch, path)  # last writer wins; never AlreadyExists
+            return etag
+
+
+    class BrokenBackend:
+        name = "broken"
+
+        def accepts(self, url):
+            return url.startswith("broken://")
+
+        def open(self, url, options):
+            return OverwritingStorage(Path(url.removeprefix("broken://")), url=url)
+
+
+    @hookimpl
+    def fdcore_storage_backends():
+        return [BrokenBackend()]
+'''
+
+
+def _install_broken_backend(site: Path) -> dict[str, str]:
+    """Install the backend as a real distribution with an entry point, visible via PYTHONPATH."""
+    site.mkdir()
+    (site / "fdcore_broken.py").write_text(textwrap.dedent(BROKEN_BACKEND))
+    info = site / "fdcore_broken-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fdcore-broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[fdcore]\nbroken = fdcore_broken\n")
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> None:
+    env = _install_broken_backend(tmp_path / "site")
+    root = tmp_path / "env"
+    argv = ["doctor", f"broken://{root}", "--rounds", "5", "--processes", "4", "--keys", "40"]
+    done = subprocess.run(
+        [sys.executable, "-m", "fdcore.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0].split()[1] for line in lines] == _names()
+    failed = {line.split(":")[0].split()[1]: line for line in lines if line.startswith("FAIL")}
+    assert set(failed) == {"create-existing-refused", "create-if-absent"}
+    assert "second create succeeded, expected AlreadyExists" in failed["create-existing-refused"]
+    assert "FAIL create-if-absent: observed round 0: 4 winners" in failed["create-if-absent"]
+    assert lines[-1].startswith("PASS cleanup: removed")
+    assert _left_in(root) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "nosuch://x",
+            "fdcore: error: no installed plugin provides a storage backend for 'nosuch://x' "
+            "([agent] environment; installed: ",
+        ),
+        ("file://otherhost/x", "fdcore: error: file://otherhost/x: a file:// URL must name"),
+    ],
+)
+def test_doctor_config_errors_are_one_line(
+    url: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["doctor", url]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(message)
+    assert captured.err.count("\n") == 1
+
+
+def test_doctor_reports_an_unusable_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    assert main(["doctor", str(tmp_path / "a-file" / "env")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL open: observed StorageUnavailable: cannot use folder ")
+    assert out.count("\n") == 1
+
+
+def test_doctor_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["doctor", "file:///tmp/x", "--option", "no-equals-sign"])
+    assert exited.value.code == 2
+    assert "expected KEY=VALUE, got 'no-equals-sign'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["doctor", "file:///tmp/x", "--rounds", "0"])
+    assert exited.value.code == 2
