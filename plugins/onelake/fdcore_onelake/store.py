@@ -60,6 +60,7 @@ WRITE_ID = "fdcorewrite"  # metadata naming the write that produced a blob versi
 FOLDER_MARK = "hdi_isfolder"  # metadata of a directory entry on a hierarchical namespace
 CONTAINER_MISSING = "ContainerNotFound"
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+LIST_PAGE_SIZE = 5000  # the service's largest page of a blob listing
 
 
 @attrs.frozen
@@ -141,11 +142,14 @@ def open_storage(
     *,
     retry: RetryPolicy | None = None,
     environ: Mapping[str, str] = os.environ,
+    list_page_size: int = LIST_PAGE_SIZE,
 ) -> OneLakeStorage:
     """Open environment ``url`` (a ConfigError if the URL or an option is unusable)."""
     location = parse_location(url)
     credential = resolve_credential(url, location, dict(options or {}), environ)
-    return OneLakeStorage(url, location, credential, retry or RetryPolicy())
+    return OneLakeStorage(
+        url, location, credential, retry or RetryPolicy(), list_page_size=list_page_size
+    )
 
 
 @attrs.frozen
@@ -161,6 +165,7 @@ def _status(exc: HttpResponseError) -> int:
 def _code(exc: HttpResponseError) -> str | None:
     """The service's error code (x-ms-error-code), which the storage SDK adds to its errors."""
     code = getattr(exc, "error_code", None)
+    code = getattr(code, "value", code)  # the SDK's StorageErrorCode enum, or the raw string
     return str(code) if code else None
 
 
@@ -201,12 +206,14 @@ class OneLakeStorage:
         credential: Credential,
         retry: RetryPolicy,
         sleep: Callable[[float], None] = time.sleep,
+        list_page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         self.url = url
         self.location = location
         self.credential = credential
         self.retry = retry
         self._sleep = sleep
+        self.list_page_size = list_page_size
         self._rng = random.Random()
         self._service: BlobServiceClient | None = _acquire(location, credential, retry)
         self._container = self._service.get_container_client(location.container)
@@ -236,9 +243,11 @@ class OneLakeStorage:
             try:
                 return attempt(maybe_landed)
             except ClientAuthenticationError as exc:
-                raise StorageUnavailable(
-                    key, f"{what} on {self._where}: not authorised: {_describe(exc)}"
-                ) from None
+                if not exc.status_code:  # no token at all: azure-identity found no credential
+                    raise StorageUnavailable(
+                        key, f"{what} on {self._where}: no credential: {_describe(exc)}"
+                    ) from None
+                raise self._unusable(what, key, exc) from None
             except ServiceRequestError as exc:  # no request was sent (refused, DNS, TLS)
                 problem = _describe(exc)
             except (ServiceResponseError, IncompleteReadError) as exc:  # sent, answer lost
@@ -389,7 +398,9 @@ class OneLakeStorage:
             keys = [
                 props.name[len(folder) :]
                 for props in self._container.list_blobs(
-                    name_starts_with=folder + prefix, include=["metadata"]
+                    name_starts_with=folder + prefix,
+                    include=["metadata"],
+                    results_per_page=self.list_page_size,
                 )
                 if not _is_folder(props.metadata)
             ]

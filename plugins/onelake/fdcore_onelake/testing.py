@@ -167,9 +167,11 @@ class Azurite:
         from azure.storage.blob import BlobServiceClient
 
         credential = {"account_name": EMULATOR_ACCOUNT, "account_key": EMULATOR_KEY}
-        with BlobServiceClient(self.endpoint, credential=credential) as service:
-            with contextlib.suppress(ResourceExistsError):
-                service.create_container(name)
+        with (
+            BlobServiceClient(self.endpoint, credential=credential) as service,
+            contextlib.suppress(ResourceExistsError),
+        ):
+            service.create_container(name)
 
     def close(self) -> None:
         self.stop()

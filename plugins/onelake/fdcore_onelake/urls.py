@@ -87,18 +87,18 @@ def parse_location(url: str) -> Location:
     if parts.query or parts.fragment:
         # A SAS token pasted into the URL would end up in logs and the mailbox's own records.
         raise _bad(url, "must not carry a query or fragment (put a SAS in connection_string_env)")
+    if parts.scheme not in ("https", "http", "abfss"):
+        hint = "use https://, abfss://, or http:// for Azurite"
+        raise _bad(url, f"unsupported scheme {parts.scheme!r} ({hint})")
     host = (parts.hostname or "").lower()
-    if parts.username is not None and parts.scheme != "abfss":
-        raise _bad(url, "only abfss:// URLs name a container before '@'")
     path = [unquote(segment) for segment in parts.path.split("/")]
     path = [segment for segment in path if segment]  # tolerate doubled and trailing slashes
     if parts.scheme == "abfss":
-        if not parts.username:
+        if not parts.username or parts.password is not None:
             raise _bad(url, "abfss:// needs <container or workspace>@<host>")
         path.insert(0, unquote(parts.username))
-    elif parts.scheme not in ("https", "http"):
-        hint = "use https://, abfss://, or http:// for Azurite"
-        raise _bad(url, f"unsupported scheme {parts.scheme!r} ({hint})")
+    elif parts.username is not None:
+        raise _bad(url, "only abfss:// URLs name a container before '@'")
 
     if onelake := _ONELAKE_HOST.match(host):
         if parts.scheme == "http":

@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
 from fdcore_onelake.testing import Azurite, AzuriteMissing
 
 CONTAINER = "fdcore-tests"
