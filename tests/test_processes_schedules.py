@@ -26,7 +26,7 @@ def test_shared_schedule_survives_sigkill_and_restarts(tmp_path: Path) -> None:
     names = ["etl-01", "etl-02", "etl-03"]
     for name in names:
         fleet.add(
-            name, {"agent": AGENT, "pipeline": PIPELINE, "runner": RUNNER, "schedules": SCHEDULE}
+            name, {"agent": AGENT, "pipeline": PIPELINE, "runner": RUNNER, "schedules": [SCHEDULE]}
         )
         fleet.agents[name].start()
     rng = random.Random(11)

@@ -28,12 +28,16 @@ def toml_value(value: Any) -> str:
     raise TypeError(f"no TOML literal for {value!r}")
 
 
-def agent_toml(sections: Mapping[str, Mapping[str, Any]]) -> str:
+def agent_toml(sections: Mapping[str, Any]) -> str:
+    """agent.toml text: a mapping is a ``[table]``, a list of mappings an ``[[array]]``."""
     lines = []
     for section, values in sections.items():
-        lines.append(f"[{section}]")
-        lines.extend(f"{key} = {toml_value(value)}" for key, value in values.items())
-        lines.append("")
+        tables = values if isinstance(values, list) else [values]
+        header = f"[[{section}]]" if isinstance(values, list) else f"[{section}]"
+        for table in tables:
+            lines.append(header)
+            lines.extend(f"{key} = {toml_value(value)}" for key, value in table.items())
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -96,11 +100,10 @@ class AgentFleet:
     env: dict[str, str] = attrs.field(factory=lambda: dict(os.environ))
     agents: dict[str, AgentProcess] = attrs.field(factory=dict)
 
-    def add(self, name: str, sections: Mapping[str, Mapping[str, Any]]) -> AgentProcess:
+    def add(self, name: str, sections: Mapping[str, Any]) -> AgentProcess:
         config = self.folder / f"{name}.toml"
-        merged = {key: dict(value) for key, value in sections.items()}
-        merged.setdefault("agent", {})
-        merged["agent"] = {"name": name, "environment": self.environment, **merged["agent"]}
+        merged = dict(sections)
+        merged["agent"] = {"name": name, "environment": self.environment, **sections["agent"]}
         config.write_text(agent_toml(merged))
         agent = AgentProcess(name, config, self.folder / f"{name}.log", self.env)
         self.agents[name] = agent

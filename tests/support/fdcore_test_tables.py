@@ -44,8 +44,9 @@ def _log(job: TableJob, **fields: object) -> None:
 def write_table(job: TableJob) -> None:
     """Work briefly, then write the table through the fencing check."""
     seconds = float(os.environ.get("FDCORE_TEST_TABLE_SECONDS", "0.02"))
+    shortest = float(os.environ.get("FDCORE_TEST_TABLE_MIN_SECONDS", "0"))
     start = time.monotonic()
-    time.sleep(random.uniform(0, seconds))
+    time.sleep(random.uniform(shortest, max(shortest, seconds)))
     try:
         fenced_write(
             _storage(job.environment),
@@ -63,3 +64,16 @@ def kill_agent(job: TableJob) -> None:
     """A poison table: kills the agent process that runs it (SIGKILL, no clean-up)."""
     _log(job, start=time.monotonic(), end=time.monotonic(), rejected=None, killed=True)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def poison_or_write(job: TableJob) -> None:
+    """Table ``poison`` kills the agent running it; any other table is written as usual."""
+    if job.table == "poison":
+        kill_agent(job)
+    write_table(job)
+
+
+def sleep_table(job: TableJob) -> None:
+    """A table that does not touch the mailbox: for tests where the mailbox itself goes away."""
+    time.sleep(float(os.environ.get("FDCORE_TEST_TABLE_SECONDS", "0.2")))
+    _log(job, start=time.monotonic(), end=time.monotonic(), rejected=None)
