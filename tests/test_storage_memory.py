@@ -12,7 +12,14 @@ import attrs
 import pytest
 
 from fdcore.memory import MemoryStorage
-from fdcore.storage import AlreadyExists, Blob, InvalidKey, NotFound, Storage
+from fdcore.storage import (
+    AlreadyExists,
+    Blob,
+    InvalidKey,
+    NotFound,
+    Storage,
+    StorageUnavailable,
+)
 from fdcore.testing.probes import (
     Probe,
     ProbeContext,
@@ -61,6 +68,11 @@ class CheckThenCreate(_Broken):
         current = self.read(key)
         assert current is not None
         return self.replace(key, data, current.etag)
+
+
+class UnreachableOnCreate(_Broken):
+    def create(self, key: str, data: bytes) -> str:
+        raise StorageUnavailable(key, "connection reset")
 
 
 class EtagBlindReplace(_Broken):
@@ -117,6 +129,7 @@ class BrokenFactory:
     [
         (OverwritingCreate, probe_create_existing_refused, "second create succeeded"),
         (CheckThenCreate, probe_create_if_absent, "winners (workers"),
+        (UnreachableOnCreate, probe_create_if_absent, "create raised StorageUnavailable"),
         (EtagBlindReplace, probe_stale_etag_refused, "replace with stale etag succeeded"),
         (EtagBlindReplace, probe_replace_if_match, "winners (workers"),
         (TornReplace, probe_no_partial_reads, "a partial value"),

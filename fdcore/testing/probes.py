@@ -353,7 +353,9 @@ def _run_crew(
                 worker.join(5)
     failed = {index: value for index, (ok, value) in got.items() if not ok}
     if failed:
-        index = min(failed)
+        # Name the cause, not a peer that only saw the barrier broken because of it.
+        causes = [i for i in sorted(failed) if not failed[i].startswith("BrokenBarrierError")]
+        index = (causes or sorted(failed))[0]
         raise _Violation(f"worker {index} of {size} failed: {failed[index]}")
     return [got[index][1] for index in range(size)]
 
@@ -579,7 +581,7 @@ def probe_no_partial_reads(ctx: ProbeContext) -> str:
     results = _run_crew(
         ctx, size, _torn_worker, ctx.factory, base, writes, sizes, producers=TORN_WRITERS
     )
-    problems = [problem for _, _, found in results for problem in found]
+    problems = list(dict.fromkeys(problem for _, _, found in results for problem in found))
     _expect(not problems, "; ".join(problems[:3]))
     reads = sum(result[0] for result in results[TORN_WRITERS:])
     created = sum(result[1] for result in results[TORN_WRITERS:])
