@@ -99,7 +99,7 @@ class ProbeContext:
     replace_rounds: int = 100
     max_payload: int = 1 << 20
     listing_size: int = 10_000
-    threads: int = 8  # writers filling the listing
+    threads: int = 8  # handles writing or removing many keys at once (see for_each_key)
     token: str = attrs.field(factory=_token)  # unique per run, for names outside the prefix
 
     def key(self, rest: str) -> str:
