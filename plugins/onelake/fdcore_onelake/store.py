@@ -378,13 +378,14 @@ class OneLakeStorage:
                 return
             except HttpResponseError as exc:
                 if _blob_missing(exc):
-                    if maybe_landed:
-                        return  # an earlier try whose answer was lost most likely removed it
-                    raise NotFound(key, "does not exist") from None
-                if _status(exc) != 412:
+                    current = None
+                elif _status(exc) == 412:  # a stale etag, or (Azurite) a missing blob
+                    current = self._version(name)
+                else:
                     raise
-            current = self._version(name)
             if current is None:
+                if maybe_landed:
+                    return  # an earlier try whose answer was lost most likely removed it
                 raise NotFound(key, "does not exist")
             raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
 

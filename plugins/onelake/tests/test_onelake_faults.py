@@ -283,10 +283,14 @@ def test_delete_mapping(service: ScriptedService, store: OneLakeStorage) -> None
     service.script = [Reply(404, "BlobNotFound")]
     with pytest.raises(NotFound):
         store.delete("k")
+    service.script = [Reply(412, "ConditionNotMet"), Reply(404, "BlobNotFound")]
+    with pytest.raises(NotFound):
+        store.delete("k", '"0x1"')
+    assert service.methods() == ["DELETE", "DELETE", "HEAD"]
     service.script = [Reply(412, "ConditionNotMet"), properties('"0x2"', "other")]
     with pytest.raises(PreconditionFailed):
         store.delete("k", '"0x1"')
-    assert service.seen[1].headers.get("if-match") == '"0x1"'
+    assert service.seen[3].headers.get("if-match") == '"0x1"'
     # A delete whose answer was lost, then 404 on the retry: it is gone, as asked.
     service.script = [Reply(502), Reply(404, "BlobNotFound")]
     store.delete("k")
