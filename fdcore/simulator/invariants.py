@@ -1,0 +1,561 @@
+"""The invariant checkers: each reads the trace (and may watch polls live) and returns violations.
+
+A checker is any object with the four methods of :class:`Checker`; a run checks the list it is
+given (:func:`default_checkers` by default), so a new invariant is a new class in that list.
+Numbers follow DESIGN.md's "Invariants"; the extra checks have names instead of numbers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fdcore.simulator.scenario import Scenario
+from fdcore.simulator.trace import Crash, PollRecord, StatusWrite, TableWrite, Trace
+
+if TYPE_CHECKING:
+    from fdcore.simulator.world import AgentSlot, World
+
+
+@attrs.frozen
+class Violation:
+    invariant: str  # "2".."6", or a name: "final", "once", "agent"
+    time: float  # virtual seconds
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"invariant": self.invariant, "time": round(self.time, 3), "message": self.message}
+
+
+class Checker:
+    """Base of the checkers: every hook is optional."""
+
+    invariant = ""
+    title = ""
+
+    def after_poll(self, world: World, slot: AgentSlot) -> None:
+        """Called after every agent poll (state is consistent here)."""
+
+    def after_change(self, world: World) -> None:
+        """Called after an agent starts, crashes, pauses or resumes."""
+
+    def finish(self, world: World) -> list[Violation]:
+        """Read the finished trace; return what broke."""
+        return []
+
+    def summary(self) -> dict[str, Any]:
+        """Figures for the report (what was exercised, what was measured)."""
+        return {}
+
+
+def _who(agent: str, incarnation: int) -> str:
+    return f"{agent} (process {incarnation})"
+
+
+class AgentsNeverRaise(Checker):
+    """An agent's poll never raises: bad files and store outages are handled inside the poll."""
+
+    invariant = "agent"
+    title = "agents never raise out of a poll"
+
+    def finish(self, world: World) -> list[Violation]:
+        return [Violation(self.invariant, when, text) for when, text in world.agent_errors]
+
+
+class OneWriterPerTable(Checker):
+    """(2) No table ever has two writers at once; a write with a stale token is rejected.
+
+    A writer is a table run whose fenced write landed, over [run start, write]. Landed writes
+    must carry the lease's generation at that moment, rise per table, and never overlap.
+    """
+
+    invariant = "2"
+    title = "no table has two writers at once; stale tokens are rejected"
+
+    def __init__(self) -> None:
+        self.rejected = 0
+        self.landed = 0
+
+    def finish(self, world: World) -> list[Violation]:
+        found: list[Violation] = []
+        by_table: dict[str, list[TableWrite]] = defaultdict(list)
+        for write in world.trace.table_writes:
+            if not write.accepted:
+                self.rejected += 1
+                continue
+            self.landed += 1
+            by_table[write.table].append(write)
+            if write.lease_generation != write.token:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        write.time,
+                        f"table {write.table}: write by {write.agent} for {write.request} with "
+                        f"token {write.token} landed while the lease was at generation "
+                        f"{write.lease_generation}",
+                    )
+                )
+        crashed = {(c.agent, c.incarnation): c.seq for c in world.trace.crashes}
+        for taken in world.trace.leases_taken:
+            before = taken.before
+            alive = crashed.get((before.holder, before.incarnation), taken.seq) >= taken.seq
+            if alive and taken.before_clock < before.expires_at:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        taken.time,
+                        f"table {taken.table}: {taken.after.holder} took the lease (generation "
+                        f"{taken.after.generation}) from live {before.holder} "
+                        f"{before.expires_at - taken.before_clock:.1f}s before it ran out by "
+                        f"{before.holder}'s own clock",
+                    )
+                )
+        for table, writes in by_table.items():
+            for earlier, later in itertools.pairwise(writes):
+                rerun = _attempt(earlier) == _attempt(later)  # the "once" checker's business
+                if later.token < earlier.token or (later.token == earlier.token and not rerun):
+                    found.append(
+                        Violation(
+                            self.invariant,
+                            later.time,
+                            f"table {table}: token {later.token} ({later.agent}, "
+                            f"{later.request}) landed after token {earlier.token} "
+                            f"({earlier.agent}, {earlier.request})",
+                        )
+                    )
+            ordered = sorted(writes, key=lambda w: (w.run_started, w.seq))
+            busy_until, holder = float("-inf"), ordered[0]
+            for write in ordered:
+                if write.run_started < busy_until:
+                    found.append(
+                        Violation(
+                            self.invariant,
+                            write.run_started,
+                            f"table {table}: two writers at once: {holder.agent} for "
+                            f"{holder.request} (t={holder.run_started:.1f}..{holder.time:.1f}) "
+                            f"and {write.agent} for {write.request} "
+                            f"(t={write.run_started:.1f}..{write.time:.1f})",
+                        )
+                    )
+                if write.time > busy_until:
+                    busy_until, holder = write.time, write
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return {"table writes landed": self.landed, "stale table writes rejected": self.rejected}
+
+
+def _attempt(write: TableWrite) -> tuple[str, int, str, int]:
+    return (write.agent, write.incarnation, write.request, write.attempt)
+
+
+class TableOncePerAttempt(Checker):
+    """An attempt runs each of its tables once: a table that ended is recorded, not run again.
+
+    (Not in DESIGN's list: a table writer whose side effects do not check the fencing token
+    would repeat them.)
+    """
+
+    invariant = "once-per-attempt"
+    title = "an attempt runs each table once"
+
+    def finish(self, world: World) -> list[Violation]:
+        seen: dict[tuple[str, int, str], TableWrite] = {}
+        found = []
+        for write in world.trace.table_writes:
+            key = (write.request, write.attempt, write.table)
+            first = seen.setdefault(key, write)
+            if first is not write:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        write.run_started,
+                        f"{write.request} attempt {write.attempt}: "
+                        f"{_who(write.agent, write.incarnation)} ran table {write.table} again "
+                        f"(token {write.token}) after its run ended at t={first.time:.1f} "
+                        f"({'landed' if first.accepted else 'rejected'})",
+                    )
+                )
+        return found
+
+
+class TakeoverInTime(Checker):
+    """(3) A crashed agent's request moves at the first poll that could move it.
+
+    That poll is the first after the crash by a live agent whose poll met no store error, whose
+    claim policy had room when the poll began, and that may move it: another agent (with
+    ``take_over``) whose own clock puts the crashed agent's record past stale_after + grace, or the
+    crashed agent's restarted process (every poll with ``take_over``; its first poll without).
+    Taken together with the poll interval this is DESIGN's "stale_after + grace + one poll".
+    """
+
+    invariant = "3"
+    title = "a crashed agent's request is taken over within stale_after + grace + one poll"
+
+    def __init__(self) -> None:
+        self.moved = 0
+        self.latencies: list[float] = []
+
+    def _may_move(self, poll: PollRecord, crash: Crash, trace: Trace, s: Scenario) -> bool:
+        if poll.errors or not poll.free_before:
+            return False
+        if poll.agent == crash.agent:
+            return poll.incarnation > crash.incarnation and (s.take_over or poll.first)
+        if not s.take_over:
+            return False
+        updated = trace.record_updated_at(crash.agent, poll.seq_start)
+        return updated is not None and poll.clock > updated + s.stale_after + s.grace_seconds
+
+    def finish(self, world: World) -> list[Violation]:
+        s = world.scenario
+        trace = world.trace
+        starts = [poll.seq_start for poll in trace.polls]
+        found: list[Violation] = []
+        for crash in trace.crashes:
+            for request, attempt in crash.held:
+                moved = next((w for w in trace.status[request] if w.seq > crash.seq), None)
+                if moved is not None:
+                    self.moved += 1
+                    self.latencies.append(moved.time - crash.time)
+                for poll in trace.polls[bisect.bisect_right(starts, crash.seq) :]:
+                    if moved is not None and moved.seq < poll.seq_start:
+                        break
+                    if self._may_move(poll, crash, trace, s):
+                        if moved is None or moved.seq > poll.seq_end:
+                            later = f"t={moved.time:.1f}" if moved else "never"
+                            found.append(
+                                Violation(
+                                    self.invariant,
+                                    poll.time,
+                                    f"{request} (attempt {attempt}) of crashed "
+                                    f"{_who(crash.agent, crash.incarnation)} (t={crash.time:.1f}) "
+                                    f"was not moved by {_who(poll.agent, poll.incarnation)}'s "
+                                    f"poll at t={poll.time:.1f}, which could; moved {later}",
+                                )
+                            )
+                        break
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        worst = max(self.latencies, default=0.0)
+        return {"requests moved after a crash": self.moved, "takeover latency max s": worst}
+
+
+class NoTakeoverFromLiveAgent(Checker):
+    """(3, the other side) An attempt is marked lost only if its process died or went silent.
+
+    "It never moves a run while its agent is alive and reporting": when a status write marks an
+    attempt ``lost``, the process that made the attempt has crashed, or at some point since the
+    attempt began it wrote no status record for longer than stale_after (true time; the grace
+    is what covers the agents' clock skew).
+    """
+
+    invariant = "3-live"
+    title = "no attempt is marked lost while its agent is alive and reporting"
+
+    def __init__(self) -> None:
+        self.lost = 0
+
+    def finish(self, world: World) -> list[Violation]:
+        s = world.scenario
+        trace = world.trace
+        crashed = {(c.agent, c.incarnation): c.seq for c in trace.crashes}
+        found: list[Violation] = []
+        for request, writes in trace.status.items():
+            began: dict[int, StatusWrite] = {}
+            before: StatusWrite | None = None
+            for write in writes:
+                for number, _agent, outcome in write.attempts:
+                    began.setdefault(number, write)
+                    if outcome != "lost" or (before and before.outcome(number) == "lost"):
+                        continue
+                    self.lost += 1
+                    start = began[number]
+                    process = (start.writer, start.incarnation)
+                    if crashed.get(process, write.seq) < write.seq:
+                        continue
+                    silence = trace.longest_silence(
+                        *process, (start.seq, start.time), (write.seq, write.time)
+                    )
+                    if silence <= s.stale_after:
+                        found.append(
+                            Violation(
+                                self.invariant,
+                                write.time,
+                                f"{request}: attempt {number} of {_who(*process)} marked lost by "
+                                f"{_who(write.writer, write.incarnation)}, though it was alive "
+                                f"and reporting throughout (longest silence {silence:.1f}s)",
+                            )
+                        )
+                before = write
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return {"attempts marked lost": self.lost}
+
+
+class PausedAgentStops(Checker):
+    """(4) A paused agent that resumes stops at its next status update and writes no table the
+    new owner holds.
+
+    Checked for every agent, not only resumed ones: a landed table write by a resumed agent
+    carries the current lease; a run-log record carries the current lease generation; a status
+    write never replaces another agent's attempt except by a takeover; and after a status update
+    fails on the etag the agent no longer holds that attempt.
+    """
+
+    invariant = "4"
+    title = "a resumed agent stops at its next status update and writes no table it lost"
+
+    def __init__(self) -> None:
+        self.resumed_after_takeover = 0
+        self.stale_writes_rejected = 0
+        self.live: list[Violation] = []
+
+    def after_poll(self, world: World, slot: AgentSlot) -> None:
+        agent = slot.agent
+        assert agent is not None
+        for request in slot.store.lost_status_writes:
+            work = agent.held.get(request)
+            latest = world.trace.latest.get(request)
+            if work is None or latest is None:
+                continue
+            if latest.agent != slot.name or latest.attempt != work.status.attempt:
+                self.live.append(
+                    Violation(
+                        self.invariant,
+                        world.now,
+                        f"{_who(slot.name, slot.incarnation)} still holds {request} (attempt "
+                        f"{work.status.attempt}) after its status update failed; the status "
+                        f"names {latest.agent} attempt {latest.attempt}",
+                    )
+                )
+
+    def finish(self, world: World) -> list[Violation]:
+        trace = world.trace
+        found = list(self.live)
+        by_attempt: dict[tuple[str, int, str, int], list[TableWrite]] = defaultdict(list)
+        for table_write in trace.table_writes:
+            by_attempt[_attempt(table_write)].append(table_write)
+        for pause in trace.pauses:
+            if pause.resume_seq is None:
+                continue
+            for request, attempt in pause.held:
+                # The paused process writes nothing, so any write in the pause is another's.
+                taken = any(pause.seq < w.seq < pause.resume_seq for w in trace.status[request])
+                if not taken:
+                    continue
+                self.resumed_after_takeover += 1
+                for write in by_attempt.get((pause.agent, pause.incarnation, request, attempt), []):
+                    if write.seq < pause.resume_seq:
+                        continue
+                    current = write.lease_generation == write.token
+                    if not write.accepted:
+                        self.stale_writes_rejected += 1
+                    elif not current or write.lease_holder != write.agent:
+                        found.append(
+                            Violation(
+                                self.invariant,
+                                write.time,
+                                f"resumed {_who(pause.agent, pause.incarnation)} wrote table "
+                                f"{write.table} for {request} (token {write.token}) while "
+                                f"{write.lease_holder} held generation {write.lease_generation}",
+                            )
+                        )
+        for record in trace.run_log:
+            if record.generation != record.lease_generation:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        record.time,
+                        f"{_who(record.writer, record.incarnation)} logged table {record.table} "
+                        f"of {record.request} under generation {record.generation} while the "
+                        f"lease was at {record.lease_generation}",
+                    )
+                )
+        for request, writes in trace.status.items():
+            for held, change in itertools.pairwise(writes):
+                if held.agent in (None, change.writer) or change.attempt > held.attempt:
+                    continue
+                if held.outcome(held.attempt) == "running" and change.outcome(held.attempt) in (
+                    "lost",
+                    "stopped",
+                ):
+                    continue  # a takeover that ends the request failed
+                found.append(
+                    Violation(
+                        self.invariant,
+                        change.time,
+                        f"{request}: {_who(change.writer, change.incarnation)} rewrote the "
+                        f"status of attempt {held.attempt}, which {held.agent} holds",
+                    )
+                )
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "paused agents resumed after a takeover": self.resumed_after_takeover,
+            "their table writes rejected": self.stale_writes_rejected,
+        }
+
+
+class LostRequestsFail(Checker):
+    """(5) A request that crashes every agent ends ``failed`` after max_attempts, naming every
+    agent; any request failed by lost attempts names every agent that tried it."""
+
+    invariant = "5"
+    title = "a request that crashes every agent fails after max_attempts, naming every agent"
+
+    def __init__(self) -> None:
+        self.poison_failed = 0
+
+    def finish(self, world: World) -> list[Violation]:
+        trace = world.trace
+        found: list[Violation] = []
+        for request, latest in trace.latest.items():
+            lost = [a for a in latest.attempts if a[2] == "lost"]
+            limit = trace.max_attempts[request]
+            poison = request in trace.poison
+            failed_lost = latest.state == "failed" and len(lost) >= limit
+            problems = []
+            if poison and not failed_lost:
+                problems.append(f"ended {latest.state} with {len(lost)} lost attempts")
+            if failed_lost:
+                if len(lost) != limit:
+                    problems.append(f"failed after {len(lost)} lost attempts, not {limit}")
+                named = latest.message or ""
+                missing = sorted({a[1] for a in latest.attempts if a[1] not in named})
+                if missing:
+                    problems.append(f"its message {named!r} does not name {', '.join(missing)}")
+            if poison and trace.runs_started.get(request, 0) > limit:
+                problems.append(f"ran {trace.runs_started[request]} times")
+            if poison and not problems:
+                self.poison_failed += 1
+            found.extend(
+                Violation(self.invariant, latest.time, f"{request}: {text} (max_attempts {limit})")
+                for text in problems
+            )
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return {"poison requests failed as they should": self.poison_failed}
+
+
+class NoStrandedRequests(Checker):
+    """(6) With ``when_free``, a busy agent never holds an unstarted request while another live
+    agent has a free worker.
+
+    Watched after every poll and every crash, pause and resume. Stranded requests are counted
+    under any claim policy (that is the figure that compares them); only ``when_free`` fails.
+    """
+
+    invariant = "6"
+    title = "with when_free, no busy agent holds a request another agent has room for"
+
+    def __init__(self, claim: str) -> None:
+        self.enforced = claim == "when_free"
+        self.stranded: dict[str, tuple[float, str]] = {}
+
+    def after_poll(self, world: World, slot: AgentSlot) -> None:
+        self.after_change(world)
+
+    def after_change(self, world: World) -> None:
+        from fdcore.simulator.world import agent_load
+
+        live = [slot for slot in world.slots if slot.live]
+        loads = {slot.name: agent_load(slot.agent) for slot in live if slot.agent}
+        roomy = {n for n, load in loads.items() if load.running + load.waiting < load.concurrency}
+        if not roomy:
+            return
+        for slot in live:
+            load = loads[slot.name]
+            if load.waiting and load.running >= load.concurrency and roomy - {slot.name}:
+                assert slot.agent is not None
+                for request, work in slot.agent.held.items():
+                    if not work.running:
+                        self.stranded.setdefault(request, (world.now, slot.name))
+
+    def finish(self, world: World) -> list[Violation]:
+        if not self.enforced:
+            return []
+        return [
+            Violation(
+                self.invariant,
+                when,
+                f"{request} waited unstarted on busy {agent} while another agent had room",
+            )
+            for request, (when, agent) in sorted(self.stranded.items())
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        return {"stranded requests": len(self.stranded)}
+
+
+class EveryRequestFinal(Checker):
+    """No request is lost: every request ends in a final state before the time limit."""
+
+    invariant = "final"
+    title = "every request ends final"
+
+    def finish(self, world: World) -> list[Violation]:
+        found = []
+        if world.arrived < world.total:
+            found.append(
+                Violation(
+                    self.invariant,
+                    world.now,
+                    f"only {world.arrived} of {world.total} requests arrived by the time limit",
+                )
+            )
+        for request in sorted(world.trace.created):
+            latest = world.trace.latest.get(request)
+            if latest is None or not latest.final:
+                where = f"{latest.state} on {latest.agent}" if latest else "never claimed"
+                found.append(
+                    Violation(
+                        self.invariant,
+                        world.now,
+                        f"{request} not final at the end (t={world.now:.0f}): {where}",
+                    )
+                )
+        return found
+
+
+class SucceedsOnce(Checker):
+    """No request succeeds twice: one ``succeeded`` status write at most per request."""
+
+    invariant = "once"
+    title = "no request succeeds twice"
+
+    def finish(self, world: World) -> list[Violation]:
+        found = []
+        for request, writes in world.trace.status.items():
+            successes = [w for w in writes if w.state == "succeeded"]
+            if len(successes) > 1:
+                who = ", ".join(f"{w.writer} at t={w.time:.1f}" for w in successes)
+                found.append(
+                    Violation(
+                        self.invariant, successes[1].time, f"{request} succeeded twice: {who}"
+                    )
+                )
+        return found
+
+
+def default_checkers(scenario: Scenario) -> list[Checker]:
+    """Every invariant the simulator checks today (shared schedules, (1), will join them)."""
+    return [
+        AgentsNeverRaise(),
+        OneWriterPerTable(),
+        TableOncePerAttempt(),
+        TakeoverInTime(),
+        NoTakeoverFromLiveAgent(),
+        PausedAgentStops(),
+        LostRequestsFail(),
+        NoStrandedRequests(scenario.claim),
+        EveryRequestFinal(),
+        SucceedsOnce(),
+    ]

@@ -1,0 +1,171 @@
+"""The figures of one run, as text for people and JSON for tools (both stable for one seed)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fdcore.simulator.invariants import Violation
+
+if TYPE_CHECKING:
+    from fdcore.simulator.world import World
+
+WRITES = ("create", "replace", "delete")
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, int(-(-share * len(ordered) // 1)) - 1))
+    return ordered[rank]
+
+
+@attrs.frozen
+class Report:
+    seed: int
+    scenario: dict[str, Any]
+    requests: dict[str, int]  # by final state; "unfinished" for the rest
+    table_runs: dict[str, int]
+    queue_wait_p50: float  # virtual seconds from created to first table started
+    queue_wait_p99: float
+    stranded: int
+    store_operations: dict[str, int]
+    store_writes: int
+    writes_per_completed: float  # agents' store writes per succeeded request
+    virtual_seconds: float
+    wall_seconds: float
+    checks: dict[str, Any]
+    violations: list[Violation]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def requests_per_wall_second(self) -> float:
+        done = sum(n for state, n in self.requests.items() if state != "unfinished")
+        return done / self.wall_seconds if self.wall_seconds else 0.0
+
+    def to_json(self, wall: bool = True) -> dict[str, Any]:
+        """Everything but the wall time is fixed by the seed; ``wall=False`` leaves it out."""
+        data = {
+            "seed": self.seed,
+            "ok": self.ok,
+            "scenario": self.scenario,
+            "requests": self.requests,
+            "table_runs": self.table_runs,
+            "queue_wait_seconds": {
+                "p50": round(self.queue_wait_p50, 3),
+                "p99": round(self.queue_wait_p99, 3),
+            },
+            "stranded_requests": self.stranded,
+            "store_operations": self.store_operations,
+            "store_writes": self.store_writes,
+            "store_writes_per_completed_request": round(self.writes_per_completed, 3),
+            "virtual_seconds": round(self.virtual_seconds, 3),
+            "checks": self.checks,
+            "violations": [v.to_json() for v in self.violations],
+        }
+        if wall:
+            data["wall_seconds"] = round(self.wall_seconds, 3)
+            data["requests_per_wall_second"] = round(self.requests_per_wall_second, 1)
+        return data
+
+    def text(self) -> str:
+        s = self.scenario
+        lines = [
+            f"seed {self.seed}: {s['agents']} agents x {s['concurrency']} workers, "
+            f"claim {s['claim']}, take_over {'on' if s['take_over'] else 'off'}",
+            "requests: " + ", ".join(f"{state} {n}" for state, n in self.requests.items()),
+            "table runs: " + ", ".join(f"{kind} {n}" for kind, n in self.table_runs.items()),
+            f"queue wait (created -> started): p50 {self.queue_wait_p50:.1f}s, "
+            f"p99 {self.queue_wait_p99:.1f}s",
+            f"stranded requests (invariant 6): {self.stranded}",
+            "store operations: "
+            + ", ".join(f"{kind} {n}" for kind, n in self.store_operations.items()),
+            f"store writes: {self.store_writes} "
+            f"({self.writes_per_completed:.1f} per completed request)",
+            f"virtual time: {self.virtual_seconds / 3600:.2f} h; wall time: "
+            f"{self.wall_seconds:.2f} s ({self.requests_per_wall_second:.0f} requests/s)",
+            "checks: " + ", ".join(f"{name} {_figure(v)}" for name, v in self.checks.items()),
+        ]
+        if self.violations:
+            lines.append(f"FAILED: {len(self.violations)} violations (seed {self.seed}):")
+            lines.extend(
+                f"  [{v.invariant}] t={v.time:.1f}s {v.message} (seed {self.seed})"
+                for v in self.violations
+            )
+        else:
+            lines.append("all invariants held")
+        return "\n".join(lines)
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=False)
+
+
+def _figure(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def build_report(world: World) -> Report:
+    """The report of a finished :class:`~fdcore.simulator.world.World`."""
+    trace = world.trace
+    states: Counter[str] = Counter()
+    for request in trace.created:
+        latest = trace.latest.get(request)
+        states[latest.state if latest and latest.final else "unfinished"] += 1
+    operations: Counter[str] = Counter()
+    errors = ambiguous = 0
+    for slot in world.slots:
+        operations.update(slot.store.operations)
+        errors += slot.store.errors
+        ambiguous += slot.store.ambiguous_writes
+    store = {kind: operations[kind] for kind in ("read", "list", *WRITES)}
+    store["total"] = sum(operations.values())
+    store["errors"] = errors
+    store["ambiguous_writes"] = ambiguous
+    writes = sum(operations[kind] for kind in WRITES)
+    succeeded = states.get("succeeded", 0)
+    waits = [
+        started - trace.created[request]
+        for request, started in trace.first_start.items()
+        if request not in trace.poison
+    ]
+    checks: dict[str, Any] = {}
+    for checker in world.checkers:
+        checks.update(checker.summary())
+    stats = world.stats
+    checks.update(
+        {
+            "polls": stats["polls"],
+            "crashes": sum(n for kind, n in stats.items() if kind.startswith("crashes")),
+            "pauses": stats["pauses"],
+        }
+    )
+    return Report(
+        seed=world.scenario.seed,
+        scenario=attrs.asdict(world.scenario),
+        requests=dict(sorted(states.items())),
+        table_runs={
+            "started": stats["runs started"],
+            "written": stats["table writes landed"],
+            "rejected": stats["table writes rejected"],
+            "cancelled": stats["runs cancelled"],
+            "died": stats["runs died"],
+        },
+        queue_wait_p50=percentile(waits, 0.5),
+        queue_wait_p99=percentile(waits, 0.99),
+        stranded=checks.get("stranded requests", 0),
+        store_operations=store,
+        store_writes=writes,
+        writes_per_completed=writes / succeeded if succeeded else 0.0,
+        virtual_seconds=world.now,
+        wall_seconds=world.wall_seconds,
+        checks=checks,
+        violations=sorted(world.violations, key=lambda v: (v.time, v.invariant, v.message)),
+    )

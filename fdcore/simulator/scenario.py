@@ -1,0 +1,142 @@
+"""What one simulation run is made of: fleet, workload and faults, all seeded."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from fdcore.errors import ConfigError
+
+ARRIVALS = ("poisson", "all")
+CLAIMS = ("always", "when_free")
+
+
+@attrs.frozen
+class Scenario:
+    """Every knob of a run. Rates are per agent per virtual hour; durations in virtual seconds."""
+
+    seed: int = 0
+    agents: int = 3
+    requests: int = 100
+    claim: str = "when_free"
+    take_over: bool = False
+    concurrency: int = 2
+    poll_seconds: float = 5.0
+    poll_jitter: float = 0.1  # each poll interval is poll_seconds * (1 +- jitter)
+    stale_after: float = 60.0
+    grace_seconds: float = 60.0
+    max_attempts: int = 3
+    # workload
+    table_pool: int = 50  # distinct table names requests draw from (shared tables contend)
+    max_tables: int = 3  # each request names 1..max_tables tables
+    table_median: float = 20.0  # table run time is lognormal: this median ...
+    table_sigma: float = 1.0  # ... and this spread (1.0: the slowest 1% take ~10x the median)
+    arrival: str = "poisson"  # "poisson": over time at `load`; "all": every request at time 0
+    load: float = 0.8  # offered work as a share of the fleet's workers (poisson arrivals)
+    poison: int = 0  # requests whose table run crashes whichever agent runs it
+    # faults
+    crash_rate: float = 0.0
+    restart_after: float | None = None  # longest crash-to-restart delay; default 2 * takeover time
+    pause_rate: float = 0.0
+    pause_max: float | None = None  # longest pause; default 3 * takeover time
+    skew: float = 0.0  # each agent's clock is off by up to +-skew seconds
+    latency: float = 0.0  # mean virtual seconds per store operation (delays the agent's poll)
+    error_rate: float = 0.0  # chance that a store operation raises StorageUnavailable
+    ambiguous: float = 0.5  # share of failed writes that applied before raising
+    max_hours: float | None = None  # virtual time limit; default from the expected makespan
+    # A retention job: finished requests leave requests/ and status/ this long after finishing
+    # (0: never). Agents list both folders every poll, so without it a poll's cost grows with
+    # every request ever made.
+    archive_after: float = 3600.0
+
+    def __attrs_post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def takeover_seconds(self) -> float:
+        """How long a silent agent's record takes to be judged lost."""
+        return self.stale_after + self.grace_seconds
+
+    @property
+    def mean_table_seconds(self) -> float:
+        return self.table_median * math.exp(self.table_sigma**2 / 2)
+
+    @property
+    def mean_request_seconds(self) -> float:
+        """Expected work of one request, counting the poll that notices each table's end."""
+        return (1 + self.max_tables) / 2 * (self.mean_table_seconds + self.poll_seconds / 2)
+
+    @property
+    def arrival_rate(self) -> float:
+        """Poisson arrivals per virtual second that offer `load` of the fleet's workers."""
+        return self.load * self.agents * self.concurrency / self.mean_request_seconds
+
+    @property
+    def time_limit(self) -> float:
+        """Virtual seconds after which an unfinished request counts as lost."""
+        if self.max_hours is not None:
+            return self.max_hours * 3600
+        total = self.requests + self.poison
+        span = 0.0 if self.arrival == "all" else total / self.arrival_rate
+        work = total * self.mean_request_seconds / (self.agents * self.concurrency)
+        return 4 * (span + work) + 6 * 3600
+
+
+def _check(s: Scenario) -> None:
+    where = "fdcore simulate"
+
+    def fail(option: str, message: str) -> None:
+        raise ConfigError(where, option, message)
+
+    if s.agents < 1:
+        fail("--agents", f"must be >= 1, got {s.agents}")
+    if s.requests < 0:
+        fail("--requests", f"must be >= 0, got {s.requests}")
+    if s.poison < 0:
+        fail("--poison", f"must be >= 0, got {s.poison}")
+    if s.claim not in CLAIMS:
+        fail("--claim", f"must be one of {', '.join(CLAIMS)}, got {s.claim!r}")
+    if s.arrival not in ARRIVALS:
+        fail("--arrival", f"must be one of {', '.join(ARRIVALS)}, got {s.arrival!r}")
+    if not 1 <= s.concurrency <= 1024:
+        fail("--concurrency", f"must be 1..1024, got {s.concurrency}")
+    if s.max_attempts < 1:
+        fail("--max-attempts", f"must be >= 1, got {s.max_attempts}")
+    if s.table_pool < 1:
+        fail("--table-pool", f"must be >= 1, got {s.table_pool}")
+    if not 1 <= s.max_tables <= s.table_pool:
+        fail("--max-tables", f"must be 1..table pool ({s.table_pool}), got {s.max_tables}")
+    for option, value in (
+        ("--poll-seconds", s.poll_seconds),
+        ("--stale-after", s.stale_after),
+        ("--table-median", s.table_median),
+        ("--load", s.load),
+    ):
+        if not value > 0:
+            fail(option, f"must be > 0, got {value}")
+    for option, value in (
+        ("--grace", s.grace_seconds),
+        ("--table-sigma", s.table_sigma),
+        ("--crash-rate", s.crash_rate),
+        ("--pause-rate", s.pause_rate),
+        ("--skew", s.skew),
+        ("--latency", s.latency),
+        ("--archive-after", s.archive_after),
+    ):
+        if not value >= 0:
+            fail(option, f"must be >= 0, got {value}")
+    for option, value, top in (
+        ("--poll-jitter", s.poll_jitter, 0.5),
+        ("--error-rate", s.error_rate, 0.5),
+        ("--ambiguous", s.ambiguous, 1.0),
+    ):
+        if not 0 <= value <= top:
+            fail(option, f"must be between 0 and {top:g}, got {value}")
+    for option, maybe in (
+        ("--restart-after", s.restart_after),
+        ("--pause-max", s.pause_max),
+        ("--max-hours", s.max_hours),
+    ):
+        if maybe is not None and not maybe > 0:
+            fail(option, f"must be > 0, got {maybe}")

@@ -1,0 +1,117 @@
+"""Each agent's view of the one in-memory store: counted, tapped, and (optionally) failing.
+
+The wrapper sits between an agent (its mailbox and its table leases) and the shared
+:class:`~fdcore.memory.MemoryStorage`. It
+
+* counts every operation, so a poll's store latency and the run's store figures come from the
+  calls the real agent code made;
+* reports every write that landed to the world, which keeps the trace the checkers read;
+* raises :class:`~fdcore.storage.StorageUnavailable` with the scenario's probability: before
+  the operation, or for a write, sometimes *after* applying it (an ambiguous write: the agent
+  cannot tell whether it landed).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from fdcore.memory import MemoryStorage
+from fdcore.storage import Blob, NotFound, PreconditionFailed, StorageUnavailable
+
+Tap = Callable[[str, bytes | None], None]  # None: deleted
+
+
+class FaultyStore:
+    """:class:`fdcore.storage.Storage` for one agent over the shared store."""
+
+    def __init__(
+        self,
+        inner: MemoryStorage,
+        tap: Tap,
+        rng: random.Random,
+        error_rate: float,
+        ambiguous: float,
+    ) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.tap = tap
+        self.rng = rng
+        self.error_rate = error_rate
+        self.ambiguous = ambiguous
+        self.operations: Counter[str] = Counter()
+        self.errors = 0  # raised, in total
+        self.ambiguous_writes = 0  # raised after the write applied
+        self.poll_operations = 0  # since the poll began
+        self.poll_errors = 0
+        self.lost_status_writes: list[str] = []  # status replaces refused on the etag this poll
+
+    def begin_poll(self) -> None:
+        self.poll_operations = 0
+        self.poll_errors = 0
+        self.lost_status_writes = []
+
+    def _count(self, kind: str) -> str | None:
+        """Count one operation; return "before" or "after" if it is to fail, and when."""
+        self.operations[kind] += 1
+        self.poll_operations += 1
+        if self.error_rate and self.rng.random() < self.error_rate:
+            self.errors += 1
+            self.poll_errors += 1
+            if kind in ("create", "replace", "delete") and self.rng.random() < self.ambiguous:
+                self.ambiguous_writes += 1
+                return "after"
+            return "before"
+        return None
+
+    @staticmethod
+    def _unavailable(kind: str, key: str) -> StorageUnavailable:
+        return StorageUnavailable(key, f"simulated transient failure of {kind}")
+
+    def read(self, key: str) -> Blob | None:
+        if self._count("read"):
+            raise self._unavailable("read", key)
+        return self.inner.read(key)
+
+    def create(self, key: str, data: bytes) -> str:
+        fail = self._count("create")
+        if fail == "before":
+            raise self._unavailable("create", key)
+        etag = self.inner.create(key, data)
+        self.tap(key, data)
+        if fail:
+            raise self._unavailable("create", key)
+        return etag
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        fail = self._count("replace")
+        if fail == "before":
+            raise self._unavailable("replace", key)
+        try:
+            new = self.inner.replace(key, data, etag)
+        except (PreconditionFailed, NotFound):
+            if key.startswith("status/"):
+                self.lost_status_writes.append(key[len("status/") : -len(".json")])
+            raise
+        self.tap(key, data)
+        if fail:
+            raise self._unavailable("replace", key)
+        return new
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        fail = self._count("delete")
+        if fail == "before":
+            raise self._unavailable("delete", key)
+        self.inner.delete(key, etag)
+        self.tap(key, None)
+        if fail:
+            raise self._unavailable("delete", key)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        if self._count("list"):
+            raise self._unavailable("list", prefix)
+        return self.inner.list(prefix)
+
+    def close(self) -> None:
+        pass
