@@ -24,6 +24,12 @@ def azurite() -> Iterator[Azurite]:
 
 
 @pytest.fixture
+def container(azurite: Azurite) -> str:
+    """The session Azurite's container (created with it)."""
+    return CONTAINER
+
+
+@pytest.fixture
 def environment_url(azurite: Azurite) -> str:
     """The URL of a new, empty environment: a unique folder in the session's container."""
     return azurite.url(CONTAINER, f"env-{uuid.uuid4().hex[:12]}")

@@ -19,8 +19,7 @@ from fdcore_onelake.urls import parse_location
 from fdcore.plugins import load_plugins
 from fdcore.storage import Blob, StorageUnavailable
 
-from .conftest import CONTAINER
-
+CONTAINER = "fdcore-outage"  # in the test's own Azurite instances
 QUICK_FAIL = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 
 
@@ -35,11 +34,11 @@ def test_plugin_serves_azurite_urls(environment_url: str) -> None:
         store.close()
 
 
-def test_listing_follows_pages_and_stays_in_its_folder(azurite: Azurite) -> None:
+def test_listing_follows_pages_and_stays_in_its_folder(azurite: Azurite, container: str) -> None:
     # Two environments whose folders share a name prefix ("env-1" and "env-10").
     base = f"pages-{id(azurite):x}"
-    store = open_storage(azurite.url(CONTAINER, f"{base}/env-1"), list_page_size=7)
-    sibling = open_storage(azurite.url(CONTAINER, f"{base}/env-10"))
+    store = open_storage(azurite.url(container, f"{base}/env-1"), list_page_size=7)
+    sibling = open_storage(azurite.url(container, f"{base}/env-10"))
     try:
         keys = [f"requests/r-{n:03d}.json" for n in range(40)] + ["agents/a.json", "z"]
         for key in keys:
@@ -58,14 +57,14 @@ def test_listing_follows_pages_and_stays_in_its_folder(azurite: Azurite) -> None
 
 
 def test_directory_entries_of_a_hierarchical_namespace_are_not_keys(
-    azurite: Azurite, environment_url: str
+    azurite: Azurite, container: str, environment_url: str
 ) -> None:
     # On OneLake and ADLS Gen2 a flat blob listing shows each directory as an empty blob marked
     # hdi_isfolder=true. Azurite has no namespace, so write such a marker by hand.
     location = parse_location(environment_url)
     credential = {"account_name": EMULATOR_ACCOUNT, "account_key": EMULATOR_KEY}
     with BlobServiceClient(azurite.endpoint, credential=credential) as service:
-        blob = service.get_blob_client(CONTAINER, location.blob_name("requests"))
+        blob = service.get_blob_client(container, location.blob_name("requests"))
         blob.upload_blob(b"", metadata={FOLDER_MARK: "true"})
     store = open_storage(environment_url)
     try:
@@ -77,10 +76,10 @@ def test_directory_entries_of_a_hierarchical_namespace_are_not_keys(
 
 
 def test_stores_share_one_client_per_account_and_credential(
-    azurite: Azurite, environment_url: str, monkeypatch: pytest.MonkeyPatch
+    azurite: Azurite, container: str, environment_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = open_storage(environment_url)
-    second = open_storage(azurite.url(CONTAINER, "elsewhere"))
+    second = open_storage(azurite.url(container, "elsewhere"))
     monkeypatch.setenv("FDCORE_TEST_CONN", azurite.connection_string)
     third = open_storage(environment_url, {"connection_string_env": "FDCORE_TEST_CONN"})
     try:
@@ -213,11 +212,11 @@ class AnswerDroppingProxy:
 
 
 def test_retried_writes_whose_answers_were_lost_report_their_own_success(
-    azurite: Azurite, environment_url: str
+    azurite: Azurite, container: str, environment_url: str
 ) -> None:
     proxy = AnswerDroppingProxy(azurite.port)
-    folder = environment_url.split(f"/{CONTAINER}/", 1)[1]
-    through_proxy = f"http://127.0.0.1:{proxy.port}/{EMULATOR_ACCOUNT}/{CONTAINER}/{folder}"
+    folder = environment_url.split(f"/{container}/", 1)[1]
+    through_proxy = f"http://127.0.0.1:{proxy.port}/{EMULATOR_ACCOUNT}/{container}/{folder}"
     store = open_storage(through_proxy, retry=QUICK_FAIL)
     direct = open_storage(environment_url)
     try:

@@ -1,0 +1,79 @@
+"""Storage operations side by side: the local folder and OneLake's backend against Azurite.
+
+    .venv/bin/pytest benchmarks/bench_storage.py --benchmark-only \
+        --benchmark-columns=median,iqr,ops --benchmark-group-by=group
+
+Each group (create, replace, read, list-100) holds one row per store, so the table reads as a
+comparison. Azurite runs on this machine: its figures are the cost of the HTTP stack, the SDK
+and the emulator, not of a network; a tenant adds its round trip (tens of milliseconds) to each
+operation. Results are written down in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fdcore_localfs import LocalFolderStorage
+from fdcore_onelake import open_storage
+from fdcore_onelake.testing import Azurite
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from fdcore.storage import Storage
+
+CONTAINER = "fdcore-bench"
+PAYLOAD = b'{"state": "running", "agent": "agent-1", "attempt": 1, "attempts": []}' * 4  # ~300 B
+
+
+@pytest.fixture(scope="module")
+def azurite() -> Iterator[Azurite]:
+    with Azurite() as emulator:
+        emulator.create_container(CONTAINER)
+        yield emulator
+
+
+@pytest.fixture(params=["localfs", "azurite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    opened: Storage
+    if request.param == "localfs":
+        opened = LocalFolderStorage(tmp_path / "env")
+    else:
+        emulator: Azurite = request.getfixturevalue("azurite")
+        opened = open_storage(emulator.url(CONTAINER, f"env-{uuid.uuid4().hex[:12]}"))
+    yield opened
+    opened.close()
+
+
+@pytest.mark.benchmark(group="create")
+def test_create(benchmark: BenchmarkFixture, store: Storage) -> None:
+    names = (f"status/r-{n}.json" for n in itertools.count())
+    benchmark(lambda: store.create(next(names), PAYLOAD))
+
+
+@pytest.mark.benchmark(group="replace")
+def test_replace(benchmark: BenchmarkFixture, store: Storage) -> None:
+    etag = [store.create("status/r-1.json", PAYLOAD)]
+
+    def replace() -> None:
+        etag[0] = store.replace("status/r-1.json", PAYLOAD, etag[0])
+
+    benchmark(replace)
+
+
+@pytest.mark.benchmark(group="read")
+def test_read(benchmark: BenchmarkFixture, store: Storage) -> None:
+    store.create("status/r-1.json", PAYLOAD)
+    blob = benchmark(lambda: store.read("status/r-1.json"))
+    assert blob is not None and blob.data == PAYLOAD
+
+
+@pytest.mark.benchmark(group="list-100")
+def test_list_100(benchmark: BenchmarkFixture, store: Storage) -> None:
+    for n in range(100):
+        store.create(f"requests/r-{n:03d}.json", PAYLOAD)
+    store.create("status/other.json", PAYLOAD)  # outside the prefix: must not be listed
+    keys = benchmark(lambda: list(store.list("requests/")))
+    assert len(keys) == 100
