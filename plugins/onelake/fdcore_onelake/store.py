@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import random
 import threading
@@ -61,6 +62,12 @@ FOLDER_MARK = "hdi_isfolder"  # metadata of a directory entry on a hierarchical 
 CONTAINER_MISSING = "ContainerNotFound"
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 LIST_PAGE_SIZE = 5000  # the service's largest page of a blob listing
+
+# The SDK logs every request and response at INFO, and an agent polls all day: keep that logger
+# to warnings unless the operator has set its level themselves.
+_http_log = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+if _http_log.level == logging.NOTSET:
+    _http_log.setLevel(logging.WARNING)
 
 
 @attrs.frozen
