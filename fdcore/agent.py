@@ -422,14 +422,17 @@ class Agent:
     def _scan(self, now: datetime) -> None:
         request_ids = set(self.mailbox.request_ids())
         status_ids = set(self.mailbox.status_ids())
-        self._claim_unclaimed(sorted(request_ids - status_ids), now)
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after
         )
+        # Requests already under way (own ones left by an earlier process, lost agents' ones)
+        # come before new ones: claimed first, new requests would take the free workers and
+        # leave them waiting for as long as new requests keep coming.
         if self.config.take_over or sweep_due:
             self._last_sweep = now
             candidates = (status_ids & request_ids) - self._final - set(self.held)
             self._sweep(sorted(candidates), now)
+        self._claim_unclaimed(sorted(request_ids - status_ids), now)
 
     def _request(self, request_id: str) -> Request | None:
         cached = self._requests.get(request_id)
