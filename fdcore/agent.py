@@ -292,6 +292,11 @@ class Agent:
                 self._release(work)
             return
         table = remaining[0]
+        if work.lease is not None and work.lease.lease.table != table:
+            # The last table's lease, still held because a store error cut its finish short:
+            # give it up, never run this table under it (its generation fences another table).
+            self.parts.leases.release(work.lease, now)
+            work.lease = None
         if work.lease is None:
             try:
                 work.lease = self.parts.leases.acquire(
