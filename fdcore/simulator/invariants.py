@@ -99,6 +99,15 @@ class OneWriterPerTable(Checker):
                         f"{write.lease_generation}",
                     )
                 )
+            elif (write.lease_holder, write.lease_request) != (write.agent, write.request):
+                found.append(
+                    Violation(
+                        self.invariant,
+                        write.time,
+                        f"table {write.table}: write by {write.agent} for {write.request} landed "
+                        f"under a lease {write.lease_holder} holds for {write.lease_request}",
+                    )
+                )
         crashed = {(c.agent, c.incarnation): c.seq for c in world.trace.crashes}
         for taken in world.trace.leases_taken:
             before = taken.before
@@ -187,7 +196,8 @@ class TakeoverInTime(Checker):
     """(3) A crashed agent's request moves at the first poll that could move it.
 
     That poll is the first after the crash by a live agent whose poll met no store error, whose
-    claim policy had room when the poll began, and that may move it: another agent (with
+    claim policy had room when the poll began (and did not spend it all taking over other
+    requests), and that may move it: another agent (with
     ``take_over``) whose own clock puts the crashed agent's record past stale_after + grace, or the
     crashed agent's restarted process (every poll with ``take_over``; its first poll without).
     Taken together with the poll interval this is DESIGN's "stale_after + grace + one poll".
@@ -203,6 +213,8 @@ class TakeoverInTime(Checker):
     def _may_move(self, poll: PollRecord, crash: Crash, trace: Trace, s: Scenario) -> bool:
         if poll.errors or not poll.free_before:
             return False
+        if poll.takeovers and not poll.free_after:
+            return False  # its room went to other requests under way: fine, they came first
         if poll.agent == crash.agent:
             return poll.incarnation > crash.incarnation and (s.take_over or poll.first)
         if not s.take_over:

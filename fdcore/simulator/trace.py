@@ -78,6 +78,7 @@ class TableWrite:
     accepted: bool
     lease_generation: int | None  # the table lease's generation when the write was tried
     lease_holder: str | None
+    lease_request: str | None
 
 
 @attrs.define(slots=True)
@@ -108,6 +109,8 @@ class PollRecord:
     clock: float  # the agent's own view of the time, in virtual seconds
     errors: int  # store operations that raised StorageUnavailable
     free_before: bool  # the claim policy allowed one more request when the poll began
+    free_after: bool  # ... and when it ended
+    takeovers: int  # requests it took over (or failed for their lost attempts) in this poll
     lost_status_writes: tuple[str, ...]  # requests whose status replace failed on the etag
 
 

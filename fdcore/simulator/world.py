@@ -136,6 +136,7 @@ class AgentSlot:
         self.paused: Pause | None = None
         self.poll_token = 0  # a new poll chain voids the old one
         self.runs: dict[int, SimRun] = {}  # running table runs (insertion order: deterministic)
+        self.takeovers = 0  # in the current poll
 
     @property
     def live(self) -> bool:
@@ -307,6 +308,7 @@ class World:
         s = self.scenario
         store = slot.store
         store.begin_poll()
+        slot.takeovers = 0
         free_before = agent.parts.claim.may_claim(agent_load(agent))
         seq_start = self.next_seq()
         failure: Exception | None = None
@@ -325,6 +327,8 @@ class World:
                 clock=self.now + slot.skew,
                 errors=store.poll_errors,
                 free_before=free_before,
+                free_after=agent.parts.claim.may_claim(agent_load(agent)),
+                takeovers=slot.takeovers,
                 lost_status_writes=tuple(store.lost_status_writes),
             )
         )
@@ -475,6 +479,7 @@ class World:
                 accepted=accepted,
                 lease_generation=lease.generation if lease else None,
                 lease_holder=lease.holder if lease else None,
+                lease_request=lease.request if lease else None,
             )
         )
         run.state = "ended"
@@ -536,6 +541,9 @@ class World:
         self.trace.status.setdefault(request, []).append(write)
         before = self.trace.latest.get(request)
         self.trace.latest[request] = write
+        taken = before is not None and (write.attempt > before.attempt or before.agent != slot.name)
+        if taken and before is not None and not before.final:
+            slot.takeovers += 1  # a takeover (of its own earlier attempt, too)
         if not write.final:
             self.active[request] = write
             return
