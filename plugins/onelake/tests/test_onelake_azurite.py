@@ -139,7 +139,7 @@ def test_outage_raises_unavailable_then_recovers_after_restart(disk_azurite: Azu
 
 @pytest.mark.slow
 def test_write_during_a_restart_lands_once_back(disk_azurite: Azurite) -> None:
-    patient = RetryPolicy(attempts=60, base_delay=0.05, max_delay=0.25)
+    patient = RetryPolicy(attempts=120, base_delay=0.05, max_delay=0.25)  # ~30 s window
     store = open_storage(disk_azurite.url(CONTAINER, "restart"), retry=patient)
     try:
         disk_azurite.stop()
