@@ -22,13 +22,17 @@ from fdcore.models import (
     Status,
 )
 
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(timezone.utc)  # for fields whose age does not matter
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def record(name: str, *schedules: ScheduleInfo, seen: float = 1.0, **fields: object) -> AgentRecord:
     return AgentRecord(
         name=name,
-        updated_at=NOW - timedelta(seconds=seen),
+        updated_at=now() - timedelta(seconds=seen),
         stale_after=60,
         schedules=list(schedules),
         **fields,  # type: ignore[arg-type]
