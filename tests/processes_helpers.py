@@ -16,14 +16,25 @@ SUPPORT = Path(__file__).parent / "support"
 
 
 def local_fleet(tmp_path: Path) -> tuple[AgentFleet, Mailbox]:
-    environment = (tmp_path / "env").as_uri()
+    """Agents on a fresh local-folder environment under ``tmp_path``."""
+    return fleet_on(tmp_path, (tmp_path / "env").as_uri())
+
+
+def fleet_on(
+    tmp_path: Path, environment: str, storage: dict[str, str] | None = None
+) -> tuple[AgentFleet, Mailbox]:
+    """Agents on ``environment``; ``storage`` options reach agents and table runners alike.
+
+    The test table runners (tests/support) log every table write under ``tmp_path``.
+    """
     logs = tmp_path / "table-log"
     logs.mkdir()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUPPORT), env.get("PYTHONPATH")]))
     env["FDCORE_TEST_LOG"] = str(logs)
+    env["FDCORE_TEST_STORAGE_OPTIONS"] = json.dumps(storage or {})
     fleet = AgentFleet(tmp_path, environment, env)
-    return fleet, Mailbox(load_plugins().open_storage(environment))
+    return fleet, Mailbox(load_plugins().open_storage(environment, storage))
 
 
 def table_writes(tmp_path: Path) -> list[dict[str, Any]]:

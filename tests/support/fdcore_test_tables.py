@@ -22,7 +22,8 @@ from fdcore.storage import Storage
 
 @functools.cache
 def _storage(url: str) -> Storage:
-    return load_plugins().open_storage(url)
+    options = json.loads(os.environ.get("FDCORE_TEST_STORAGE_OPTIONS", "{}"))
+    return load_plugins().open_storage(url, options)
 
 
 def _log(job: TableJob, **fields: object) -> None:
