@@ -119,10 +119,12 @@ class Machines:
         for clock in self.clocks:
             clock.advance(seconds)
 
-    def finish_runs(self) -> None:
+    def finish_runs(self, *requests: str) -> None:
+        """End the runs still going (of ``requests`` only, if named) with success."""
         for run in self.runs:
             if run.result is None and not run.cancelled:
-                run.result = TableResult(True)
+                if not requests or run.job.request in requests:
+                    run.result = TableResult(True)
 
     def runs_of(self, table: str) -> list[str]:
         return [f"{run.job.agent}#{run.job.attempt}" for run in self.runs if run.job.table == table]
@@ -159,6 +161,26 @@ def test_a_lost_answer_on_a_status_update_does_not_cost_an_attempt() -> None:
     status = machines.mailbox.status("r1")
     assert status is not None and status.value.state is State.SUCCEEDED
     assert [(a.number, a.outcome) for a in status.value.attempts] == [(1, Outcome.SUCCEEDED)]
+
+
+@pytest.mark.xfail(strict=True, reason="finding 2: a lapsed lease costs its holder an attempt")
+def test_a_pause_shorter_than_stale_after_does_not_cost_an_attempt() -> None:
+    machines = Machines()
+    paused = machines.agent("etl-01", claim="when_free")
+    other = machines.agent("etl-02", claim="when_free")
+    submit(machines.mailbox, ["sales"], request_id="r1", now=START)
+    paused.poll()  # claims r1, leases sales for 60 s (lease_seconds = stale_after)
+    submit(machines.mailbox, ["sales"], request_id="r2", now=START)
+    other.poll()  # claims r2, waits for the lease on sales
+    for second in range(5, 125, 5):
+        machines.advance(5)
+        if not 35 < second < 95:  # silent for 55 s: under stale_after, but the lease lapses
+            paused.poll()
+        other.poll()
+        machines.finish_runs("r2")  # r1's table is a long one
+    status = machines.mailbox.status("r1")
+    assert status is not None
+    assert [a.outcome for a in status.value.attempts if a.outcome is Outcome.LOST] == []
 
 
 def test_a_store_error_after_a_table_is_done_does_not_run_the_next_table_under_its_lease() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -108,21 +109,6 @@ class OneWriterPerTable(Checker):
                         f"under a lease {write.lease_holder} holds for {write.lease_request}",
                     )
                 )
-        crashed = {(c.agent, c.incarnation): c.seq for c in world.trace.crashes}
-        for taken in world.trace.leases_taken:
-            before = taken.before
-            alive = crashed.get((before.holder, before.incarnation), taken.seq) >= taken.seq
-            if alive and taken.before_clock < before.expires_at:
-                found.append(
-                    Violation(
-                        self.invariant,
-                        taken.time,
-                        f"table {taken.table}: {taken.after.holder} took the lease (generation "
-                        f"{taken.after.generation}) from live {before.holder} "
-                        f"{before.expires_at - taken.before_clock:.1f}s before it ran out by "
-                        f"{before.holder}'s own clock",
-                    )
-                )
         for table, writes in by_table.items():
             for earlier, later in itertools.pairwise(writes):
                 rerun = _attempt(earlier) == _attempt(later)  # the "once" checker's business
@@ -156,6 +142,44 @@ class OneWriterPerTable(Checker):
 
     def summary(self) -> dict[str, Any]:
         return {"table writes landed": self.landed, "stale table writes rejected": self.rejected}
+
+
+class LeaseHeldUntilItRunsOut(Checker):
+    """(2, the lease side) A live agent's table lease is never taken before it runs out by the
+    holder's own clock: two agents never both believe they hold one table.
+
+    Fencing makes the earlier holder's write fail afterwards; this checks that the lease
+    itself held, which matters for every side effect a fencing token does not guard.
+    """
+
+    invariant = "2-lease"
+    title = "no live agent's table lease is taken before it runs out by its own clock"
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def finish(self, world: World) -> list[Violation]:
+        found: list[Violation] = []
+        crashed = {(c.agent, c.incarnation): c.seq for c in world.trace.crashes}
+        for taken in world.trace.leases_taken:
+            self.taken += 1
+            before = taken.before
+            alive = crashed.get((before.holder, before.incarnation), taken.seq) >= taken.seq
+            if alive and taken.before_clock < before.expires_at:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        taken.time,
+                        f"table {taken.table}: {taken.after.holder} took the lease (generation "
+                        f"{taken.after.generation}) from live {before.holder} "
+                        f"{before.expires_at - taken.before_clock:.1f}s before it ran out by "
+                        f"{before.holder}'s own clock",
+                    )
+                )
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return {"leases taken from another holder": self.taken}
 
 
 def _attempt(write: TableWrite) -> tuple[str, int, str, int]:
@@ -257,17 +281,30 @@ class TakeoverInTime(Checker):
         return {"requests moved after a crash": self.moved, "takeover latency max s": worst}
 
 
-class NoTakeoverFromLiveAgent(Checker):
-    """(3, the other side) An attempt is marked lost only if its process died or went silent.
+def _lost_markings(trace: Trace) -> Iterator[tuple[StatusWrite, int, StatusWrite]]:
+    """(write that began the attempt, attempt number, write that marked it lost), in order."""
+    for writes in trace.status.values():
+        began: dict[int, StatusWrite] = {}
+        before: StatusWrite | None = None
+        for write in writes:
+            for number, _agent, outcome in write.attempts:
+                began.setdefault(number, write)
+                if outcome == "lost" and not (before and before.outcome(number) == "lost"):
+                    yield began[number], number, write
+            before = write
 
-    "It never moves a run while its agent is alive and reporting": when a status write marks an
-    attempt ``lost``, the process that made the attempt has crashed, or at some point since the
-    attempt began it wrote no status record for longer than stale_after (true time; the grace
-    is what covers the agents' clock skew).
+
+class NoTakeoverFromLiveAgent(Checker):
+    """(3, the other side) An attempt is taken over only if its process died or went silent.
+
+    "It never moves a run while its agent is alive and reporting": when a status write by
+    another process marks an attempt ``lost``, the process that made the attempt has crashed,
+    or at some point since the attempt began it wrote no status record for longer than
+    stale_after (true time; the grace is what covers the agents' clock skew).
     """
 
     invariant = "3-live"
-    title = "no attempt is marked lost while its agent is alive and reporting"
+    title = "no attempt is taken over while its agent is alive and reporting"
 
     def __init__(self) -> None:
         self.lost = 0
@@ -277,37 +314,50 @@ class NoTakeoverFromLiveAgent(Checker):
         trace = world.trace
         crashed = {(c.agent, c.incarnation): c.seq for c in trace.crashes}
         found: list[Violation] = []
-        for request, writes in trace.status.items():
-            began: dict[int, StatusWrite] = {}
-            before: StatusWrite | None = None
-            for write in writes:
-                for number, _agent, outcome in write.attempts:
-                    began.setdefault(number, write)
-                    if outcome != "lost" or (before and before.outcome(number) == "lost"):
-                        continue
-                    self.lost += 1
-                    start = began[number]
-                    process = (start.writer, start.incarnation)
-                    if crashed.get(process, write.seq) < write.seq:
-                        continue
-                    silence = trace.longest_silence(
-                        *process, (start.seq, start.time), (write.seq, write.time)
+        for start, number, write in _lost_markings(trace):
+            self.lost += 1
+            process = (start.writer, start.incarnation)
+            if (write.writer, write.incarnation) == process:
+                continue  # its own process: OwnAttemptsNotLost's business
+            if crashed.get(process, write.seq) < write.seq:
+                continue
+            silence = trace.longest_silence(
+                *process, (start.seq, start.time), (write.seq, write.time)
+            )
+            if silence <= s.stale_after:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        write.time,
+                        f"{write.request}: attempt {number} of {_who(*process)} marked lost by "
+                        f"{_who(write.writer, write.incarnation)}, though it was alive and "
+                        f"reporting throughout (longest silence {silence:.1f}s)",
                     )
-                    if silence <= s.stale_after:
-                        found.append(
-                            Violation(
-                                self.invariant,
-                                write.time,
-                                f"{request}: attempt {number} of {_who(*process)} marked lost by "
-                                f"{_who(write.writer, write.incarnation)}, though it was alive "
-                                f"and reporting throughout (longest silence {silence:.1f}s)",
-                            )
-                        )
-                before = write
+                )
         return found
 
     def summary(self) -> dict[str, Any]:
         return {"attempts marked lost": self.lost}
+
+
+class OwnAttemptsNotLost(Checker):
+    """A process never marks its own attempt ``lost``: a lost attempt counts against
+    max_attempts, and a process that is running is not lost to itself."""
+
+    invariant = "lost-own"
+    title = "no process marks its own attempt lost"
+
+    def finish(self, world: World) -> list[Violation]:
+        return [
+            Violation(
+                self.invariant,
+                write.time,
+                f"{write.request}: {_who(write.writer, write.incarnation)} marked its own "
+                f"attempt {number} lost and took the request again as attempt {write.attempt}",
+            )
+            for start, number, write in _lost_markings(world.trace)
+            if (write.writer, write.incarnation) == (start.writer, start.incarnation)
+        ]
 
 
 class PausedAgentStops(Checker):
@@ -562,9 +612,11 @@ def default_checkers(scenario: Scenario) -> list[Checker]:
     return [
         AgentsNeverRaise(),
         OneWriterPerTable(),
+        LeaseHeldUntilItRunsOut(),
         TableOncePerAttempt(),
         TakeoverInTime(),
         NoTakeoverFromLiveAgent(),
+        OwnAttemptsNotLost(),
         PausedAgentStops(),
         LostRequestsFail(),
         NoStrandedRequests(scenario.claim),
