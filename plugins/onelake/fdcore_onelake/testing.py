@@ -36,7 +36,10 @@ def find_azurite() -> Path:
     override = os.environ.get(BINARY_VARIABLE)
     if override:
         if not os.access(override, os.X_OK):
-            raise AzuriteMissing(f"${BINARY_VARIABLE}={override} is not an executable")
+            raise AzuriteMissing(
+                f"${BINARY_VARIABLE}={override} is not an executable "
+                "(unset it to use the Azurite that `make setup` installs)"
+            )
         return Path(override)
     starts = [Path.cwd(), Path(__file__).resolve().parent]
     for start in starts:

@@ -103,3 +103,45 @@ def test_takeover_on_azurite(
         "stock": 1,
     }
     assert double_writers(table_writes(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_emulator_restart_mid_run_loses_and_doubles_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Azurite stopped for a while and restarted (on disk, so it keeps its blobs)."""
+    with Azurite(location=tmp_path / "azurite-data") as emulator:
+        emulator.create_container("faults")
+        fleet, mailbox = azurite_fleet(
+            tmp_path, emulator, emulator.url("faults", "env"), monkeypatch
+        )
+        for n in range(20):
+            submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
+        for n in range(3):
+            # Leases outlast the backend's retry budget (about 6 s), as the defaults do.
+            pipeline = {**PIPELINE, "lease_seconds": 8}
+            fleet.add(
+                f"etl-0{n}",
+                {"agent": AGENT, "pipeline": pipeline, "runner": WRITER, "storage": STORAGE},
+            ).start()
+        try:
+            assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 30)
+            emulator.stop()
+            time.sleep(3)
+            assert all(agent.alive() for agent in fleet)
+            emulator.start()
+            assert wait_until(
+                lambda: all(row.state == "succeeded" for row in queue_rows(mailbox)), 90
+            ), Counter(row.state for row in queue_rows(mailbox))
+        finally:
+            codes = fleet.stop_all()
+        assert set(codes.values()) == {0}
+        rows = queue_rows(mailbox)
+        assert len(rows) == 20
+        for row in rows:
+            done = Counter(r.table for r in mailbox.runs(row.id) if r.outcome is Outcome.SUCCEEDED)
+            assert done == {"a": 1, "b": 1}, (row.id, done)
+        assert double_writers(table_writes(tmp_path)) == []
+        # The backend retries for a few seconds before an agent hears of an outage; at least
+        # one agent's poll outlasted that.
+        assert any("mailbox unavailable" in agent.output() for agent in fleet)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 from azure.storage.blob import BlobServiceClient
+from fdcore_onelake import testing
 from fdcore_onelake.credentials import EMULATOR_ACCOUNT, EMULATOR_KEY
 from fdcore_onelake.store import FOLDER_MARK, OneLakeStorage, RetryPolicy, open_storage
-from fdcore_onelake.testing import Azurite
+from fdcore_onelake.testing import Azurite, AzuriteMissing
 from fdcore_onelake.urls import parse_location
 
 from fdcore.plugins import load_plugins
@@ -21,6 +22,17 @@ from fdcore.storage import Blob, StorageUnavailable
 
 CONTAINER = "fdcore-outage"  # in the test's own Azurite instances
 QUICK_FAIL = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
+
+
+def test_missing_azurite_fails_saying_run_make_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(testing, "BINARY", Path("tools/azurite/node_modules/.bin/not-installed"))
+    with pytest.raises(AzuriteMissing, match=r"not-installed not found .*: run `make setup`"):
+        Azurite()
+    monkeypatch.setenv("FDCORE_AZURITE", str(tmp_path / "azurite-blob"))
+    with pytest.raises(AzuriteMissing, match="is not an executable"):
+        Azurite()
 
 
 def test_plugin_serves_azurite_urls(environment_url: str) -> None:
