@@ -260,7 +260,7 @@ class Agent:
             if work.run is not None:
                 result = work.run.poll()
                 if result is None:
-                    self._keep_lease(work, now)
+                    self._keep_lease(work)
                     continue
                 self._finish_table(work, result, now)
                 if work.id not in self.held:
@@ -270,17 +270,45 @@ class Agent:
             elif work.running or self._load().running < self.config.concurrency:
                 self._next_table(work, now)
 
-    def _keep_lease(self, work: Work, now: datetime) -> None:
+    def _keep_lease(self, work: Work) -> None:
+        """Renew a running table's lease in time, or stop the table before the lease runs out."""
         held = work.lease
         if held is None:
             return
         ttl = self.config.lease_ttl
+        # Lease times come from the clock now, not from the poll's start: a slow poll must not
+        # write a lease that is already half gone.
+        now = self.clock.now()
         if held.lease.expires_at - now > timedelta(seconds=ttl / 2):
             return
         try:
             work.lease = self.parts.leases.renew(held, ttl, now)
+            self._check_lease_time(work)
         except LeaseLost:
             self._lost(work, f"lease on table {held.lease.table} taken by another agent")
+        except StorageUnavailable:
+            # Not renewed: once the lease would run out before the next poll, another agent may
+            # take it, so stop the table now rather than write beside the next holder.
+            margin = timedelta(seconds=self.config.poll_seconds)
+            if self.clock.now() >= held.lease.expires_at - margin:
+                self._lost(work, f"lease on table {held.lease.table} could not be renewed")
+
+    def _check_lease_time(self, work: Work) -> None:
+        """Give up a lease whose write took so long (storage retries) that it is nearly gone."""
+        held = work.lease
+        assert held is not None
+        if self.clock.now() >= held.lease.expires_at - timedelta(seconds=self.config.poll_seconds):
+            log.warning(
+                "%s: lease on table %s took too long to write; letting it go",
+                self.name,
+                held.lease.table,
+            )
+            if work.run is not None:
+                self._lost(work, f"lease on table {held.lease.table} ran out")
+            else:
+                with contextlib.suppress(StorageUnavailable):
+                    self.parts.leases.release(held, self.clock.now())
+                work.lease = None
 
     def _next_table(self, work: Work, now: datetime) -> None:
         remaining = [t for t in work.request.entities if t not in work.status.tables_done]
@@ -300,13 +328,21 @@ class Agent:
         if work.lease is None:
             try:
                 work.lease = self.parts.leases.acquire(
-                    table, self.name, work.id, work.status.attempt, self.config.lease_ttl, now
+                    table,
+                    self.name,
+                    work.id,
+                    work.status.attempt,
+                    self.config.lease_ttl,
+                    self.clock.now(),
                 )
             except MailboxFileError as exc:
                 self.problems.report(str(exc.path), f"{exc}; cannot lease table {table}")
                 return
             if work.lease is None:
                 return  # another holder's lease still runs: wait for it to run out
+            self._check_lease_time(work)
+            if work.lease is None:
+                return
         # Ownership check, once the lease is held: a request taken over stops here.
         current = self._read_status(work.id)
         if current is None or not self._mine(current.value, work.status.attempt):
@@ -397,7 +433,8 @@ class Agent:
             work.run.cancel()
             work.run = None
         if work.lease is not None:
-            self.parts.leases.release(work.lease, self.clock.now())
+            with contextlib.suppress(StorageUnavailable):  # unreleased, it simply runs out
+                self.parts.leases.release(work.lease, self.clock.now())
             work.lease = None
         self.held.pop(work.id, None)
 

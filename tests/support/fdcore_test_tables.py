@@ -17,7 +17,7 @@ from pathlib import Path
 from fdcore.fencing import StaleFencingToken, fenced_write
 from fdcore.plugins import load_plugins
 from fdcore.runners import TableJob
-from fdcore.storage import Storage
+from fdcore.storage import Storage, StorageUnavailable
 
 
 @functools.cache
@@ -49,12 +49,7 @@ def write_table(job: TableJob) -> None:
     start = time.monotonic()
     time.sleep(random.uniform(shortest, max(shortest, seconds)))
     try:
-        fenced_write(
-            _storage(job.environment),
-            job.table,
-            job.fencing_token,
-            {"request": job.request, "agent": job.agent},
-        )
+        _write_riding_out_outages(job)
     except StaleFencingToken as exc:
         _log(job, start=start, end=time.monotonic(), rejected=str(exc))
         raise
@@ -65,6 +60,24 @@ def kill_agent(job: TableJob) -> None:
     """A poison table: kills the agent process that runs it (SIGKILL, no clean-up)."""
     _log(job, start=time.monotonic(), end=time.monotonic(), rejected=None, killed=True)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _write_riding_out_outages(job: TableJob, patience: float = 60.0) -> None:
+    """Like a well-behaved table job: a mailbox outage delays the write, it does not fail it."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fenced_write(
+                _storage(job.environment),
+                job.table,
+                job.fencing_token,
+                {"request": job.request, "agent": job.agent},
+            )
+            return
+        except StorageUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def poison_or_write(job: TableJob) -> None:
