@@ -28,12 +28,13 @@ from fdcore.simulator.invariants import (
     LeaseHeldUntilItRunsOut,
     OwnAttemptsNotLost,
     TableOncePerAttempt,
+    TakeoverInTime,
 )
 from fdcore.simulator.world import AgentSlot, World, default_parts
 from fdcore.storage import Storage
 
 # Small runs with every fault: short timings keep the virtual time (and so the polls) down.
-FAULTY = {
+FAULTY: dict[str, Any] = {
     "requests": 8,
     "poison": 1,
     "max_tables": 2,
@@ -100,9 +101,15 @@ def test_a_fault_free_run_finishes_every_request_and_holds_every_invariant() -> 
 
 
 def test_when_free_strands_no_request_and_always_strands_many() -> None:
-    shared = {"seed": 5, "requests": 800, "load": 0.9, "table_sigma": 1.2, "archive_after": 600.0}
-    when_free = simulate(Scenario(claim="when_free", **shared))  # type: ignore[arg-type]
-    always = simulate(Scenario(claim="always", **shared))  # type: ignore[arg-type]
+    shared: dict[str, Any] = {
+        "seed": 5,
+        "requests": 800,
+        "load": 0.9,
+        "table_sigma": 1.2,
+        "archive_after": 600.0,
+    }
+    when_free = simulate(Scenario(claim="when_free", **shared))
+    always = simulate(Scenario(claim="always", **shared))
     assert when_free.ok, when_free.text()
     assert when_free.stranded == 0
     assert always.stranded > 0
@@ -113,7 +120,7 @@ def test_when_free_strands_no_request_and_always_strands_many() -> None:
 @pytest.mark.slow
 def test_when_free_strands_none_of_10000_requests_with_uneven_tables() -> None:
     # Lognormal tables with sigma 1.5: the slowest 1% run ~30x the median.
-    shared = {
+    shared: dict[str, Any] = {
         "seed": 7,
         "requests": 10_000,
         "agents": 4,
@@ -123,11 +130,11 @@ def test_when_free_strands_none_of_10000_requests_with_uneven_tables() -> None:
         "load": 0.9,
         "archive_after": 300.0,
     }
-    when_free = simulate(Scenario(claim="when_free", **shared))  # type: ignore[arg-type]
+    when_free = simulate(Scenario(claim="when_free", **shared))
     assert when_free.requests == {"succeeded": 10_000}
     assert when_free.stranded == 0
     assert when_free.ok, when_free.text()
-    always = simulate(Scenario(claim="always", **shared))  # type: ignore[arg-type]
+    always = simulate(Scenario(claim="always", **shared))
     assert always.stranded > 0
 
 
@@ -144,9 +151,14 @@ def many_runs(seeds: range, **extra: Any) -> Iterator[tuple[Scenario, Any]]:
                 take_over=seed % 3 != 0,  # a third without takeover: restarts resume work
                 **{**FAULTY, **extra},
             )
-            # A pause longer than half the lease costs the paused agent an attempt (finding
-            # 2, strict xfail below); every other invariant is checked.
-            yield scenario, simulate(scenario, checkers=without(scenario, OwnAttemptsNotLost))
+            # Two known agent bugs are left out (strict xfails below): a pause longer than half
+            # the lease costs the paused agent an attempt (finding 2), and a resumed agent's
+            # stale hold can delay a takeover (finding 5). Every other invariant is checked.
+            checkers = [
+                TakeoverInTime(allow_stale_holds=True) if isinstance(c, TakeoverInTime) else c
+                for c in without(scenario, OwnAttemptsNotLost)
+            ]
+            yield scenario, simulate(scenario, checkers=checkers)
 
 
 def check_many(seeds: range, **extra: Any) -> dict[str, int]:
@@ -181,6 +193,12 @@ def test_invariants_hold_under_crashes_pauses_latency_and_poison() -> None:
 def test_a_pause_shorter_than_stale_after_costs_no_attempt() -> None:
     report = simulate(Scenario(seed=11, claim="always", take_over=True, **FAULTY))
     assert "lost-own" not in broken(report), report.text()
+
+
+@pytest.mark.xfail(strict=True, reason="finding 5: a resumed agent's stale hold delays a takeover")
+def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused() -> None:
+    report = simulate(Scenario(seed=365, claim="always", take_over=True, **FAULTY))
+    assert "3" not in broken(report), report.text()
 
 
 @pytest.mark.slow

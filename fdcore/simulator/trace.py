@@ -112,6 +112,7 @@ class PollRecord:
     free_after: bool  # ... and when it ended
     takeovers: int  # requests it took over (or failed for their lost attempts) in this poll
     lost_status_writes: tuple[str, ...]  # requests whose status replace failed on the etag
+    stale_held: tuple[str, ...]  # held when the poll began, though the status names another
 
 
 @attrs.define(slots=True)

@@ -310,6 +310,7 @@ class World:
         store.begin_poll()
         slot.takeovers = 0
         free_before = agent.parts.claim.may_claim(agent_load(agent))
+        stale_held = self._stale_held(slot.name, agent)
         seq_start = self.next_seq()
         failure: Exception | None = None
         try:
@@ -330,6 +331,7 @@ class World:
                 free_after=agent.parts.claim.may_claim(agent_load(agent)),
                 takeovers=slot.takeovers,
                 lost_status_writes=tuple(store.lost_status_writes),
+                stale_held=stale_held,
             )
         )
         slot.polls += 1
@@ -347,6 +349,16 @@ class World:
             # Heavy-tailed (mean 1) so some polls meet a slow store.
             interval += store.poll_operations * s.latency * slot.rng.lognormvariate(-0.5, 1.0)
         self.at(self.now + interval, self._poll, slot, token)
+
+    def _stale_held(self, name: str, agent: Agent) -> tuple[str, ...]:
+        """Requests the agent holds in memory whose status names another agent or attempt."""
+        latest = self.trace.latest
+        return tuple(
+            request
+            for request, work in agent.held.items()
+            if (status := latest.get(request)) is not None
+            and (status.agent != name or status.attempt != work.status.attempt)
+        )
 
     def _crash_fault(self, slot: AgentSlot, incarnation: int) -> None:
         if slot.agent is not None and slot.incarnation == incarnation:

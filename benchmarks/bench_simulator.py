@@ -1,0 +1,56 @@
+"""The simulator's speed, and the two claim policies side by side on one seeded workload.
+
+    .venv/bin/pytest benchmarks/bench_simulator.py --benchmark-only \
+        --benchmark-columns=median,iqr,ops --benchmark-group-by=group
+
+One row per claim policy: the time to simulate 1,000 requests (3 agents x 2 workers, uneven
+lognormal tables, Poisson arrivals at 90% of the fleet). Each row's ``extra_info`` (shown with
+``--benchmark-json``, printed as one line per policy with ``-s``) holds what the policies are
+compared on: stranded requests, queue wait p50/p99, store writes per completed request, and the
+simulator's speed in requests per wall second. Results are in docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from fdcore.simulator import Report, Scenario, simulate
+
+WORKLOAD = {"seed": 7, "agents": 3, "requests": 1000, "load": 0.9, "table_sigma": 1.2}
+
+
+@pytest.fixture(autouse=True)
+def quiet_agents() -> Iterator[None]:
+    logger = logging.getLogger("fdcore")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    yield
+    logger.setLevel(level)
+
+
+@pytest.mark.benchmark(group="simulate 1000 requests")
+@pytest.mark.parametrize("claim", ["always", "when_free"])
+def bench_claim_policy(benchmark: BenchmarkFixture, claim: str) -> None:
+    scenario = Scenario(claim=claim, **WORKLOAD)  # type: ignore[arg-type]
+    report: Report = benchmark.pedantic(  # type: ignore[no-untyped-call]
+        simulate, args=(scenario,), rounds=3, iterations=1
+    )
+    benchmark.extra_info.update(
+        {
+            "claim": claim,
+            "succeeded": report.requests.get("succeeded", 0),
+            "stranded": report.stranded,
+            "queue_wait_p50_s": round(report.queue_wait_p50, 1),
+            "queue_wait_p99_s": round(report.queue_wait_p99, 1),
+            "store_writes_per_completed_request": round(report.writes_per_completed, 2),
+            "requests_per_wall_second": round(report.requests_per_wall_second, 1),
+            "virtual_hours": round(report.virtual_seconds / 3600, 2),
+        }
+    )
+    print(f"\n{claim}: {benchmark.extra_info}")
+    assert report.ok or claim == "always"
+    assert report.requests == {"succeeded": 1000}
