@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -119,15 +119,17 @@ def test_when_free_strands_no_request_and_always_strands_many() -> None:
 
 @pytest.mark.slow
 def test_when_free_strands_none_of_10000_requests_with_uneven_tables() -> None:
-    # Lognormal tables with sigma 1.5: the slowest 1% run ~30x the median.
+    # Lognormal tables with sigma 1.5: the slowest 1% run ~30x the median. A large table pool
+    # keeps lease contention (which the offered-load estimate leaves out) from overloading it.
     shared: dict[str, Any] = {
         "seed": 7,
         "requests": 10_000,
         "agents": 4,
         "concurrency": 4,
+        "table_pool": 1000,
         "table_median": 10.0,
         "table_sigma": 1.5,
-        "load": 0.9,
+        "load": 0.8,
         "archive_after": 300.0,
     }
     when_free = simulate(Scenario(claim="when_free", **shared))
@@ -189,9 +191,9 @@ def test_invariants_hold_under_crashes_pauses_latency_and_poison() -> None:
     assert exercised["poison requests failed as they should"] == 30
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: a pause that lapses a lease costs an attempt")
-def test_a_pause_shorter_than_stale_after_costs_no_attempt() -> None:
-    report = simulate(Scenario(seed=11, claim="always", take_over=True, **FAULTY))
+@pytest.mark.xfail(strict=True, reason="finding 2: a lapsed lease costs its holder an attempt")
+def test_a_slow_store_costs_no_attempt() -> None:
+    report = simulate(Scenario(seed=0, requests=60, take_over=True, latency=2.0))
     assert "lost-own" not in broken(report), report.text()
 
 
@@ -206,7 +208,20 @@ def test_invariants_hold_over_1500_seeded_runs() -> None:
     exercised = check_many(range(100, 850))  # 750 seeds x 2 claim policies
     assert exercised["crashes"] > 5000
     assert exercised["paused agents resumed after a takeover"] > 100
-    assert exercised["stale table writes rejected"] > 0
+    assert exercised["poison requests failed as they should"] == 1500
+
+
+def test_a_slow_store_lapses_leases_and_fencing_rejects_the_late_writes() -> None:
+    # Polls delayed by a slow store (4 s per operation on average, heavy-tailed) miss lease
+    # renewals; agents after the same few tables take the lapsed leases, and the late writers'
+    # tokens are stale by then. Finding 2 (lost-own) is left out.
+    rejected = 0
+    for seed in range(4):
+        scenario = Scenario(seed=seed, requests=30, table_pool=5, take_over=True, latency=4.0)
+        report = simulate(scenario, checkers=without(scenario, OwnAttemptsNotLost))
+        assert report.ok, report.text()
+        rejected += report.checks["stale table writes rejected"]
+    assert rejected > 0
 
 
 # Clock skew and store errors: the checks that hold, and (strict xfail) the ones known to break.
@@ -270,7 +285,7 @@ class NoGenerationLeases(MailboxLeases):
             request=request,
             attempt=attempt,
             acquired_at=now,
-            expires_at=now,
+            expires_at=now + timedelta(seconds=ttl),
             generation=1,
         )
         from fdcore.codec import encode

@@ -3,8 +3,8 @@
 The wrapper sits between an agent (its mailbox and its table leases) and the shared
 :class:`~fdcore.memory.MemoryStorage`. It
 
-* counts every operation, so a poll's store latency and the run's store figures come from the
-  calls the real agent code made;
+* counts every operation and, with a latency, adds a seeded duration per operation to the
+  poll's elapsed time, by which the agent's next poll comes later;
 * reports every write that landed to the world, which keeps the trace the checkers read;
 * raises :class:`~fdcore.storage.StorageUnavailable` with the scenario's probability: before
   the operation, or for a write, sometimes *after* applying it (an ambiguous write: the agent
@@ -33,6 +33,7 @@ class FaultyStore:
         rng: random.Random,
         error_rate: float,
         ambiguous: float,
+        latency: float,
     ) -> None:
         self.inner = inner
         self.url = inner.url
@@ -40,22 +41,28 @@ class FaultyStore:
         self.rng = rng
         self.error_rate = error_rate
         self.ambiguous = ambiguous
+        self.latency = latency
         self.operations: Counter[str] = Counter()
         self.errors = 0  # raised, in total
         self.ambiguous_writes = 0  # raised after the write applied
         self.poll_operations = 0  # since the poll began
         self.poll_errors = 0
+        self.poll_seconds = 0.0  # virtual time the poll's operations took
         self.lost_status_writes: list[str] = []  # status replaces refused on the etag this poll
 
     def begin_poll(self) -> None:
         self.poll_operations = 0
         self.poll_errors = 0
+        self.poll_seconds = 0.0
         self.lost_status_writes = []
 
     def _count(self, kind: str) -> str | None:
         """Count one operation; return "before" or "after" if it is to fail, and when."""
         self.operations[kind] += 1
         self.poll_operations += 1
+        if self.latency:
+            # Heavy-tailed (lognormal, mean 1): now and then one call is many times slower.
+            self.poll_seconds += self.latency * self.rng.lognormvariate(-0.5, 1.0)
         if self.error_rate and self.rng.random() < self.error_rate:
             self.errors += 1
             self.poll_errors += 1

@@ -76,7 +76,11 @@ def agent_load(agent: Agent) -> AgentLoad:
 
 
 class VirtualClock:
-    """An agent's view of the world's clock: virtual time plus the agent's skew."""
+    """An agent's view of the world's clock: virtual time plus the agent's skew.
+
+    It stands still within a poll: a poll is atomic, so its writes land at the time it read.
+    The time its store calls took delays the agent's next poll instead.
+    """
 
     def __init__(self, world: World, skew: float) -> None:
         self.world = world
@@ -128,6 +132,7 @@ class AgentSlot:
             random.Random(f"{seed}:store:{name}"),
             world.scenario.error_rate,
             world.scenario.ambiguous,
+            world.scenario.latency,
         )
         self.clock = VirtualClock(world, self.skew)
         self.agent: Agent | None = None
@@ -317,6 +322,7 @@ class World:
             agent.poll()
         except Exception as exc:  # the agent must never raise out of a poll: report it
             failure = exc
+        elapsed = store.poll_seconds  # what the poll's store calls took: delays the next one
         self.trace.polls.append(
             PollRecord(
                 seq_start=seq_start,
@@ -345,10 +351,7 @@ class World:
         for checker in self.checkers:
             checker.after_poll(self, slot)
         interval = s.poll_seconds * slot.rng.uniform(1 - s.poll_jitter, 1 + s.poll_jitter)
-        if s.latency and store.poll_operations:
-            # Heavy-tailed (mean 1) so some polls meet a slow store.
-            interval += store.poll_operations * s.latency * slot.rng.lognormvariate(-0.5, 1.0)
-        self.at(self.now + interval, self._poll, slot, token)
+        self.at(self.now + elapsed + interval, self._poll, slot, token)
 
     def _stale_held(self, name: str, agent: Agent) -> tuple[str, ...]:
         """Requests the agent holds in memory whose status names another agent or attempt."""
