@@ -364,7 +364,12 @@ class OwnAttemptsNotLost(Checker):
                 self.invariant,
                 write.time,
                 f"{write.request}: {_who(write.writer, write.incarnation)} marked its own "
-                f"attempt {number} lost and took the request again as attempt {write.attempt}",
+                f"attempt {number} lost and "
+                + (
+                    f"failed the request ({write.message})"
+                    if write.final
+                    else f"took the request again as attempt {write.attempt}"
+                ),
             )
             for start, number, write in _lost_markings(world.trace)
             if (write.writer, write.incarnation) == (start.writer, start.incarnation)

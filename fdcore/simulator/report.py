@@ -36,6 +36,7 @@ class Report:
     stranded: int
     store_operations: dict[str, int]
     store_writes: int
+    writes_by_folder: dict[str, int]
     writes_per_completed: float  # agents' store writes per succeeded request
     virtual_seconds: float
     wall_seconds: float
@@ -66,6 +67,7 @@ class Report:
             "stranded_requests": self.stranded,
             "store_operations": self.store_operations,
             "store_writes": self.store_writes,
+            "store_writes_by_folder": self.writes_by_folder,
             "store_writes_per_completed_request": round(self.writes_per_completed, 3),
             "virtual_seconds": round(self.virtual_seconds, 3),
             "checks": self.checks,
@@ -89,7 +91,9 @@ class Report:
             "store operations: "
             + ", ".join(f"{kind} {n}" for kind, n in self.store_operations.items()),
             f"store writes: {self.store_writes} "
-            f"({self.writes_per_completed:.1f} per completed request)",
+            f"({self.writes_per_completed:.1f} per completed request; "
+            + ", ".join(f"{folder}/ {n}" for folder, n in self.writes_by_folder.items())
+            + ")",
             f"virtual time: {self.virtual_seconds / 3600:.2f} h; wall time: "
             f"{self.wall_seconds:.2f} s ({self.requests_per_wall_second:.0f} requests/s)",
             "checks: " + ", ".join(f"{name} {_figure(v)}" for name, v in self.checks.items()),
@@ -120,9 +124,11 @@ def build_report(world: World) -> Report:
         latest = trace.latest.get(request)
         states[latest.state if latest and latest.final else "unfinished"] += 1
     operations: Counter[str] = Counter()
+    folders: Counter[str] = Counter()
     errors = ambiguous = 0
     for slot in world.slots:
         operations.update(slot.store.operations)
+        folders.update(slot.store.writes)
         errors += slot.store.errors
         ambiguous += slot.store.ambiguous_writes
     store = {kind: operations[kind] for kind in ("read", "list", *WRITES)}
@@ -163,6 +169,7 @@ def build_report(world: World) -> Report:
         stranded=checks.get("stranded requests", 0),
         store_operations=store,
         store_writes=writes,
+        writes_by_folder=dict(sorted(folders.items())),
         writes_per_completed=writes / succeeded if succeeded else 0.0,
         virtual_seconds=world.now,
         wall_seconds=world.wall_seconds,

@@ -43,6 +43,7 @@ class FaultyStore:
         self.ambiguous = ambiguous
         self.latency = latency
         self.operations: Counter[str] = Counter()
+        self.writes: Counter[str] = Counter()  # by top folder: agents, status, leases, runs
         self.errors = 0  # raised, in total
         self.ambiguous_writes = 0  # raised after the write applied
         self.poll_operations = 0  # since the poll began
@@ -81,8 +82,12 @@ class FaultyStore:
             raise self._unavailable("read", key)
         return self.inner.read(key)
 
+    def _write(self, kind: str, key: str) -> str | None:
+        self.writes[key.split("/", 1)[0]] += 1
+        return self._count(kind)
+
     def create(self, key: str, data: bytes) -> str:
-        fail = self._count("create")
+        fail = self._write("create", key)
         if fail == "before":
             raise self._unavailable("create", key)
         etag = self.inner.create(key, data)
@@ -92,7 +97,7 @@ class FaultyStore:
         return etag
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
-        fail = self._count("replace")
+        fail = self._write("replace", key)
         if fail == "before":
             raise self._unavailable("replace", key)
         try:
@@ -107,7 +112,7 @@ class FaultyStore:
         return new
 
     def delete(self, key: str, etag: str | None = None) -> None:
-        fail = self._count("delete")
+        fail = self._write("delete", key)
         if fail == "before":
             raise self._unavailable("delete", key)
         self.inner.delete(key, etag)
