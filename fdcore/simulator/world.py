@@ -153,7 +153,7 @@ class AgentSlot:
 
 
 class World:
-    """One seeded simulation run. ``run()`` returns the trace-derived report."""
+    """One seeded run: ``run()`` plays it out and checks it; ``build_report`` reads it."""
 
     def __init__(
         self,
