@@ -84,6 +84,7 @@ class Work:
     run: TableRun | None = None
     lease: HeldLease | None = None
     table_started: datetime | None = None
+    result: TableResult | None = None  # a finished table's result until it is recorded
 
     @property
     def id(self) -> str:
@@ -258,11 +259,15 @@ class Agent:
             if work.id not in self.held:
                 continue
             if work.run is not None:
-                result = work.run.poll()
-                if result is None:
+                work.result = work.run.poll()
+                if work.result is None:
                     self._keep_lease(work)
                     continue
-                self._finish_table(work, result, now)
+                work.run = None
+            if work.result is not None:
+                # Recorded here, or on a later poll if a store error cuts this one short: a
+                # finished table is never run again for want of its status update.
+                self._finish_table(work, work.result, now)
                 if work.id not in self.held:
                     continue
             if self.stopping:
@@ -271,7 +276,11 @@ class Agent:
                 self._next_table(work, now)
 
     def _keep_lease(self, work: Work) -> None:
-        """Renew a running table's lease in time, or stop the table before the lease runs out."""
+        """Renew a running table's lease in time, or stop the table before the lease runs out.
+
+        Renewal is also when a long table re-checks that its request is still this agent's: an
+        agent that was paused and taken over learns it here, not only when the table ends.
+        """
         held = work.lease
         if held is None:
             return
@@ -282,16 +291,40 @@ class Agent:
         if held.lease.expires_at - now > timedelta(seconds=ttl / 2):
             return
         try:
+            if not self._still_mine(work):
+                return
             work.lease = self.parts.leases.renew(held, ttl, now)
             self._check_lease_time(work)
         except LeaseLost:
-            self._lost(work, f"lease on table {held.lease.table} taken by another agent")
+            self._table_interrupted(work, f"lease on table {held.lease.table} was taken")
         except StorageUnavailable:
             # Not renewed: once the lease would run out before the next poll, another agent may
             # take it, so stop the table now rather than write beside the next holder.
             margin = timedelta(seconds=self.config.poll_seconds)
             if self.clock.now() >= held.lease.expires_at - margin:
-                self._lost(work, f"lease on table {held.lease.table} could not be renewed")
+                self._table_interrupted(work, f"lease on table {held.lease.table} not renewed")
+
+    def _still_mine(self, work: Work) -> bool:
+        """Re-read the request's status; stop the request (and say False) if it moved."""
+        current = self._read_status(work.id)
+        if current is None or not self._mine(current.value, work.status.attempt):
+            self._lost(work, "status names another agent")
+            return False
+        work.status, work.etag = current.value, current.etag
+        return True
+
+    def _table_interrupted(self, work: Work, why: str) -> None:
+        """The table's lease is gone but the request is still ours: run the table again.
+
+        Its run is stopped and its result, if any, thrown away; the lease is not released (it
+        is not ours). A lapsed lease costs the table a re-run, never the request an attempt.
+        """
+        log.warning("%s: request %s: %s; the table will run again", self.name, work.id, why)
+        if work.run is not None:
+            work.run.cancel()
+            work.run = None
+        work.lease = None
+        work.result = None
 
     def _check_lease_time(self, work: Work) -> None:
         """Give up a lease whose write took so long (storage retries) that it is nearly gone."""
@@ -304,16 +337,16 @@ class Agent:
                 held.lease.table,
             )
             if work.run is not None:
-                self._lost(work, f"lease on table {held.lease.table} ran out")
+                self._table_interrupted(work, f"lease on table {held.lease.table} ran out")
             else:
                 with contextlib.suppress(StorageUnavailable):
                     self.parts.leases.release(held, self.clock.now())
                 work.lease = None
 
     def _next_table(self, work: Work, now: datetime) -> None:
-        remaining = [t for t in work.request.entities if t not in work.status.tables_done]
         if not work.running and not self._update(work, now, _start_attempt(now)):
             return
+        remaining = [t for t in work.request.entities if t not in work.status.tables_done]
         if not remaining:
             if self._update(work, now, _finish(State.SUCCEEDED, Outcome.SUCCEEDED, now)):
                 log.info("%s: request %s succeeded", self.name, work.id)
@@ -334,6 +367,7 @@ class Agent:
                     work.status.attempt,
                     self.config.lease_ttl,
                     self.clock.now(),
+                    grace=self.config.grace_seconds,
                 )
             except MailboxFileError as exc:
                 self.problems.report(str(exc.path), f"{exc}; cannot lease table {table}")
@@ -344,11 +378,13 @@ class Agent:
             if work.lease is None:
                 return
         # Ownership check, once the lease is held: a request taken over stops here.
-        current = self._read_status(work.id)
-        if current is None or not self._mine(current.value, work.status.attempt):
-            self._lost(work, "status names another agent")
+        if not self._still_mine(work):
             return
-        work.status, work.etag = current.value, current.etag
+        if table in work.status.tables_done:
+            # Our own "done" update landed although its answer was lost: the table is done.
+            self.parts.leases.release(work.lease, now)
+            work.lease = None
+            return
         job = TableJob(
             request=work.id,
             table=table,
@@ -365,6 +401,7 @@ class Agent:
 
     def _finish_table(self, work: Work, result: TableResult, now: datetime) -> None:
         work.run = None
+        work.result = result
         held = work.lease
         assert held is not None
         table = held.lease.table
@@ -376,7 +413,8 @@ class Agent:
             self.problems.report(str(exc.path), str(exc))
             current = None
         if current is None or current.generation != held.lease.generation:
-            self._lost(work, f"lease on table {table} taken by another agent")
+            if self._still_mine(work):
+                self._table_interrupted(work, f"lease on table {table} was taken")
             return
         attempt = work.status.attempt
         # The status update (If-Match) comes first: it proves the request is still ours, and once
@@ -384,7 +422,8 @@ class Agent:
         if result.succeeded:
 
             def done(status: Status) -> None:
-                status.tables_done.append(table)
+                if table not in status.tables_done:
+                    status.tables_done.append(table)
 
             ours = self._update(work, now, done)
         else:
@@ -410,21 +449,42 @@ class Agent:
             self.mailbox.create(run_key(work.id, attempt, table), record)
         self.parts.leases.release(held, now)
         work.lease = None
+        work.result = None
 
     def _update(self, work: Work, now: datetime, change: Callable[[Status], None]) -> bool:
-        """Apply ``change`` to the request's status with If-Match; False if it is not ours now."""
-        status = copy.deepcopy(work.status)
-        change(status)
-        status.updated_at = now
-        try:
-            work.etag = self.mailbox.replace(status_key(work.id), status, work.etag)
-        except (PreconditionFailed, NotFound):
-            self._lost(work, "status changed by another agent")
-            return False
-        work.status = status
-        if status.state.final:
-            self._final.add(work.id)
-        return True
+        """Apply ``change`` to the request's status with If-Match; False if it is not ours now.
+
+        An etag mismatch is not always another agent: a write of ours whose answer was lost
+        (a store error after it landed) leaves the status changed by us. Only this agent writes
+        a status naming it and its attempt, so such a status is built on, not given up.
+        """
+        for _ in range(3):  # a rebase on our own landed write, then the write itself
+            status = copy.deepcopy(work.status)
+            change(status)
+            status.updated_at = now
+            try:
+                work.etag = self.mailbox.replace(status_key(work.id), status, work.etag)
+            except NotFound:
+                self._lost(work, "status removed")
+                return False
+            except PreconditionFailed:
+                current = self._read_status(work.id)
+                if current is None or not self._ours(current.value, work.status.attempt):
+                    self._lost(work, "status changed by another agent")
+                    return False
+                work.status, work.etag = current.value, current.etag
+                if current.value.state.final:
+                    # Our own final write landed; nothing more to change.
+                    self._final.add(work.id)
+                    self._release(work)
+                    return current.value.state is status.state
+                continue
+            work.status = status
+            if status.state.final:
+                self._final.add(work.id)
+            return True
+        self._lost(work, "status keeps changing under this agent")
+        return False
 
     def _lost(self, work: Work, why: str) -> None:
         """The request is no longer ours: stop it and write nothing more for it."""
@@ -494,12 +554,20 @@ class Agent:
     def _read_status(self, request_id: str) -> Versioned[Status] | None:
         return self.mailbox.read_or_report(Status, status_key(request_id))
 
+    def _attempt(self, number: int, now: datetime) -> Attempt:
+        return Attempt(number=number, agent=self.name, started_at=now, instance=self.instance)
+
     def _may_hold(self, request: Request) -> bool:
         """A request with an affinity (an unshared schedule's) is for that agent only."""
         return request.affinity is None or request.affinity == self.name
 
+    def _ours(self, status: Status, attempt: int) -> bool:
+        """The status names this agent and this attempt (final or not)."""
+        return status.agent == self.name and status.attempt == attempt
+
     def _mine(self, status: Status, attempt: int) -> bool:
-        return status.agent == self.name and status.attempt == attempt and not status.state.final
+        """This agent holds the request in this attempt, and it is not finished."""
+        return self._ours(status, attempt) and not status.state.final
 
     def _claim_unclaimed(self, request_ids: list[str], now: datetime) -> None:
         requests = [r for r in map(self._request, request_ids) if r is not None]
@@ -518,7 +586,7 @@ class Agent:
                 agent=self.name,
                 updated_at=now,
                 attempt=1,
-                attempts=[Attempt(number=1, agent=self.name, started_at=now)],
+                attempts=[self._attempt(1, now)],
             )
             try:
                 etag = self.mailbox.create(status_key(request.id), status)
@@ -553,6 +621,16 @@ class Agent:
                 self._final.add(request_id)
                 continue
             holder = status.agent
+            if (
+                holder == self.name
+                and status.attempts[-1:]
+                and (status.attempts[-1].instance == self.instance)
+            ):
+                # This process's own claim or takeover, whose answer a store error lost.
+                request = self._request(request_id)
+                if request is not None:
+                    self.held[request_id] = Work(request, status, found.etag)
+                continue
             if holder == self.name:
                 reason = "left by an earlier process of this agent"
             elif holder is None:
@@ -600,7 +678,7 @@ class Agent:
             status.attempt += 1
             status.agent = self.name
             status.state = State.ACCEPTED
-            status.attempts.append(Attempt(number=status.attempt, agent=self.name, started_at=now))
+            status.attempts.append(self._attempt(status.attempt, now))
         try:
             etag = self.mailbox.replace(status_key(request.id), status, found.etag)
         except (PreconditionFailed, NotFound):

@@ -33,10 +33,19 @@ class TableLeases(Protocol):
     """An environment's table leases, opened by a :class:`LeaseProvider`."""
 
     def acquire(
-        self, table: str, holder: str, request: str, attempt: int, ttl: float, now: datetime
+        self,
+        table: str,
+        holder: str,
+        request: str,
+        attempt: int,
+        ttl: float,
+        now: datetime,
+        grace: float = 0.0,
     ) -> HeldLease | None:
         """Take ``table``'s lease if it is free, released or expired; None if another holds it.
 
+        Another holder's lease counts as expired only ``grace`` seconds after its
+        ``expires_at``: the holder wrote that time by its own clock, which may run behind ours.
         Every acquisition raises the generation by one, whoever held it before.
         """
 

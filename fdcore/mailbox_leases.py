@@ -37,7 +37,14 @@ class MailboxLeases:
         return decode(Lease, blob.data, key), blob.etag
 
     def acquire(
-        self, table: str, holder: str, request: str, attempt: int, ttl: float, now: datetime
+        self,
+        table: str,
+        holder: str,
+        request: str,
+        attempt: int,
+        ttl: float,
+        now: datetime,
+        grace: float = 0.0,
     ) -> HeldLease | None:
         found = self._read(table)
         generation = 1
@@ -46,7 +53,8 @@ class MailboxLeases:
             # A live lease blocks, except the one this agent took for this same request: only
             # one live process may carry a name, so that holder was an earlier, dead process.
             own = old.holder == holder and old.request == request
-            if not old.released and old.expires_at > now and not own:
+            live = old.expires_at + timedelta(seconds=grace) > now
+            if not old.released and live and not own:
                 return None
             generation = old.generation + 1
         lease = Lease(

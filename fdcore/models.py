@@ -103,6 +103,7 @@ class Attempt:
     ended_at: datetime | None = None
     outcome: Outcome = Outcome.RUNNING
     message: str | None = None
+    instance: str | None = None  # the agent process that made it (tells its own writes apart)
     extra: dict[str, Any] = _extra()
 
 

@@ -2,8 +2,7 @@
 
 Each test drives real :class:`fdcore.agent.Agent` objects by hand (manual clocks, one in-memory
 store, manual table runs), so it names one mechanism. The simulator seed that first showed it is
-in docs/simulator.md ("Findings"). Tests of bugs not fixed yet are strict xfails: they start
-passing (and so fail the suite) the day the bug is fixed, and the marker comes off then.
+in docs/simulator.md ("Findings"). Every finding is fixed; each test keeps it fixed.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from conftest import START, ManualRun
 
 from fdcore.agent import Agent, Components
@@ -130,7 +128,6 @@ class Machines:
         return [f"{run.job.agent}#{run.job.attempt}" for run in self.runs if run.job.table == table]
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: lease expiry ignores clock skew")
 def test_a_live_agents_table_lease_is_not_taken_by_an_agent_whose_clock_runs_ahead() -> None:
     # Clocks 60 s apart: what DESIGN's one-minute grace is there to cover.
     machines = Machines()
@@ -146,7 +143,6 @@ def test_a_live_agents_table_lease_is_not_taken_by_an_agent_whose_clock_runs_ahe
     assert machines.runs_of("sales") == ["behind#1"]
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: an answer lost on the agent's own status write")
 def test_a_lost_answer_on_a_status_update_does_not_cost_an_attempt() -> None:
     machines = Machines()
     agent = machines.agent("etl-01")
@@ -163,7 +159,6 @@ def test_a_lost_answer_on_a_status_update_does_not_cost_an_attempt() -> None:
     assert [(a.number, a.outcome) for a in status.value.attempts] == [(1, Outcome.SUCCEEDED)]
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: a lapsed lease costs its holder an attempt")
 def test_a_pause_shorter_than_stale_after_does_not_cost_an_attempt() -> None:
     machines = Machines()
     paused = machines.agent("etl-01", claim="when_free")
@@ -203,7 +198,6 @@ def test_a_store_error_after_a_table_is_done_does_not_run_the_next_table_under_i
     assert sales is not None and sales.released
 
 
-@pytest.mark.xfail(strict=True, reason="finding 3b: a lost answer re-runs a table already done")
 def test_a_lost_answer_on_a_table_done_update_does_not_run_the_table_again() -> None:
     machines = Machines()
     agent = machines.agent("etl-01")
@@ -222,7 +216,6 @@ def test_a_lost_answer_on_a_table_done_update_does_not_run_the_table_again() -> 
     assert status.value.tables_done == ["sales", "customers"]
 
 
-@pytest.mark.xfail(strict=True, reason="finding 5: a resumed agent's stale hold hides a request")
 def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused_once_its_taker_dies() -> None:
     machines = Machines()
     resumed = machines.agent("etl-01", claim="always", take_over=True)
