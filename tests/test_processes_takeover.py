@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from processes_helpers import double_writers, local_fleet, table_writes
 
+from fdcore.commands import submit
 from fdcore.mailbox import Mailbox
 from fdcore.models import Outcome, State
 from fdcore.testing.processes import AgentFleet, wait_until
@@ -87,8 +89,6 @@ def test_sigstopped_agent_wakes_up_and_writes_nothing_the_new_owner_holds(
     fleet, mailbox = local_fleet(tmp_path)
     fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "2"
     fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "2"
-    from fdcore.commands import submit
-
     submit(mailbox, ["sales"], request_id="r1")
     start_three(fleet, WRITER)
     try:
@@ -123,8 +123,6 @@ def test_sigstopped_agent_wakes_up_and_writes_nothing_the_new_owner_holds(
 @pytest.mark.slow
 def test_a_request_that_kills_every_agent_fails_after_max_attempts(tmp_path: Path) -> None:
     fleet, mailbox = local_fleet(tmp_path)
-    from fdcore.commands import submit
-
     submit(mailbox, ["poison"], request_id="poison", max_attempts=3)
     names = start_three(fleet, {"kind": "python", "function": "fdcore_test_tables:poison_or_write"})
 
@@ -153,8 +151,6 @@ def test_a_request_that_kills_every_agent_fails_after_max_attempts(tmp_path: Pat
 @pytest.mark.slow
 def test_mailbox_vanishing_for_a_while_loses_no_request(tmp_path: Path) -> None:
     fleet, mailbox = local_fleet(tmp_path)
-    from fdcore.commands import submit
-
     for n in range(30):
         submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
     fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "0.2"
@@ -177,4 +173,43 @@ def test_mailbox_vanishing_for_a_while_loses_no_request(tmp_path: Path) -> None:
     for name in names:
         output = fleet.agents[name].output()
         assert output.count("mailbox unavailable, will retry") >= 1, output
+        assert "mailbox reachable again" in output
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+def test_mailbox_turning_read_only_for_a_while_loses_no_request(tmp_path: Path) -> None:
+    fleet, mailbox = local_fleet(tmp_path)
+    root = tmp_path / "env"  # made by local_fleet's mailbox
+    # As root a chmod does not stop writes; a read-only bind mount does.
+    if not _mount("--bind", str(root), str(root)):
+        pytest.skip("needs root to make a read-only bind mount")
+    try:
+        for n in range(30):
+            submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
+        fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "0.2"
+        names = start_three(fleet, {"kind": "python", "function": "fdcore_test_tables:sleep_table"})
+        try:
+            assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 20)
+            assert _mount("-o", "remount,ro,bind", str(root))
+            time.sleep(3)
+            assert all(fleet.agents[name].alive() for name in names)
+            assert _mount("-o", "remount,rw,bind", str(root))
+            assert wait_until(
+                lambda: all(row.state == "succeeded" for row in queue_rows(mailbox)), 60
+            ), Counter(row.state for row in queue_rows(mailbox))
+        finally:
+            _mount("-o", "remount,rw,bind", str(root))
+            codes = fleet.stop_all()
+    finally:
+        subprocess.run(["umount", str(root)], check=False)
+    assert set(codes.values()) == {0}
+    assert len(queue_rows(mailbox)) == 30
+    for name in names:
+        output = fleet.agents[name].output()
+        assert "mailbox unavailable, will retry" in output, output
+        assert "Read-only file system" in output
         assert "mailbox reachable again" in output
