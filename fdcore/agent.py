@@ -168,9 +168,15 @@ class Agent:
             self._hand_back(work, now)
 
     def close(self) -> None:
-        """Write the final status record after a clean stop."""
-        if self._record_etag is not None:
+        """Write the final status record after a clean stop (if the mailbox can be reached)."""
+        if self._record_etag is None:
+            return
+        try:
             self._heartbeat(self.clock.now(), stopped=True)
+        except StorageUnavailable as exc:
+            # Without it the record goes stale and readers judge this agent lost: it holds
+            # nothing, so nothing moves.
+            log.warning("%s: could not write the final status record: %s", self.name, exc)
 
     # -- status record ---------------------------------------------------------------------------
 
