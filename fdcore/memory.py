@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from fdcore.storage import (
     AlreadyExists,
     Blob,
-    NotFound,
-    PreconditionFailed,
+    check_precondition,
     validate_key,
     validate_prefix,
 )
@@ -73,11 +72,7 @@ class MemoryStorage:
         validate_key(key)
         self.operations += 1
         with self._space.lock:
-            current = self._space.objects.get(key)
-            if current is None:
-                raise NotFound(key, "does not exist")
-            if current.etag != etag:
-                raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+            check_precondition(key, self._space.objects.get(key), etag)
             blob = Blob(bytes(data), self._etag())
             self._space.objects[key] = blob
             return blob.etag
@@ -86,11 +81,7 @@ class MemoryStorage:
         validate_key(key)
         self.operations += 1
         with self._space.lock:
-            current = self._space.objects.get(key)
-            if current is None:
-                raise NotFound(key, "does not exist")
-            if etag is not None and current.etag != etag:
-                raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+            check_precondition(key, self._space.objects.get(key), etag)
             del self._space.objects[key]
             self._space.keys.remove(key)
 

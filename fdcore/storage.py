@@ -92,6 +92,15 @@ class Storage(Protocol):
         """Release connections and handles. The store is not used afterwards."""
 
 
+def check_precondition(key: str, current: Blob | None, etag: str | None) -> Blob:
+    """What replace and delete check first, the same in every backend that compares etags."""
+    if current is None:
+        raise NotFound(key, "does not exist")
+    if etag is not None and current.etag != etag:
+        raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+    return current
+
+
 def validate_key(key: str) -> str:
     """Return ``key`` if it is a legal relative path for every backend, else raise InvalidKey.
 

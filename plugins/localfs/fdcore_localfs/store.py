@@ -32,10 +32,9 @@ from fdcore.storage import (
     AlreadyExists,
     Blob,
     InvalidKey,
-    NotFound,
-    PreconditionFailed,
     StorageError,
     StorageUnavailable,
+    check_precondition,
     validate_key,
     validate_prefix,
 )
@@ -208,11 +207,7 @@ class LocalFolderStorage:
         path = self._path(key)
         try:
             with self._locked(key):
-                current = self._read_path(path, key)
-                if current is None:
-                    raise NotFound(key, "does not exist")
-                if current.etag != etag:
-                    raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+                check_precondition(key, self._read_path(path, key), etag)
                 scratch, new_etag = self._write_scratch(data)
                 try:
                     os.replace(scratch, path)
@@ -228,11 +223,7 @@ class LocalFolderStorage:
         path = self._path(key)
         try:
             with self._locked(key):
-                current = self._read_path(path, key)
-                if current is None:
-                    raise NotFound(key, "does not exist")
-                if etag is not None and current.etag != etag:
-                    raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+                check_precondition(key, self._read_path(path, key), etag)
                 path.unlink()
                 _fsync_dir(path.parent)
             self._prune(path.parent)
