@@ -11,7 +11,7 @@ from fdcore.simulator.cli import register
 from fdcore.simulator.invariants import Checker, Violation, default_checkers
 from fdcore.simulator.report import Report, build_report
 from fdcore.simulator.scenario import Scenario
-from fdcore.simulator.world import PartsFactory, World
+from fdcore.simulator.world import PartsFactory, SchedulesFactory, World
 
 
 def simulate(
@@ -19,13 +19,16 @@ def simulate(
     *,
     checkers: Sequence[Checker] | None = None,
     parts: PartsFactory | None = None,
+    schedules: SchedulesFactory | None = None,
 ) -> Report:
     """Run one seeded world and report on it.
 
     ``checkers`` replaces :func:`default_checkers`; ``parts`` builds each agent's components
-    (claim and takeover policies, leases, runner) instead of the plugins its config names.
+    (claim and takeover policies, leases, runner) instead of the plugins its config names;
+    ``schedules`` builds each agent process's schedules instead of the installed slot functions.
     """
-    return build_report(World(scenario, checkers=checkers, parts=parts).run())
+    world = World(scenario, checkers=checkers, parts=parts, schedules=schedules)
+    return build_report(world.run())
 
 
 __all__ = [

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 from typing import Any
 
 import attrs
 
+from fdcore.errors import ConfigError
 from fdcore.simulator.scenario import Scenario
 
 # option -> (Scenario field, type, help); every Scenario field but seed and take_over.
@@ -44,6 +46,43 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
         float,
         "finished requests leave the mailbox after (0: never)",
     ),
+    ("--schedule-hours", "schedule_hours", float, "the schedules' slots are judged over this"),
+)
+
+
+def _agent_skew(text: str) -> tuple[str, float]:
+    name, _equals, value = text.partition("=")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise ConfigError(
+            "fdcore simulate",
+            "--agent-skew",
+            f"expected NAME=SECONDS (e.g. agent-1=-30), got {text!r}",
+        ) from None
+
+
+def _show_agent_skew(value: tuple[str, float]) -> str:
+    return f"{value[0]}={value[1]!r}"
+
+
+# Repeatable options: (option, Scenario field, how one is read, help, how one is written)
+_REPEATED: tuple[tuple[str, str, Any, str, Any], ...] = (
+    ("--schedule", "schedules", str, "a schedule every agent shares, e.g. every=1h", str),
+    (
+        "--unshared-schedule",
+        "unshared_schedules",
+        str,
+        "a schedule of agent-1 alone, e.g. every=30m",
+        str,
+    ),
+    (
+        "--agent-skew",
+        "agent_skews",
+        _agent_skew,
+        "NAME=SECONDS: that agent's clock skew, instead of one drawn from --skew",
+        _show_agent_skew,
+    ),
 )
 
 
@@ -53,11 +92,28 @@ def scenario_from_args(args: argparse.Namespace, seed: int) -> Scenario:
         value = getattr(args, field)
         if value is not None:
             values[field] = value
+    for _option, field, read, _help, _show in _REPEATED:
+        values[field] = tuple(read(text) for text in getattr(args, field) or ())
     return Scenario(**values)
 
 
+def command_line(scenario: Scenario) -> str:
+    """The ``fdcore simulate`` command that runs ``scenario`` again (options off their defaults)."""
+    defaults = Scenario()
+    words = ["fdcore", "simulate", "--seed", str(scenario.seed)]
+    if scenario.take_over:
+        words.append("--take-over")
+    for option, field, _type, _help in _OPTIONS:
+        value = getattr(scenario, field)
+        if value != getattr(defaults, field):
+            words += [option, repr(value) if isinstance(value, float) else str(value)]
+    for option, field, _type, _help, show in _REPEATED:
+        for value in getattr(scenario, field):
+            words += [option, show(value)]
+    return shlex.join(words)
+
+
 def _simulate(args: argparse.Namespace) -> int:
-    from fdcore.errors import ConfigError
     from fdcore.simulator import simulate
 
     if args.runs < 1:
@@ -97,6 +153,7 @@ def _line(report: Any) -> str:
             f"  [{v.invariant}] t={v.time:.1f}s {v.message} (seed {report.seed})"
             for v in report.violations
         ]
+        + [f"  reproduce: {report.command}"]
     )
 
 
@@ -119,9 +176,12 @@ def register(commands: Any) -> None:
         default = getattr(defaults, field)
         shown = "derived" if default is None else default
         parser.add_argument(option, dest=field, type=kind, default=None, help=f"{text} ({shown})")
+    for option, field, _read, text, _show in _REPEATED:
+        parser.add_argument(option, dest=field, action="append", help=f"{text} (repeatable)")
     parser.set_defaults(run=_simulate)
 
 
-assert {field for _o, field, _t, _h in _OPTIONS} | {"seed", "take_over"} == {
-    a.name for a in attrs.fields(Scenario)
-}, "every Scenario field needs a command-line option"
+assert {field for _o, field, _t, _h in _OPTIONS} | {f for _o, f, _t, _h, _s in _REPEATED} | {
+    "seed",
+    "take_over",
+} == {a.name for a in attrs.fields(Scenario)}, "every Scenario field needs a command-line option"

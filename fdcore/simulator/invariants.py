@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from fdcore.simulator.scenario import Scenario
-from fdcore.simulator.trace import Crash, PollRecord, StatusWrite, TableWrite, Trace
+from fdcore.simulator.trace import (
+    Crash,
+    PollRecord,
+    RunLogWrite,
+    StatusWrite,
+    TableWrite,
+    Trace,
+)
 
 if TYPE_CHECKING:
     from fdcore.simulator.world import AgentSlot, World
@@ -222,6 +229,49 @@ class TableOncePerAttempt(Checker):
         return found
 
 
+class RunsOncePerRequest(Checker):
+    """A table of a request runs to a recorded success at most once, whatever its attempts.
+
+    No table run starts once the request's status records the table done, and the run log
+    holds at most one succeeded record per table of a request (it is written only after the
+    status update, so a table whose result was never recorded may run again in a later attempt,
+    but is then recorded once). With :class:`SucceedsOnce` this is DESIGN's "at most one
+    successful run" (invariant 1), checked for every request.
+    """
+
+    invariant = "once-per-request"
+    title = "a table of a request succeeds once, and never runs after it is recorded done"
+
+    def finish(self, world: World) -> list[Violation]:
+        found = [
+            Violation(
+                self.invariant,
+                start.time,
+                f"{_who(start.agent, start.incarnation)} started table {start.table} of "
+                f"{start.request} (attempt {start.attempt}) after its status recorded it done",
+            )
+            for start in world.trace.table_starts
+            if start.recorded_done
+        ]
+        logged: dict[tuple[str, str], RunLogWrite] = {}
+        for record in world.trace.run_log:
+            if record.outcome != "succeeded":
+                continue
+            first = logged.setdefault((record.request, record.table), record)
+            if first is not record:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        record.time,
+                        f"{record.request}: table {record.table} logged succeeded again by "
+                        f"{_who(record.writer, record.incarnation)} (attempt {record.attempt}); "
+                        f"first by {_who(first.writer, first.incarnation)} (attempt "
+                        f"{first.attempt}) at t={first.time:.1f}",
+                    )
+                )
+        return found
+
+
 class TakeoverInTime(Checker):
     """(3) A crashed agent's request moves at the first poll that could move it.
 
@@ -256,8 +306,8 @@ class TakeoverInTime(Checker):
             return False  # its room went to other requests under way: fine, they came first
         if poll.agent == crash.agent:
             return poll.incarnation > crash.incarnation and (s.take_over or poll.first)
-        if not s.take_over:
-            return False
+        if not s.take_over or trace.affinity.get(request, poll.agent) != poll.agent:
+            return False  # an unshared schedule's request is for its own agent only
         updated = trace.record_updated_at(crash.agent, poll.seq_start)
         return updated is not None and poll.clock > updated + s.stale_after + s.grace_seconds
 
@@ -630,12 +680,16 @@ class SucceedsOnce(Checker):
 
 
 def default_checkers(scenario: Scenario) -> list[Checker]:
-    """Every invariant the simulator checks today (shared schedules, (1), will join them)."""
+    """Every invariant the simulator checks."""
+    from fdcore.simulator.schedules import SharedSchedules, installed_plugins, plan_schedules
+
     return [
+        SharedSchedules(plan_schedules(scenario, installed_plugins())),
         AgentsNeverRaise(),
         OneWriterPerTable(),
         LeaseHeldUntilItRunsOut(),
         TableOncePerAttempt(),
+        RunsOncePerRequest(),
         TakeoverInTime(),
         NoTakeoverFromLiveAgent(),
         OwnAttemptsNotLost(),

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from fdcore.simulator.world import World
 
 WRITES = ("create", "replace", "delete")
+SCHEDULE_FIGURES = ("slot", "unshared slot")  # checks shown on the report's schedules line
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -42,6 +43,7 @@ class Report:
     wall_seconds: float
     checks: dict[str, Any]
     violations: list[Violation]
+    command: str  # the ``fdcore simulate`` command that runs this seed again
 
     @property
     def ok(self) -> bool:
@@ -72,6 +74,7 @@ class Report:
             "virtual_seconds": round(self.virtual_seconds, 3),
             "checks": self.checks,
             "violations": [v.to_json() for v in self.violations],
+            "command": self.command,
         }
         if wall:
             data["wall_seconds"] = round(self.wall_seconds, 3)
@@ -96,14 +99,21 @@ class Report:
             + ")",
             f"virtual time: {self.virtual_seconds / 3600:.2f} h; wall time: "
             f"{self.wall_seconds:.2f} s ({self.requests_per_wall_second:.0f} requests/s)",
-            "checks: " + ", ".join(f"{name} {_figure(v)}" for name, v in self.checks.items()),
         ]
+        schedules = {k: v for k, v in self.checks.items() if k.startswith(SCHEDULE_FIGURES)}
+        if schedules:
+            lines.append(
+                "schedules: " + ", ".join(f"{name} {_figure(v)}" for name, v in schedules.items())
+            )
+        others = {k: v for k, v in self.checks.items() if k not in schedules}
+        lines.append("checks: " + ", ".join(f"{name} {_figure(v)}" for name, v in others.items()))
         if self.violations:
             lines.append(f"FAILED: {len(self.violations)} violations (seed {self.seed}):")
             lines.extend(
                 f"  [{v.invariant}] t={v.time:.1f}s {v.message} (seed {self.seed})"
                 for v in self.violations
             )
+            lines.append(f"reproduce: {self.command}")
         else:
             lines.append("all invariants held")
         return "\n".join(lines)
@@ -118,6 +128,8 @@ def _figure(value: Any) -> str:
 
 def build_report(world: World) -> Report:
     """The report of a finished :class:`~fdcore.simulator.world.World`."""
+    from fdcore.simulator.cli import command_line
+
     trace = world.trace
     states: Counter[str] = Counter()
     for request in trace.created:
@@ -175,4 +187,5 @@ def build_report(world: World) -> Report:
         wall_seconds=world.wall_seconds,
         checks=checks,
         violations=sorted(world.violations, key=lambda v: (v.time, v.invariant, v.message)),
+        command=command_line(world.scenario),
     )

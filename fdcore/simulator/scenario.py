@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 
 import attrs
 
+from fdcore.config import TIMING_KEYS
 from fdcore.errors import ConfigError
 
+EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)  # virtual time 0, a Friday, 00:00 UTC
 ARRIVALS = ("poisson", "all")
 CLAIMS = ("always", "when_free")
 
@@ -49,9 +52,18 @@ class Scenario:
     # (0: never). Agents list both folders every poll, so without it a poll's cost grows with
     # every request ever made.
     archive_after: float = 3600.0
+    # shared schedules (invariant 1): timings like "every=1h", given to every agent
+    schedules: tuple[str, ...] = ()
+    unshared_schedules: tuple[str, ...] = ()  # given to agent-1 only
+    schedule_hours: float = 24.0  # the schedules' due slots are judged over this long
+    agent_skews: tuple[tuple[str, float], ...] = ()  # (agent, fixed skew) instead of drawn
 
     def __attrs_post_init__(self) -> None:
         _check(self)
+
+    @property
+    def scheduled(self) -> bool:
+        return bool(self.schedules or self.unshared_schedules)
 
     @property
     def takeover_seconds(self) -> float:
@@ -80,7 +92,21 @@ class Scenario:
         total = self.requests + self.poison
         span = 0.0 if self.arrival == "all" else total / self.arrival_rate
         work = total * self.mean_request_seconds / (self.agents * self.concurrency)
-        return 4 * (span + work) + 6 * 3600
+        scheduled = self.schedule_hours * 3600 if self.scheduled else 0.0
+        return 4 * (span + work) + 6 * 3600 + scheduled
+
+
+def split_timing(text: str, option: str) -> tuple[str, str]:
+    """``"every=1h"`` -> ("every", "1h"); a ConfigError naming ``option`` otherwise."""
+    timing, equals, spec = text.partition("=")
+    if not equals or timing not in TIMING_KEYS or not spec.strip():
+        raise ConfigError(
+            "fdcore simulate",
+            option,
+            f"expected TIMING=SPEC with TIMING one of {', '.join(TIMING_KEYS)} "
+            f"(e.g. every=1h), got {text!r}",
+        )
+    return timing, spec
 
 
 def _check(s: Scenario) -> None:
@@ -133,6 +159,20 @@ def _check(s: Scenario) -> None:
     ):
         if not 0 <= value <= top:
             fail(option, f"must be between 0 and {top:g}, got {value}")
+    if not s.schedule_hours > 0:
+        fail("--schedule-hours", f"must be > 0, got {s.schedule_hours}")
+    for option, texts in (
+        ("--schedule", s.schedules),
+        ("--unshared-schedule", s.unshared_schedules),
+    ):
+        for text in texts:
+            split_timing(text, option)
+    names = {f"agent-{n + 1}" for n in range(s.agents)}
+    for name, skew in s.agent_skews:
+        if name not in names:
+            fail("--agent-skew", f"no agent {name!r} (agents are agent-1..agent-{s.agents})")
+        if not math.isfinite(skew):
+            fail("--agent-skew", f"{name}: skew must be a number of seconds, got {skew}")
     for option, maybe in (
         ("--restart-after", s.restart_after),
         ("--pause-max", s.pause_max),

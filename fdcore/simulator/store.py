@@ -5,7 +5,8 @@ The wrapper sits between an agent (its mailbox and its table leases) and the sha
 
 * counts every operation and, with a latency, adds a seeded duration per operation to the
   poll's elapsed time, by which the agent's next poll comes later;
-* reports every write that landed to the world, which keeps the trace the checkers read;
+* reports every write that landed to the world, which keeps the trace the checkers read, and
+  every create of a request (a schedule's), landed or not;
 * raises :class:`~fdcore.storage.StorageUnavailable` with the scenario's probability: before
   the operation, or for a write, sometimes *after* applying it (an ambiguous write: the agent
   cannot tell whether it landed).
@@ -18,9 +19,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from fdcore.memory import MemoryStorage
-from fdcore.storage import Blob, NotFound, PreconditionFailed, StorageUnavailable
+from fdcore.storage import AlreadyExists, Blob, NotFound, PreconditionFailed, StorageUnavailable
 
 Tap = Callable[[str, bytes | None], None]  # None: deleted
+# (key, data, outcome): "landed", "landed, answer lost", "exists" or "failed"
+CreateTap = Callable[[str, bytes, str], None]
 
 
 class FaultyStore:
@@ -34,6 +37,7 @@ class FaultyStore:
         error_rate: float,
         ambiguous: float,
         latency: float,
+        created: CreateTap,
     ) -> None:
         self.inner = inner
         self.url = inner.url
@@ -42,6 +46,7 @@ class FaultyStore:
         self.error_rate = error_rate
         self.ambiguous = ambiguous
         self.latency = latency
+        self.created = created
         self.operations: Counter[str] = Counter()
         self.writes: Counter[str] = Counter()  # by top folder: agents, status, leases, runs
         self.errors = 0  # raised, in total
@@ -88,10 +93,20 @@ class FaultyStore:
 
     def create(self, key: str, data: bytes) -> str:
         fail = self._write("create", key)
+        request = key.startswith("requests/")
         if fail == "before":
+            if request:
+                self.created(key, data, "failed")
             raise self._unavailable("create", key)
-        etag = self.inner.create(key, data)
+        try:
+            etag = self.inner.create(key, data)
+        except AlreadyExists:
+            if request:
+                self.created(key, data, "exists")
+            raise
         self.tap(key, data)
+        if request:
+            self.created(key, data, "landed, answer lost" if fail else "landed")
         if fail:
             raise self._unavailable("create", key)
         return etag

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections import Counter
+from datetime import datetime
 
 import attrs
 
@@ -27,6 +29,7 @@ class StatusWrite:
     attempt: int
     attempts: tuple[tuple[int, str, str], ...]  # (number, agent, outcome)
     message: str | None
+    tables_done: tuple[str, ...] = ()
 
     @property
     def final(self) -> bool:
@@ -94,6 +97,48 @@ class RunLogWrite:
     attempt: int
     generation: int
     lease_generation: int | None
+    outcome: str = "succeeded"
+
+
+@attrs.define(slots=True)
+class TableStart:
+    """A table run an agent started, and whether the request's status already had it done."""
+
+    seq: int
+    time: float
+    agent: str
+    incarnation: int
+    request: str
+    table: str
+    attempt: int
+    recorded_done: bool  # the status (as stored) listed the table in tables_done
+
+
+@attrs.define(slots=True)
+class ScheduleCreate:
+    """An agent's create of a schedule's request (``requests/<id>.json``): landed or not."""
+
+    seq: int
+    time: float
+    agent: str
+    incarnation: int
+    clock: datetime  # the agent's clock at the create
+    request: str  # from the key
+    schedule: str | None  # the request's ``schedule {id, slot}``
+    slot: str | None
+    created_at: datetime
+    deadline: datetime | None
+    entities: tuple[str, ...]
+    outcome: str  # landed | landed, answer lost | exists | failed (raised before applying)
+
+    @property
+    def landed(self) -> bool:
+        return self.outcome.startswith("landed")
+
+    @property
+    def raised(self) -> bool:
+        """The agent got a store error, whether or not the write landed."""
+        return self.outcome in ("failed", "landed, answer lost")
 
 
 @attrs.define(slots=True)
@@ -113,6 +158,16 @@ class PollRecord:
     takeovers: int  # requests it took over (or failed for their lost attempts) in this poll
     lost_status_writes: tuple[str, ...]  # requests whose status replace failed on the etag
     stale_held: tuple[str, ...]  # held when the poll began, though the status names another
+
+
+@attrs.define(slots=True)
+class Start:
+    """An agent process started (at the beginning or after a crash)."""
+
+    seq: int
+    time: float
+    agent: str
+    incarnation: int
 
 
 @attrs.define(slots=True)
@@ -157,6 +212,12 @@ class Trace:
     crashes: list[Crash] = attrs.field(factory=list)
     pauses: list[Pause] = attrs.field(factory=list)
     runs_started: dict[str, int] = attrs.field(factory=dict)  # request -> table runs started
+    table_starts: list[TableStart] = attrs.field(factory=list)
+    starts: list[Start] = attrs.field(factory=list)
+    affinity: dict[str, str] = attrs.field(factory=dict)  # request -> the only agent it is for
+    schedule_creates: list[ScheduleCreate] = attrs.field(factory=list)
+    # landed writes (request, status, leases, run log) per schedule request
+    schedule_writes: Counter[str] = attrs.field(factory=Counter)
 
     def last_heartbeat(self, agent: str, incarnation: int, seq: int) -> float | None:
         """True time of the incarnation's last status record write before ``seq``."""

@@ -16,7 +16,6 @@ in virtual time: the store latency it met only delays that agent's next poll.
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import json
 import math
@@ -24,7 +23,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from fdcore.agent import Agent, Components, StartTable
@@ -33,12 +32,13 @@ from fdcore.codec import parse_time
 from fdcore.commands import submit
 from fdcore.config import AgentConfig
 from fdcore.fencing import StaleFencingToken, fenced_write
-from fdcore.mailbox import Mailbox, ProblemLog, request_key, status_key
+from fdcore.mailbox import Mailbox, ProblemLog, agent_key, request_key, status_key
 from fdcore.memory import MemoryStorage
-from fdcore.plugins import Plugins, load_plugins
 from fdcore.runners import TableJob, TableResult, TableRun
 from fdcore.runtime import build_components
-from fdcore.simulator.scenario import Scenario
+from fdcore.schedules import Schedule, build_schedules
+from fdcore.simulator.scenario import EPOCH, Scenario
+from fdcore.simulator.schedules import installed_plugins, plan_schedules, table_names
 from fdcore.simulator.store import FaultyStore
 from fdcore.simulator.trace import (
     Crash,
@@ -47,26 +47,29 @@ from fdcore.simulator.trace import (
     Pause,
     PollRecord,
     RunLogWrite,
+    ScheduleCreate,
+    Start,
     StatusWrite,
+    TableStart,
     TableWrite,
     Trace,
 )
 from fdcore.storage import NotFound, Storage
 
-EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)
-
 #: Builds an agent's parts from its config, its (faulty) store and the simulated runner.
 PartsFactory = Callable[[AgentConfig, Storage, StartTable], Components]
-
-
-@functools.cache
-def _plugins() -> Plugins:
-    return load_plugins()
+#: Builds a new agent process's schedules from its config (``config.schedules``).
+SchedulesFactory = Callable[[AgentConfig], list[Schedule]]
 
 
 def default_parts(config: AgentConfig, storage: Storage, start_table: StartTable) -> Components:
     """The parts the agent's config names, resolved through the installed plugins."""
-    return build_components(config, _plugins(), storage, start_table)
+    return build_components(config, installed_plugins(), storage, start_table)
+
+
+def default_schedules(config: AgentConfig) -> list[Schedule]:
+    """The agent's schedules with the installed slot functions, as the runtime builds them."""
+    return build_schedules(config, installed_plugins())
 
 
 def agent_load(agent: Agent) -> AgentLoad:
@@ -124,6 +127,7 @@ class AgentSlot:
         self.skew = random.Random(f"{seed}:skew:{name}").uniform(
             -world.scenario.skew, world.scenario.skew
         )
+        self.skew = dict(world.scenario.agent_skews).get(name, self.skew)
         self.rng = random.Random(f"{seed}:agent:{name}")  # poll jitter and latency
         self.faults = random.Random(f"{seed}:faults:{name}")  # crash and pause times
         self.store = FaultyStore(
@@ -133,8 +137,10 @@ class AgentSlot:
             world.scenario.error_rate,
             world.scenario.ambiguous,
             world.scenario.latency,
+            self._created,
         )
         self.clock = VirtualClock(world, self.skew)
+        self.record_key = agent_key(name)
         self.agent: Agent | None = None
         self.incarnation = 0
         self.polls = 0  # in this incarnation
@@ -151,6 +157,9 @@ class AgentSlot:
     def _tap(self, key: str, data: bytes | None) -> None:
         self.world.tap(self, key, data)
 
+    def _created(self, key: str, data: bytes, outcome: str) -> None:
+        self.world.request_created(self, key, data, outcome)
+
 
 class World:
     """One seeded run: ``run()`` plays it out and checks it; ``build_report`` reads it."""
@@ -161,13 +170,14 @@ class World:
         *,
         checkers: Sequence[Any] | None = None,
         parts: PartsFactory | None = None,
+        schedules: SchedulesFactory | None = None,
     ) -> None:
         from fdcore.simulator.invariants import default_checkers
 
         self.scenario = scenario
         self.parts = parts or default_parts
-        if parts is None:
-            _plugins()  # loaded once per process, before the wall clock starts
+        self.schedules = schedules or default_schedules
+        self.plan = plan_schedules(scenario, installed_plugins())
         self.checkers = list(checkers) if checkers is not None else default_checkers(scenario)
         self.now = 0.0
         self.seq = 0
@@ -179,11 +189,19 @@ class World:
         self.finished = 0
         self.arrived = 0
         self.total = scenario.requests + scenario.poison
+        self.scheduled = 0  # schedule requests the agents created
+        self.deadlines: dict[str, float] = {}  # schedule request -> deadline, virtual seconds
         self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._order = 0
         self.durations: dict[str, dict[str, float]] = {}
         self.slots = [AgentSlot(self, f"agent-{n + 1}") for n in range(scenario.agents)]
         self.trace.skews = {slot.name: slot.skew for slot in self.slots}
+        # Schedules run this long: past the judged period by the widest clock skew, so every
+        # judged slot's window is over on every agent's clock.
+        self.schedule_until = 0.0
+        if self.plan:
+            widest = max(abs(slot.skew) for slot in self.slots)
+            self.schedule_until = scenario.schedule_hours * 3600 + widest
         self.wall_seconds = 0.0
 
     # -- the event loop ----------------------------------------------------------------------
@@ -206,7 +224,7 @@ class World:
             if s.pause_rate:
                 self._plan_pause(slot, 0.0)
         limit = s.time_limit
-        while self._queue and not (self.arrived == self.total and self.finished == self.total):
+        while self._queue and not self._done():
             when, _, action, args = heapq.heappop(self._queue)
             if when > limit:
                 self.now = limit
@@ -217,12 +235,20 @@ class World:
         self.wall_seconds = time.perf_counter() - began
         return self
 
+    def _done(self) -> bool:
+        """Every request arrived and is final, and the schedules' period is over."""
+        return (
+            self.arrived == self.total
+            and self.finished == self.total + self.scheduled
+            and self.now >= self.schedule_until
+        )
+
     # -- requests ------------------------------------------------------------------------------
 
     def _plan_requests(self) -> None:
         s = self.scenario
         rng = random.Random(f"{s.seed}:workload")
-        tables = [f"t{n:03d}" for n in range(s.table_pool)]
+        tables = table_names(s.table_pool)
         mu = math.log(s.table_median)
         when = 0.0
         plan: list[tuple[float, str, bool]] = []
@@ -254,6 +280,59 @@ class World:
         self.trace.max_attempts[request] = self.scenario.max_attempts
         self.arrived += 1
 
+    def request_created(self, slot: AgentSlot, key: str, data: bytes, outcome: str) -> None:
+        """An agent tried to create a request: a schedule's (the world submits the others)."""
+        doc: dict[str, Any] = json.loads(data)
+        request = doc["id"]
+        schedule = doc.get("schedule") or {}
+        deadline = doc.get("deadline")
+        create = ScheduleCreate(
+            seq=self.next_seq(),
+            time=self.now,
+            agent=slot.name,
+            incarnation=slot.incarnation,
+            clock=slot.clock.now(),
+            request=key[len("requests/") : -len(".json")],
+            schedule=schedule.get("id"),
+            slot=schedule.get("slot"),
+            created_at=parse_time(doc["created_at"]),
+            deadline=parse_time(deadline) if deadline else None,
+            entities=tuple(doc["entities"]),
+            outcome=outcome,
+        )
+        self.trace.schedule_creates.append(create)
+        if not create.landed:
+            return
+        self.scheduled += 1
+        self.trace.created[request] = self.now
+        self.trace.max_attempts[request] = self.scenario.max_attempts
+        if create.deadline is not None:
+            self.deadlines[request] = (create.deadline - EPOCH).total_seconds()
+        if doc.get("affinity"):
+            self.trace.affinity[request] = doc["affinity"]
+        self.trace.schedule_writes[request] += 1
+
+    def _table_seconds(self, request: str, table: str) -> float:
+        """A table's run time: drawn up front for submitted requests; for a schedule's request
+        drawn from its id, so it does not depend on which agent created it."""
+        planned = self.durations.get(request)
+        if planned is not None:
+            return planned[table]
+        s = self.scenario
+        rng = random.Random(f"{s.seed}:table:{request}:{table}")
+        return rng.lognormvariate(math.log(s.table_median), s.table_sigma)
+
+    def _archive_time(self, request: str) -> float:
+        """When the retention job removes a finished request: ``archive_after`` later, and for a
+        schedule's request not before its slot's deadline has passed on every agent's clock,
+        or an agent restarted inside the slot's window would create the slot's request again."""
+        when = self.now + self.scenario.archive_after
+        deadline = self.deadlines.get(request)
+        if deadline is not None:
+            widest = max(abs(skew) for skew in self.trace.skews.values())
+            when = max(when, deadline + widest + 1)
+        return when
+
     def _archive(self, request: str) -> None:
         """The retention job: a finished request leaves the folders agents list every poll."""
         for key in (request_key(request), status_key(request)):
@@ -275,6 +354,7 @@ class World:
             grace_seconds=s.grace_seconds,
             max_attempts=s.max_attempts,
             runner="python",
+            schedules=tuple(p.config for p in self.plan if p.given_to(name)),
             source="<simulator>",
         )
 
@@ -283,6 +363,7 @@ class World:
         slot.incarnation += 1
         slot.polls = 0
         config = self._config(slot.name)
+        self.trace.starts.append(Start(self.next_seq(), self.now, slot.name, slot.incarnation))
 
         def start_table(job: TableJob) -> TableRun:
             return self._start_table(slot, job)
@@ -294,6 +375,7 @@ class World:
             slot.clock,
             instance=f"{slot.name}.{slot.incarnation}",
             previous_process_gone=lambda record: True,  # the simulator killed it
+            schedules=self.schedules(config),  # a new process: it remembers no slot
         )
         self._poll_chain(slot, self.now)
         if self.scenario.crash_rate:
@@ -451,8 +533,21 @@ class World:
     # -- table runs ------------------------------------------------------------------------------
 
     def _start_table(self, slot: AgentSlot, job: TableJob) -> SimRun:
-        duration = self.durations[job.request][job.table]
+        duration = self._table_seconds(job.request, job.table)
         run = SimRun(slot, job, self.now, self.now + duration)
+        status = self.trace.latest.get(job.request)
+        self.trace.table_starts.append(
+            TableStart(
+                seq=self.next_seq(),
+                time=self.now,
+                agent=slot.name,
+                incarnation=slot.incarnation,
+                request=job.request,
+                table=job.table,
+                attempt=job.attempt,
+                recorded_done=status is not None and job.table in status.tables_done,
+            )
+        )
         slot.runs[id(run)] = run
         self.trace.first_start.setdefault(job.request, self.now)
         self.trace.runs_started[job.request] = self.trace.runs_started.get(job.request, 0) + 1
@@ -509,15 +604,21 @@ class World:
             if key.startswith("status/"):
                 self.agent_errors.append((self.now, f"{slot.name} deleted {key}"))
             return
-        doc: dict[str, Any] = json.loads(data)
-        if key.startswith("status/"):
-            self._tap_status(slot, seq, doc)
-        elif key.startswith("agents/"):
-            if doc.get("name") == slot.name:
+        if key.startswith("agents/"):
+            # Every poll writes one: the key says whose it is, no need to decode it.
+            if key == slot.record_key:
                 beats = self.trace.heartbeats.setdefault((slot.name, slot.incarnation), [])
                 beats.append((seq, self.now))
                 writes = self.trace.record_writes.setdefault(slot.name, [])
                 writes.append((seq, self.now, self.now + slot.skew))
+            return
+        if key.startswith("requests/"):
+            return  # a schedule's request: see request_created
+        doc: dict[str, Any] = json.loads(data)
+        if doc.get("request", "").startswith("sched-"):
+            self.trace.schedule_writes[doc["request"]] += 1
+        if key.startswith("status/"):
+            self._tap_status(slot, seq, doc)
         elif key.startswith("leases/"):
             self._tap_lease(slot, seq, doc)
         elif key.startswith("runs/"):
@@ -533,6 +634,7 @@ class World:
                     attempt=doc["attempt"],
                     generation=doc["generation"],
                     lease_generation=lease.generation if lease else None,
+                    outcome=doc["outcome"],
                 )
             )
 
@@ -552,6 +654,7 @@ class World:
                 for a in doc.get("attempts", [])
             ),
             message=doc.get("message"),
+            tables_done=tuple(doc.get("tables_done", ())),
         )
         self.trace.status.setdefault(request, []).append(write)
         before = self.trace.latest.get(request)
@@ -566,7 +669,7 @@ class World:
         if before is None or not before.final:
             self.finished += 1
             if self.scenario.archive_after:
-                self.at(self.now + self.scenario.archive_after, self._archive, request)
+                self.at(self._archive_time(request), self._archive, request)
 
     def _tap_lease(self, slot: AgentSlot, seq: int, doc: dict[str, Any]) -> None:
         table = doc["table"]
