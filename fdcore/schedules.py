@@ -100,8 +100,8 @@ def create_due_requests(
         slot = schedule.timetable.latest_due(now)
         if slot is None or slot.id == schedule.last_slot:
             continue
-        schedule.last_slot = slot.id
         if now > slot.deadline:
+            schedule.last_slot = slot.id
             continue  # its run is over: an agent coming up late does not bring it back
         request = Request(
             id=schedule.request_id(slot, agent),
@@ -116,4 +116,7 @@ def create_due_requests(
             mailbox.create(request_key(request.id), request)
             created.append(request.id)
             log.info("%s: schedule %s is due: created %s", agent, schedule.config.id, request.id)
+        # Remembered once the create landed or found the request there: a store error leaves
+        # the slot to be tried again at the next poll, within its window.
+        schedule.last_slot = slot.id
     return created

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from conftest import START, ManualRun
 
 from fdcore.agent import Agent, Components
@@ -269,11 +268,6 @@ def test_a_lost_agents_request_is_taken_over_before_newer_requests_are_claimed()
     assert sorted(taker.held) == ["r1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 7 (open): create_due_requests remembers a slot before its create lands, "
-    "so a store error on that create loses the slot for the rest of the process",
-)
 def test_a_store_error_on_a_slots_create_is_retried_within_the_slots_window() -> None:
     machines = Machines()
     hourly = ScheduleConfig("refresh", ("sales",), "every", "1h", shared=True)
