@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import shlex
+from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
 import pytest
+from test_simulator_findings import OPEN_UNDER_STORE_ERRORS
 
 from fdcore.agent import Components, StartTable
-from fdcore.cli import main
+from fdcore.cli import build_parser, main
 from fdcore.config import AgentConfig
 from fdcore.errors import ConfigError
 from fdcore.leases import HeldLease
@@ -25,6 +28,7 @@ from fdcore.mailbox_leases import MailboxLeases
 from fdcore.models import AgentRecord, Lease
 from fdcore.simulator import Checker, Scenario, default_checkers, simulate
 from fdcore.simulator import world as world_module
+from fdcore.simulator.cli import command_line, scenario_from_args
 from fdcore.simulator.world import AgentSlot, World, default_parts
 from fdcore.storage import Storage
 
@@ -39,6 +43,22 @@ FAULTY: dict[str, Any] = {
     "crash_rate": 10.0,
     "pause_rate": 20.0,
     "latency": 0.05,
+}
+
+# Smaller runs with every fault, for 10,000 of them: 2 requests and a poison one, timings halved
+# again (a poll every 5 s, an agent lost after 20 s), clocks up to 3 s off (the grace covers
+# 10 s). Seeds alternate 2 and 3 agents and max_attempts 2 and 3 (see small_scenario).
+SMALL: dict[str, Any] = {
+    "requests": 2,
+    "poison": 1,
+    "max_tables": 2,
+    "table_median": 5.0,
+    "stale_after": 10.0,
+    "grace_seconds": 10.0,
+    "crash_rate": 60.0,
+    "pause_rate": 90.0,
+    "latency": 0.05,
+    "skew": 3.0,
 }
 
 
@@ -133,40 +153,58 @@ def without(scenario: Scenario, *kinds: type) -> list[Checker]:
     return [c for c in default_checkers(scenario) if not isinstance(c, kinds)]
 
 
-def many_runs(seeds: range, **extra: Any) -> Iterator[tuple[Scenario, Any]]:
+def faulty_scenario(seed: int, claim: str) -> Scenario:
+    # a third without takeover: restarts resume work
+    return Scenario(seed=seed, claim=claim, take_over=seed % 3 != 0, **FAULTY)
+
+
+def small_scenario(seed: int, claim: str) -> Scenario:
+    agents, max_attempts = 2 + seed % 2, 2 + seed // 2 % 2
+    return Scenario(
+        seed=seed,
+        claim=claim,
+        take_over=seed % 3 != 0,
+        agents=agents,
+        max_attempts=max_attempts,
+        **SMALL,
+    )
+
+
+EXERCISED = (
+    "crashes",
+    "crashes by fault",
+    "pauses",
+    "requests moved after a crash",
+    "attempts marked lost",
+    "paused agents resumed after a takeover",
+    "poison requests failed as they should",
+)
+
+
+def check_many(
+    seeds: range, scenario: Callable[[int, str], Scenario] = faulty_scenario
+) -> tuple[Counter[str], Counter[str]]:
+    """Run both claim policies over ``seeds``, every checker on (findings 1-5 included); fail
+    on any violation, naming the seed and the command that reproduces it. Returns what was
+    exercised: in total, and how many runs met each case at least once."""
+    total: Counter[str] = Counter()
+    runs: Counter[str] = Counter()
+    failures = []
     for seed in seeds:
         for claim in ("when_free", "always"):
-            scenario = Scenario(
-                seed=seed,
-                claim=claim,
-                take_over=seed % 3 != 0,  # a third without takeover: restarts resume work
-                **{**FAULTY, **extra},
-            )
-            yield scenario, simulate(scenario)  # every checker, findings 1-5 included
-
-
-def check_many(seeds: range, **extra: Any) -> dict[str, int]:
-    """Run both claim policies over ``seeds``; return what was exercised, fail on violations."""
-    exercised: dict[str, int] = {}
-    failures = []
-    for scenario, report in many_runs(seeds, **extra):
-        if not report.ok:
-            failures.append(f"seed {scenario.seed} ({scenario.claim}):\n{report.text()}")
-        for name in (
-            "crashes",
-            "pauses",
-            "requests moved after a crash",
-            "paused agents resumed after a takeover",
-            "poison requests failed as they should",
-            "stale table writes rejected",
-        ):
-            exercised[name] = exercised.get(name, 0) + report.checks[name]
-    assert not failures, "\n".join(failures[:3])
-    return exercised
+            report = simulate(scenario(seed, claim))
+            if not report.ok:
+                failures.append(report.text())
+            runs["runs"] += 1
+            for name in EXERCISED:
+                total[name] += report.checks[name]
+                runs[name] += report.checks[name] > 0
+    assert not failures, f"{len(failures)} runs failed; the first:\n" + "\n".join(failures[:3])
+    return total, runs
 
 
 def test_invariants_hold_under_crashes_pauses_latency_and_poison() -> None:
-    exercised = check_many(range(15))
+    exercised, _runs = check_many(range(15))
     assert exercised["crashes"] > 50 and exercised["pauses"] > 50
     assert exercised["requests moved after a crash"] > 20
     assert exercised["paused agents resumed after a takeover"] > 0
@@ -184,11 +222,16 @@ def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused() -> None:
 
 
 @pytest.mark.slow
-def test_invariants_hold_over_1500_seeded_runs() -> None:
-    exercised = check_many(range(100, 850))  # 750 seeds x 2 claim policies
-    assert exercised["crashes"] > 5000
-    assert exercised["paused agents resumed after a takeover"] > 100
-    assert exercised["poison requests failed as they should"] == 1500
+def test_invariants_hold_over_10000_seeded_runs() -> None:
+    # DESIGN: invariants 2-5 over 10,000 seeded runs with crashes, pauses and skew (and every
+    # other check). A failure names its seed and the command that reproduces it.
+    total, runs = check_many(range(5000), small_scenario)  # 5,000 seeds x 2 claim policies
+    assert runs["runs"] == 10_000
+    assert total["poison requests failed as they should"] == 10_000
+    # Most runs meet each fault; a few hundred meet the rarest case.
+    assert runs["crashes by fault"] > 7000 and runs["pauses"] > 7000
+    assert runs["attempts marked lost"] > 9000  # takeovers and restarts, poison's included
+    assert runs["paused agents resumed after a takeover"] > 300
 
 
 def test_a_slow_store_lapses_leases_and_the_tables_run_again_safely() -> None:
@@ -226,7 +269,7 @@ def test_with_store_errors_no_table_has_two_writers_and_no_request_is_lost() -> 
     for seed in range(4):
         scenario = Scenario(seed=seed, take_over=True, requests=60, error_rate=0.03, crash_rate=4)
         report = simulate(scenario)
-        assert report.ok, report.text()
+        assert broken(report) <= OPEN_UNDER_STORE_ERRORS, report.text()
         assert report.store_operations["ambiguous_writes"] > 0
 
 
@@ -415,3 +458,52 @@ def test_bad_options_are_one_line_errors(
 def test_scenario_refuses_bad_values_in_code_too() -> None:
     with pytest.raises(ConfigError, match="--poll-seconds: must be > 0"):
         Scenario(poll_seconds=0)
+
+
+def test_a_failing_run_names_its_seed_and_the_command_that_reproduces_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(world_module, "default_parts", no_generation)
+    report = simulate(attrs.evolve(small_scenario(9, "always"), requests=40, table_pool=3))
+    text = report.text()
+    assert not report.ok and "(seed 9)" in text
+    command = text.split("reproduce: ")[1].splitlines()[0]
+    assert command == (
+        "fdcore simulate --seed 9 --requests 40 --claim always --stale-after 10.0 --grace 10.0 "
+        "--max-attempts 2 --table-pool 3 --max-tables 2 --table-median 5.0 --poison 1 "
+        "--crash-rate 60.0 --pause-rate 90.0 --skew 3.0 --latency 0.05"
+    )
+    # The command alone reproduces the run: the same violations, the same figures.
+    assert main([*shlex.split(command)[1:], "--json"]) == 1
+    again = json.loads(capsys.readouterr().out)
+    assert again["violations"] == report.to_json()["violations"]
+    assert again["command"] == command
+    assert again["checks"] == report.checks
+
+
+def test_the_command_of_a_scenario_gives_back_that_scenario() -> None:
+    scenario = Scenario(
+        seed=5,
+        take_over=True,
+        agents=4,
+        latency=0.1 + 0.2,  # a float that prints with every digit
+        restart_after=600.0,
+        schedules=("every=1h", "cron=*/20 8-18 * * mon-fri"),
+        unshared_schedules=("daily=02:00",),
+        agent_skews=(("agent-2", -12.5),),
+    )
+    argv = shlex.split(command_line(scenario))
+    assert argv[:2] == ["fdcore", "simulate"]
+    args = build_parser().parse_args(argv[1:])
+    assert scenario_from_args(args, args.seed) == scenario
+    assert command_line(Scenario()) == "fdcore simulate --seed 0"
+
+
+def test_several_runs_print_each_failing_seeds_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(world_module, "default_parts", everyone_lost)
+    main(["simulate", "--requests", "20", "--runs", "2", "--seed", "3", "--take-over"])
+    out = capsys.readouterr().out
+    assert "  reproduce: fdcore simulate --seed 3 --take-over --requests 20" in out
+    assert "  reproduce: fdcore simulate --seed 4 --take-over --requests 20" in out

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
+from test_simulator_findings import OPEN_UNDER_STORE_ERRORS
 
 from fdcore.cli import main
 from fdcore.config import AgentConfig
@@ -97,7 +98,7 @@ def test_three_agents_share_an_hourly_schedule_over_1000_slots() -> None:
     assert figures["slots judged"] == 1000
     # One write per slot per agent process; a restart inside a slot's window writes again.
     assert figures["slot creates per agent process max"] == 1
-    assert figures["slots an agent created twice (restarted in its window)"] > 0
+    assert figures["slots written by two processes of one agent"] > 0
     assert figures["slots missed, all agents down"] > 0
     assert report.checks["crashes"] > 400
 
@@ -207,12 +208,9 @@ def test_a_fleet_where_only_one_agent_runs_the_schedule_misses_slots_and_is_caug
     assert "has no request, though agent-" in messages(report)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 7 (open): a store error on a slot's create loses the slot for that "
-    "process; with every live agent failing once, the slot has no request",
-)
-def test_store_errors_on_slot_creates_leave_no_slot_without_a_request() -> None:
+def test_with_store_errors_each_slot_still_gets_its_request() -> None:
+    # Finding 7 (fixed): a slot was remembered before its create landed, so a store error on
+    # the create lost the slot for that process. Now the process tries again at its next poll.
     scenario = Scenario(
         seed=4,
         schedules=("every=10m",),
@@ -221,7 +219,10 @@ def test_store_errors_on_slot_creates_leave_no_slot_without_a_request() -> None:
         **{**FLEET, "poll_seconds": 30.0, "pause_rate": 0.0, "crash_rate": 0.5},
     )
     report = simulate(scenario)
-    assert "1" not in {v.invariant for v in report.violations}, report.text()
+    assert {v.invariant for v in report.violations} <= OPEN_UNDER_STORE_ERRORS, report.text()
+    assert report.store_operations["ambiguous_writes"] > 0
+    # A process writes a slot's request again only after a store error on its earlier write.
+    assert judged(report)["slot creates per agent process max"] > 1
 
 
 # The command.

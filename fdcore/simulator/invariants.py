@@ -276,8 +276,8 @@ class TakeoverInTime(Checker):
     """(3) A crashed agent's request moves at the first poll that could move it.
 
     That poll is the first after the crash by a live agent whose poll met no store error, whose
-    claim policy had room when the poll began (and did not spend it all taking over other
-    requests), and that may move it: another agent (with
+    claim policy had room when the poll began (and did not spend it all on other requests under
+    way: taken over, or its own whose answers were lost), and that may move it: another agent (with
     ``take_over``) whose own clock puts the crashed agent's record past stale_after + grace, or the
     crashed agent's restarted process (every poll with ``take_over``; its first poll without).
     Taken together with the poll interval this is DESIGN's "stale_after + grace + one poll".
@@ -302,7 +302,7 @@ class TakeoverInTime(Checker):
             return False
         if self.allow_stale_holds and request in poll.stale_held:
             return False
-        if poll.takeovers and not poll.free_after:
+        if poll.room_spent:
             return False  # its room went to other requests under way: fine, they came first
         if poll.agent == crash.agent:
             return poll.incarnation > crash.incarnation and (s.take_over or poll.first)
@@ -367,7 +367,9 @@ class NoTakeoverFromLiveAgent(Checker):
     "It never moves a run while its agent is alive and reporting": when a status write by
     another process marks an attempt ``lost``, the process that made the attempt has crashed,
     or at some point since the attempt began it wrote no status record for longer than
-    stale_after (true time; the grace is what covers the agents' clock skew).
+    stale_after (true time; the grace is what covers the agents' clock skew). The silence counts
+    from the record as it stood when the attempt began: a process that claims while its record
+    is stale is not reporting (and :class:`RecordEveryPoll` says why its record was stale).
     """
 
     invariant = "3-live"
@@ -388,9 +390,9 @@ class NoTakeoverFromLiveAgent(Checker):
                 continue  # its own process: OwnAttemptsNotLost's business
             if crashed.get(process, write.seq) < write.seq:
                 continue
-            silence = trace.longest_silence(
-                *process, (start.seq, start.time), (write.seq, write.time)
-            )
+            last = trace.last_heartbeat(*process, start.seq)
+            since = (start.seq, start.time if last is None else last)
+            silence = trace.longest_silence(*process, since, (write.seq, write.time))
             if silence <= s.stale_after:
                 found.append(
                     Violation(
@@ -405,6 +407,36 @@ class NoTakeoverFromLiveAgent(Checker):
 
     def summary(self) -> dict[str, Any]:
         return {"attempts marked lost": self.lost}
+
+
+class RecordEveryPoll(Checker):
+    """An agent rewrites its status record at every poll that met no store error.
+
+    DESIGN: "each agent rewrites its own record every poll". Others judge it lost by that
+    record alone, so a poll that claims or takes over work without refreshing it hands that
+    work to whoever reads the record next.
+    """
+
+    invariant = "record"
+    title = "an agent rewrites its status record at every poll"
+
+    def finish(self, world: World) -> list[Violation]:
+        found = []
+        for poll in world.trace.polls:
+            if poll.errors:
+                continue
+            beats = world.trace.heartbeats.get((poll.agent, poll.incarnation), [])
+            index = bisect.bisect_left(beats, (poll.seq_start, float("-inf")))
+            if index == len(beats) or beats[index][0] > poll.seq_end:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        poll.time,
+                        f"{_who(poll.agent, poll.incarnation)}'s poll at t={poll.time:.1f}s met "
+                        f"no store error but did not rewrite its status record",
+                    )
+                )
+        return found
 
 
 class OwnAttemptsNotLost(Checker):
@@ -439,7 +471,8 @@ class PausedAgentStops(Checker):
     Checked for every agent, not only resumed ones: a landed table write by a resumed agent
     carries the current lease; a run-log record carries the current lease generation; a status
     write never replaces another agent's attempt except by a takeover; and after a status update
-    fails on the etag the agent no longer holds that attempt.
+    fails on the etag the agent no longer holds that attempt, at the latest when its first poll
+    with no store error ends (the re-read that tells it may itself fail).
     """
 
     invariant = "4"
@@ -449,23 +482,36 @@ class PausedAgentStops(Checker):
         self.resumed_after_takeover = 0
         self.stale_writes_rejected = 0
         self.live: list[Violation] = []
+        # (agent, process, request) -> when its status update failed on the etag
+        self.failed_updates: dict[tuple[str, int, str], float] = {}
 
     def after_poll(self, world: World, slot: AgentSlot) -> None:
         agent = slot.agent
         assert agent is not None
         for request in slot.store.lost_status_writes:
+            self.failed_updates.setdefault((slot.name, slot.incarnation, request), world.now)
+        for key, failed in list(self.failed_updates.items()):
+            if key[:2] != (slot.name, slot.incarnation):
+                continue
+            request = key[2]
             work = agent.held.get(request)
             latest = world.trace.latest.get(request)
-            if work is None or latest is None:
-                continue
-            if latest.agent != slot.name or latest.attempt != work.status.attempt:
+            if (
+                work is None
+                or latest is None
+                or (latest.agent == slot.name and latest.attempt == work.status.attempt)
+            ):
+                del self.failed_updates[key]  # let go, or still its own (a lost answer)
+            elif not slot.store.poll_errors:
+                del self.failed_updates[key]
                 self.live.append(
                     Violation(
                         self.invariant,
                         world.now,
                         f"{_who(slot.name, slot.incarnation)} still holds {request} (attempt "
-                        f"{work.status.attempt}) after its status update failed; the status "
-                        f"names {latest.agent} attempt {latest.attempt}",
+                        f"{work.status.attempt}) after its status update failed at "
+                        f"t={failed:.1f}s; the status names {latest.agent} attempt "
+                        f"{latest.attempt}",
                     )
                 )
 
@@ -539,7 +585,8 @@ class PausedAgentStops(Checker):
 
 class LostRequestsFail(Checker):
     """(5) A request that crashes every agent ends ``failed`` after max_attempts, naming every
-    agent; any request failed by lost attempts names every agent that tried it."""
+    agent, and runs in at most max_attempts attempts; any request failed by lost attempts names
+    every agent that tried it."""
 
     invariant = "5"
     title = "a request that crashes every agent fails after max_attempts, naming every agent"
@@ -550,6 +597,10 @@ class LostRequestsFail(Checker):
     def finish(self, world: World) -> list[Violation]:
         trace = world.trace
         found: list[Violation] = []
+        # A table run again within one attempt (its lease lapsed) crashed no other agent.
+        attempts_run: dict[str, set[tuple[str, int, int]]] = defaultdict(set)
+        for start in trace.table_starts:
+            attempts_run[start.request].add((start.agent, start.incarnation, start.attempt))
         for request, latest in trace.latest.items():
             lost = [a for a in latest.attempts if a[2] == "lost"]
             limit = trace.max_attempts[request]
@@ -565,8 +616,9 @@ class LostRequestsFail(Checker):
                 missing = sorted({a[1] for a in latest.attempts if a[1] not in named})
                 if missing:
                     problems.append(f"its message {named!r} does not name {', '.join(missing)}")
-            if poison and trace.runs_started.get(request, 0) > limit:
-                problems.append(f"ran {trace.runs_started[request]} times")
+            ran = attempts_run.get(request, set())
+            if poison and len(ran) > limit:
+                problems.append(f"ran in {len(ran)} attempts")
             if poison and not problems:
                 self.poison_failed += 1
             found.extend(
@@ -692,6 +744,7 @@ def default_checkers(scenario: Scenario) -> list[Checker]:
         RunsOncePerRequest(),
         TakeoverInTime(),
         NoTakeoverFromLiveAgent(),
+        RecordEveryPoll(),
         OwnAttemptsNotLost(),
         PausedAgentStops(),
         LostRequestsFail(),

@@ -162,6 +162,7 @@ def build_report(world: World) -> Report:
         {
             "polls": stats["polls"],
             "crashes": sum(n for kind, n in stats.items() if kind.startswith("crashes")),
+            "crashes by fault": stats["crashes (fault)"],  # not a poison table's
             "pauses": stats["pauses"],
         }
     )

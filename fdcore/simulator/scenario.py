@@ -93,7 +93,9 @@ class Scenario:
         span = 0.0 if self.arrival == "all" else total / self.arrival_rate
         work = total * self.mean_request_seconds / (self.agents * self.concurrency)
         scheduled = self.schedule_hours * 3600 if self.scheduled else 0.0
-        return 4 * (span + work) + 6 * 3600 + scheduled
+        # time for the last requests to finish, even after every agent was down a long while
+        drain = 6 * 3600 + (self.restart_after or 0.0)
+        return 4 * (span + work) + drain + scheduled
 
 
 def split_timing(text: str, option: str) -> tuple[str, str]:

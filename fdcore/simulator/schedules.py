@@ -41,8 +41,9 @@ def installed_plugins() -> Plugins:
     return load_plugins()
 
 
-def table_names(pool: int) -> list[str]:
-    return [f"t{n:03d}" for n in range(pool)]
+@functools.cache
+def table_names(pool: int) -> tuple[str, ...]:
+    return tuple(f"t{n:03d}" for n in range(pool))
 
 
 def seconds(when: datetime) -> float:
@@ -80,7 +81,7 @@ def plan_schedules(scenario: Scenario, plugins: Plugins) -> list[SimSchedule]:
     """The scenario's schedules, ids ``s1..`` (shared) and ``u1..`` (unshared), with entities
     drawn from the table pool, so scheduled runs contend with other requests for tables."""
     tables = table_names(scenario.table_pool)
-    plan = []
+    plan: list[SimSchedule] = []
     for option, prefix, owner, texts in (
         ("--schedule", "s", None, scenario.schedules),
         ("--unshared-schedule", "u", UNSHARED_OWNER, scenario.unshared_schedules),
@@ -108,7 +109,12 @@ def _down_intervals(trace: Trace, agent: str) -> list[tuple[float, float]]:
         if crash.agent == agent:
             later = [t for t in starts if t >= crash.time]
             spans.append((crash.time, later[0] if later else float("inf")))
-    spans.extend((p.start, p.end) for p in trace.pauses if p.agent == agent)
+    crashed = {c.incarnation: c.time for c in trace.crashes if c.agent == agent}
+    for pause in trace.pauses:
+        if pause.agent == agent:
+            # A pause that a crash cut short (no resume) ends with the crash.
+            ended = pause.end if pause.resume_seq is not None else crashed.get(pause.incarnation)
+            spans.append((pause.start, pause.end if ended is None else min(ended, pause.end)))
     merged: list[tuple[float, float]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
@@ -152,10 +158,12 @@ class SharedSchedules(Checker):
         found: list[Violation] = []
         made: dict[tuple[str, str], set[str]] = defaultdict(set)  # (schedule, slot) -> ids
         attempts: Counter[tuple[str, str]] = Counter()  # (schedule, slot) -> creates
-        landed: Counter[str] = Counter()
+        landed: dict[str, list[ScheduleCreate]] = defaultdict(list)
         by_process: dict[tuple[str, str, int], list[ScheduleCreate]] = defaultdict(list)
         for create in trace.schedule_creates:
             by_process[(create.request, create.agent, create.incarnation)].append(create)
+            if create.landed:
+                landed[create.request].append(create)
             schedule = self.plan.get(create.schedule or "")
             if schedule is None:
                 found.append(
@@ -173,28 +181,39 @@ class SharedSchedules(Checker):
                 attempts[(schedule.config.id, expected.id)] += 1
                 if create.landed:
                     made[(schedule.config.id, expected.id)].add(create.request)
-            if create.landed:
-                landed[create.request] += 1
-        for request, count in landed.items():
-            if count > 1:
+        for (schedule_id, slot), requests in made.items():
+            if len(requests) > 1:
+                first = min(c.time for r in requests for c in landed[r])
                 found.append(
                     Violation(
-                        self.invariant, 0.0, f"{request} was created {count} times (it landed)"
+                        self.invariant,
+                        first,
+                        f"slot {slot} of schedule {schedule_id} has {len(requests)} requests: "
+                        + ", ".join(sorted(requests)),
+                    )
+                )
+        for request, creates in landed.items():
+            if len(creates) > 1:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        creates[1].time,
+                        f"{request} was created {len(creates)} times, by "
+                        + ", ".join(f"{c.agent} at t={c.time:.1f}s" for c in creates),
                     )
                 )
         found.extend(self._judge_processes(by_process))
         found.extend(self._judge_slots(world, made, attempts))
-        per_process = Counter({key: len(v) for key, v in by_process.items()})
-        per_agent = Counter[tuple[str, str]]()
-        for (request, agent, _incarnation), count in per_process.items():
-            per_agent[(request, agent)] += count
+        per_agent: dict[tuple[str, str], list[int]] = defaultdict(list)  # -> creates by process
+        for (request, agent, _incarnation), creates in by_process.items():
+            per_agent[(request, agent)].append(len(creates))
         writes = [trace.schedule_writes[request] for request in landed]
         self.figures.update(
             {
-                "slot creates per agent process max": max(per_process.values(), default=0),
-                "slot creates per agent max": max(per_agent.values(), default=0),
-                "slots an agent created twice (restarted in its window)": sum(
-                    1 for n in per_agent.values() if n > 1
+                "slot creates per agent process max": max(map(len, by_process.values()), default=0),
+                "slot creates per agent max": max(map(sum, per_agent.values()), default=0),
+                "slots written by two processes of one agent": sum(
+                    1 for processes in per_agent.values() if len(processes) > 1
                 ),
                 "slot landed writes per request": round(sum(writes) / len(writes), 2)
                 if writes

@@ -154,8 +154,7 @@ class PollRecord:
     clock: float  # the agent's own view of the time, in virtual seconds
     errors: int  # store operations that raised StorageUnavailable
     free_before: bool  # the claim policy allowed one more request when the poll began
-    free_after: bool  # ... and when it ended
-    takeovers: int  # requests it took over (or failed for their lost attempts) in this poll
+    room_spent: bool  # ... and said no within the poll before any new claim (see WatchedClaim)
     lost_status_writes: tuple[str, ...]  # requests whose status replace failed on the etag
     stale_held: tuple[str, ...]  # held when the poll began, though the status names another
 
@@ -211,7 +210,6 @@ class Trace:
     polls: list[PollRecord] = attrs.field(factory=list)
     crashes: list[Crash] = attrs.field(factory=list)
     pauses: list[Pause] = attrs.field(factory=list)
-    runs_started: dict[str, int] = attrs.field(factory=dict)  # request -> table runs started
     table_starts: list[TableStart] = attrs.field(factory=list)
     starts: list[Start] = attrs.field(factory=list)
     affinity: dict[str, str] = attrs.field(factory=dict)  # request -> the only agent it is for

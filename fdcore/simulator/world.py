@@ -26,8 +26,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import attrs
+
 from fdcore.agent import Agent, Components, StartTable
-from fdcore.claims import AgentLoad
+from fdcore.claims import AgentLoad, ClaimPolicy
 from fdcore.codec import parse_time
 from fdcore.commands import submit
 from fdcore.config import AgentConfig
@@ -117,6 +119,26 @@ class SimRun:
             self.slot.world.stats["runs cancelled"] += 1
 
 
+class WatchedClaim:
+    """The agent's claim policy, noting a "no" inside a poll before the poll's first claim.
+
+    The sweep for requests under way (taken over, or the agent's own whose answers were lost)
+    comes before claims: a "no" then means the poll's room went to such requests.
+    """
+
+    def __init__(self, inner: ClaimPolicy, slot: AgentSlot) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.slot = slot
+
+    def may_claim(self, load: AgentLoad) -> bool:
+        allowed = self.inner.may_claim(load)
+        slot = self.slot
+        if not allowed and slot.polling and not slot.claimed:
+            slot.room_spent = True
+        return allowed
+
+
 class AgentSlot:
     """One agent name: its machine (skew, store view, random streams) and current process."""
 
@@ -147,7 +169,8 @@ class AgentSlot:
         self.paused: Pause | None = None
         self.poll_token = 0  # a new poll chain voids the old one
         self.runs: dict[int, SimRun] = {}  # running table runs (insertion order: deterministic)
-        self.takeovers = 0  # in the current poll
+        # within the current poll: a new request claimed; the claim policy said no before it
+        self.polling = self.claimed = self.room_spent = False
 
     @property
     def live(self) -> bool:
@@ -368,10 +391,11 @@ class World:
         def start_table(job: TableJob) -> TableRun:
             return self._start_table(slot, job)
 
+        parts = self.parts(config, slot.store, start_table)
         slot.agent = Agent(
             config,
             Mailbox(slot.store, ProblemLog(slot.name)),
-            self.parts(config, slot.store, start_table),
+            attrs.evolve(parts, claim=WatchedClaim(parts.claim, slot)),
             slot.clock,
             instance=f"{slot.name}.{slot.incarnation}",
             previous_process_gone=lambda record: True,  # the simulator killed it
@@ -395,15 +419,16 @@ class World:
         s = self.scenario
         store = slot.store
         store.begin_poll()
-        slot.takeovers = 0
         free_before = agent.parts.claim.may_claim(agent_load(agent))
         stale_held = self._stale_held(slot.name, agent)
         seq_start = self.next_seq()
         failure: Exception | None = None
+        slot.polling, slot.claimed, slot.room_spent = True, False, False
         try:
             agent.poll()
         except Exception as exc:  # the agent must never raise out of a poll: report it
             failure = exc
+        slot.polling = False
         elapsed = store.poll_seconds  # what the poll's store calls took: delays the next one
         self.trace.polls.append(
             PollRecord(
@@ -416,8 +441,7 @@ class World:
                 clock=self.now + slot.skew,
                 errors=store.poll_errors,
                 free_before=free_before,
-                free_after=agent.parts.claim.may_claim(agent_load(agent)),
-                takeovers=slot.takeovers,
+                room_spent=slot.room_spent,
                 lost_status_writes=tuple(store.lost_status_writes),
                 stale_held=stale_held,
             )
@@ -550,7 +574,6 @@ class World:
         )
         slot.runs[id(run)] = run
         self.trace.first_start.setdefault(job.request, self.now)
-        self.trace.runs_started[job.request] = self.trace.runs_started.get(job.request, 0) + 1
         self.stats["runs started"] += 1
         if job.request in self.trace.poison:
             run.end = self.now + duration * slot.faults.uniform(0.1, 0.9)
@@ -659,9 +682,8 @@ class World:
         self.trace.status.setdefault(request, []).append(write)
         before = self.trace.latest.get(request)
         self.trace.latest[request] = write
-        taken = before is not None and (write.attempt > before.attempt or before.agent != slot.name)
-        if taken and before is not None and not before.final:
-            slot.takeovers += 1  # a takeover (of its own earlier attempt, too)
+        if before is None and write.agent == slot.name:
+            slot.claimed = True
         if not write.final:
             self.active[request] = write
             return
