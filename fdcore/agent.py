@@ -216,8 +216,9 @@ class Agent:
         except (PreconditionFailed, NotFound, AlreadyExists):
             current = self.mailbox.read_or_report(AgentRecord, key)
             if current is not None and current.value.instance == self.instance:
-                # Our own earlier write landed although its answer was lost (a retried request).
-                self._record_etag = current.etag
+                # Our own earlier write landed although its answer was lost: write this one on
+                # top of it, so the record says we are alive now.
+                self._record_etag = self.mailbox.replace(key, record, current.etag)
                 return
             other = _describe_process(current.value) if current else "unknown"
             raise DuplicateAgent(
@@ -538,7 +539,10 @@ class Agent:
         # leave them waiting for as long as new requests keep coming.
         if self.config.take_over or sweep_due:
             self._last_sweep = now
-            candidates = (status_ids & request_ids) - self._final - set(self.held)
+            # Held requests that wait for a worker are looked at too: one this agent held
+            # through a pause may have moved meanwhile (and its new holder may be lost now).
+            busy = {key for key, work in self.held.items() if work.running or work.run}
+            candidates = (status_ids & request_ids) - self._final - busy
             self._sweep(sorted(candidates), now)
         self._claim_unclaimed(sorted(request_ids - status_ids), now)
 
@@ -623,6 +627,12 @@ class Agent:
             if found is None:
                 continue
             status = found.value
+            waiting = self.held.get(request_id)
+            if waiting is not None:
+                if self._mine(status, waiting.status.attempt):
+                    waiting.status, waiting.etag = status, found.etag
+                    continue
+                self._lost(waiting, "status names another agent")
             if status.state.final:
                 self._final.add(request_id)
                 continue

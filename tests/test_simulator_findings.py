@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from conftest import START, ManualRun
 
 from fdcore.agent import Agent, Components
@@ -285,11 +284,6 @@ def test_a_store_error_on_a_slots_create_is_retried_within_the_slots_window() ->
     assert machines.memory.read(f"requests/sched-refresh-{slot}.json") is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 8 (open): a request an agent holds unstarted (claim = always) is never "
-    "re-read, so after a pause its sweep skips it although another agent took it and died",
-)
 def test_a_resumed_agent_takes_over_a_waiting_request_whose_taker_died() -> None:
     machines = Machines()
     resumed = machines.agent("etl-01", claim="always", take_over=True)  # one worker
@@ -312,11 +306,6 @@ def test_a_resumed_agent_takes_over_a_waiting_request_whose_taker_died() -> None
     assert (status.value.agent, status.value.attempt) == ("etl-01", 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 9 (open): after a record write whose answer was lost, the next poll adopts "
-    "the stored record's etag and returns without rewriting it, so the record stays stale",
-)
 def test_a_lost_answer_on_the_record_write_does_not_leave_the_record_stale() -> None:
     machines = Machines()
     agent = machines.agent("etl-01")
