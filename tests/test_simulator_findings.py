@@ -27,10 +27,6 @@ from fdcore.runners import TableJob, TableResult
 from fdcore.schedules import build_schedules
 from fdcore.storage import Blob, StorageUnavailable
 
-# The simulator's checks that an open finding below still breaks when store errors are injected
-# (tests of the simulator allow these and no other): "record" is finding 9. Empty once fixed.
-OPEN_UNDER_STORE_ERRORS = {"record"}
-
 
 class LosesAnswers:
     """A store that fails chosen operations once: before applying, or after (answer lost)."""

@@ -15,7 +15,6 @@ from typing import Any
 
 import attrs
 import pytest
-from test_simulator_findings import OPEN_UNDER_STORE_ERRORS
 
 from fdcore.cli import main
 from fdcore.config import AgentConfig
@@ -219,7 +218,7 @@ def test_with_store_errors_each_slot_still_gets_its_request() -> None:
         **{**FLEET, "poll_seconds": 30.0, "pause_rate": 0.0, "crash_rate": 0.5},
     )
     report = simulate(scenario)
-    assert {v.invariant for v in report.violations} <= OPEN_UNDER_STORE_ERRORS, report.text()
+    assert report.ok, report.text()
     assert report.store_operations["ambiguous_writes"] > 0
     # A process writes a slot's request again only after a store error on its earlier write.
     assert judged(report)["slot creates per agent process max"] > 1

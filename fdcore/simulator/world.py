@@ -10,7 +10,8 @@ one (:func:`fdcore.runtime.build_components`), with three things swapped for sim
 
 Events (agent polls, run ends, request arrivals, crashes, restarts, pauses, resumes) sit in one
 heap ordered by (virtual time, sequence number), so a seed fixes the whole run. A poll is atomic
-in virtual time: the store latency it met only delays that agent's next poll.
+in virtual time: the store latency it met only delays that agent's next poll. Agents given
+schedules (:mod:`fdcore.simulator.schedules`) create those requests themselves, in their polls.
 """
 
 from __future__ import annotations
