@@ -112,6 +112,11 @@ def create_due_requests(
             schedule=ScheduleRef(id=schedule.config.id, slot=slot.id),
             affinity=None if schedule.config.shared else agent,
         )
+        if schedule.last_slot is None and mailbox.storage.read(request_key(request.id)):
+            # First look since this process started: an earlier process of this agent, or
+            # another agent, made it already. A read, so a restart adds no write for the slot.
+            schedule.last_slot = slot.id
+            continue
         with contextlib.suppress(AlreadyExists):  # another agent made this slot's request
             mailbox.create(request_key(request.id), request)
             created.append(request.id)
