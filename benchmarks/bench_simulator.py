@@ -16,9 +16,6 @@ wall second and the store writes per slot. Results are in docs/simulator.md.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
@@ -51,13 +48,7 @@ WORKLOAD = {
 }
 
 
-@pytest.fixture(autouse=True)
-def quiet_agents() -> Iterator[None]:
-    logger = logging.getLogger("fdcore")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    yield
-    logger.setLevel(level)
+pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
 
 
 @pytest.mark.benchmark(group="simulate 1000 requests")

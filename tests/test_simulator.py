@@ -8,10 +8,9 @@ Agent bugs it found live in test_simulator_findings.py.
 from __future__ import annotations
 
 import json
-import logging
 import shlex
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -61,14 +60,7 @@ SMALL: dict[str, Any] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def quiet_agents() -> Iterator[None]:
-    """Agents log each claim and loss; thousands of them only slow the tests down."""
-    logger = logging.getLogger("fdcore")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    yield
-    logger.setLevel(level)
+pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
 
 
 def broken(report: Any) -> set[str]:

@@ -8,8 +8,6 @@ slot functions and a fleet that does not share its schedule are caught.
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,13 +41,7 @@ FLEET: dict[str, Any] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def quiet_agents() -> Iterator[None]:
-    logger = logging.getLogger("fdcore")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    yield
-    logger.setLevel(level)
+pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
 
 
 def judged(report: Any) -> dict[str, Any]:
