@@ -153,10 +153,17 @@ class PythonRunner:
     name = "python"
 
     def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
-        function = options.get("function")
-        if isinstance(function, str):
-            module, _, attribute = function.partition(":")
+        return _ThreadRun(resolve_function(options.get("function")), job)
+
+
+def resolve_function(function: object) -> Callable[[TableJob], object]:
+    """A callable, or the one a ``"module:attribute"`` string names; ValueError otherwise."""
+    if isinstance(function, str):
+        module, _, attribute = function.partition(":")
+        try:
             function = getattr(importlib.import_module(module), attribute)
-        if not callable(function):
-            raise ValueError("[runner] function must be a callable or 'module:attribute'")
-        return _ThreadRun(function, job)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ValueError(f"cannot load {function!r}: {exc}") from None
+    if not callable(function):
+        raise ValueError("must be a callable or 'module:attribute'")
+    return function

@@ -21,7 +21,7 @@ from fdcore.errors import ConfigError
 from fdcore.mailbox import Mailbox, ProblemLog
 from fdcore.models import AgentRecord
 from fdcore.plugins import CLAIM, LEASES, RUNNER, TAKEOVER, Plugins, load_plugins
-from fdcore.runners import TableJob, TableRun
+from fdcore.runners import TableJob, TableRun, resolve_function
 from fdcore.schedules import build_schedules
 from fdcore.storage import Storage
 
@@ -40,8 +40,11 @@ def build_components(
         options = dict(config.runner_options)
         if config.runner == "command" and not options.get("command"):
             raise ConfigError(config.source, "[runner] command", "missing (required)")
-        if config.runner == "python" and not options.get("function"):
-            raise ConfigError(config.source, "[runner] function", "missing (required)")
+        if config.runner == "python":
+            try:
+                options["function"] = resolve_function(options.get("function"))
+            except ValueError as exc:
+                raise ConfigError(config.source, "[runner] function", str(exc)) from None
 
         def start_table(job: TableJob) -> TableRun:
             return runner.start(job, options)

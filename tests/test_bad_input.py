@@ -155,6 +155,22 @@ def test_missing_runner_command_is_reported_at_start(
     assert capsys.readouterr().err.strip().endswith("[runner] command: missing (required)")
 
 
+def test_python_runner_function_that_does_not_load_is_reported_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.toml"
+    env = (tmp_path / "env").as_uri()
+    path.write_text(
+        f'[agent]\nname = "a"\nenvironment = "{env}"\n'
+        '[runner]\nkind = "python"\nfunction = "no_such_module:table"\n'
+    )
+    assert main(["agent", "run", "--config", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"fdcore: error: {path}: [runner] function: cannot load 'no_such_module:table': "
+        "No module named 'no_such_module'"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
