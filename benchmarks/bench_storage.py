@@ -22,7 +22,7 @@ from fdcore_onelake import open_storage
 from fdcore_onelake.testing import Azurite
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from fdcore.storage import Storage
+from fdcore.abc import Storage
 
 CONTAINER = "fdcore-bench"
 PAYLOAD = b'{"state": "running", "agent": "agent-1", "attempt": 1, "attempts": []}' * 4  # ~300 B

@@ -12,6 +12,6 @@ STATUS_CONTRACT = 1
 
 __all__ = ["MAILBOX_CONTRACT", "STATUS_CONTRACT", "__version__"]
 
-from fdcore.hookspecs import hookimpl  # noqa: E402  (after __version__, which plugins read)
+from fdcore.plugins.hookspecs import hookimpl  # noqa: E402  (after __version__, which plugins read)
 
 __all__ += ["hookimpl"]

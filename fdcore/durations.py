@@ -9,18 +9,11 @@ from __future__ import annotations
 
 import re
 
+from fdcore.errors import DurationError
+
 UNITS: dict[str, int] = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _UNIT_HINT = "use s, m, h, d"
 _PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)")
-
-
-class DurationError(ValueError):
-    """A duration text that cannot be read; ``reason`` says why without repeating the text."""
-
-    def __init__(self, text: object, reason: str) -> None:
-        self.text = text
-        self.reason = reason
-        super().__init__(f"duration {text!r}: {reason}")
 
 
 def parse_duration(text: str) -> float:

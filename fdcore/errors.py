@@ -37,3 +37,67 @@ class InvalidId(FdcoreError, ValueError):
 
 class PluginError(FdcoreError):
     """A plugin failed to load, or no installed plugin provides what was asked for."""
+
+
+# -- storage: raised by every backend's Storage methods ---------------------------------------
+
+
+class StorageError(FdcoreError):
+    """Base of the storage errors; ``key`` names the object concerned, if any."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class AlreadyExists(StorageError):
+    """create-if-absent found the key already present."""
+
+
+class PreconditionFailed(StorageError):
+    """replace or delete found a different etag (someone else changed the object)."""
+
+
+class NotFound(StorageError):
+    """The object does not exist (replace or delete of an absent key)."""
+
+
+class StorageUnavailable(StorageError):
+    """A transient failure: the store could not be reached or answered with a retryable error.
+
+    The operation may or may not have taken effect; callers re-read before deciding.
+    """
+
+
+class InvalidKey(StorageError, ValueError):
+    """A key is not a legal relative path."""
+
+
+# -- leases and fencing ------------------------------------------------------------------------
+
+
+class LeaseLost(FdcoreError):
+    """The lease is no longer held by the caller (expired and taken, or replaced)."""
+
+
+class StaleFencingToken(FdcoreError):
+    """A write carried a token older than the table's current lease or last write."""
+
+
+# -- agents ------------------------------------------------------------------------------------
+
+
+class DuplicateAgent(FdcoreError):
+    """Another live process runs under this agent's name."""
+
+
+# -- values written as text -----------------------------------------------------------------------
+
+
+class DurationError(FdcoreError, ValueError):
+    """A duration text that cannot be read; ``reason`` says why without repeating the text."""
+
+    def __init__(self, text: object, reason: str) -> None:
+        self.text = text
+        self.reason = reason
+        super().__init__(f"duration {text!r}: {reason}")

@@ -7,15 +7,16 @@ from datetime import datetime, timezone
 import attrs
 import pytest
 
-from fdcore.agent import Agent, Components
+from fdcore.abc import TableJob, TableResult
+from fdcore.agent.components import Components
+from fdcore.agent.core import Agent
+from fdcore.agent.schedules import build_schedules
+from fdcore.agent.settings import AgentConfig
+from fdcore.builtin.leases import MailboxLeases
+from fdcore.builtin.memory import MemoryStorage
 from fdcore.clock import ManualClock
-from fdcore.config import AgentConfig
-from fdcore.mailbox import Mailbox
-from fdcore.mailbox_leases import MailboxLeases
-from fdcore.memory import MemoryStorage
-from fdcore.plugins import CLAIM, TAKEOVER, load_plugins
-from fdcore.runners import TableJob, TableResult
-from fdcore.schedules import build_schedules
+from fdcore.mailbox.access import Mailbox
+from fdcore.plugins.manager import CLAIM, TAKEOVER, load_plugins
 
 START = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)
 

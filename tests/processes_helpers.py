@@ -8,9 +8,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from fdcore.mailbox import Mailbox
-from fdcore.plugins import load_plugins
-from fdcore.testing.processes import AgentFleet
+from fdcore.cli.fleet import AgentFleet
+from fdcore.mailbox.access import Mailbox
+from fdcore.plugins.manager import load_plugins
 
 SUPPORT = Path(__file__).parent / "support"
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from conftest import START, Fleet
 
-from fdcore.commands import submit
-from fdcore.models import Outcome, State
+from fdcore.contract.models import Outcome, State
+from fdcore.mailbox.submit import submit
 
 
 def test_two_tables_run_in_order_under_leases(fleet: Fleet) -> None:

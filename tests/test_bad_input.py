@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from conftest import START, Fleet
 
-from fdcore.cli import main
-from fdcore.commands import submit
-from fdcore.config import load_config
+from fdcore.cli.config import load_config
+from fdcore.cli.main import main
+from fdcore.contract.models import State
 from fdcore.errors import ConfigError
-from fdcore.models import State
+from fdcore.mailbox.submit import submit
 
 GOOD_STATUS = (
     b'{"request": "%s", "state": "running", "agent": "ghost", "updated_at": "2027-01-15T02:00:00Z"'

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fdcore.notify import Notification
-from fdcore.plugins import NOTIFIER, RUNNER, STORAGE, load_plugins
-from fdcore.runners import TableJob, TableResult, TableRun
+from fdcore.abc import Notification, TableJob, TableResult, TableRun
+from fdcore.plugins.manager import NOTIFIER, RUNNER, STORAGE, load_plugins
 
 JOB = TableJob(
     request="r1", table="sales", attempt=2, fencing_token=7, agent="etl-01", environment="x"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import Fleet
 
-from fdcore.codec import decode, encode
-from fdcore.models import (
+from fdcore.contract.codec import decode, encode
+from fdcore.contract.models import (
     AgentRecord,
     IncidentDocument,
     Lease,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fdcore.cli import main
+from fdcore.cli.main import main
 
 
 def _names() -> list[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fdcore.durations import DurationError, format_duration, parse_duration
+from fdcore.durations import format_duration, parse_duration
+from fdcore.errors import DurationError
 
 
 @pytest.mark.parametrize(

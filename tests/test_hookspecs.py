@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fdcore import hookspecs
+from fdcore.plugins import hookspecs
 
 ROOT = Path(__file__).parents[1]
 HOOKS = sorted(
@@ -57,7 +57,7 @@ def test_hook_has_a_docstring_saying_when_it_is_called(name: str, function: obje
 @pytest.mark.parametrize(("name", "function"), HOOKS, ids=[name for name, _ in HOOKS])
 def test_hook_is_implemented_in_a_test_or_by_a_tested_plugin(name: str, function: object) -> None:
     """A hook counts as exercised when a test implements it, or uses what it registers."""
-    from fdcore.plugins import KINDS, load_plugins
+    from fdcore.plugins.manager import KINDS, load_plugins
 
     kind = next(kind for kind in KINDS if kind.hook == name)
     implemented_in_tests = any(name in path.read_text() for path in TEST_FILES)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from fdcore import hookimpl
-from fdcore.claims import AgentLoad, ClaimPolicy
+from fdcore.abc import AgentLoad, ClaimPolicy
 from fdcore.errors import PluginError
-from fdcore.plugins import CLAIM, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
+from fdcore.plugins.manager import CLAIM, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
 
 
 def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

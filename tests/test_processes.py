@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from processes_helpers import double_writers, local_fleet, table_writes
 
-from fdcore.commands import submit
-from fdcore.models import State
-from fdcore.testing.processes import wait_until
-from fdcore.views import queue_rows
+from fdcore.cli.fleet import wait_until
+from fdcore.cli.views import queue_rows
+from fdcore.contract.models import State
+from fdcore.mailbox.submit import submit
 
 FAST = {"poll_seconds": 0.1, "stale_after": 5, "concurrency": 2, "shutdown_grace": 20}
 RUNNER = {"kind": "python", "function": "fdcore_test_tables:write_table"}

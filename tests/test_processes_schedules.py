@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from processes_helpers import local_fleet
 
-from fdcore.models import Outcome, State
-from fdcore.views import queue_rows
+from fdcore.cli.views import queue_rows
+from fdcore.contract.models import Outcome, State
 
 AGENT = {"poll_seconds": 0.2, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}
 PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": 1, "lease_seconds": 2}

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from processes_helpers import double_writers, local_fleet, table_writes
 
-from fdcore.commands import submit
-from fdcore.mailbox import Mailbox
-from fdcore.models import Outcome, State
-from fdcore.testing.processes import AgentFleet, wait_until
-from fdcore.views import queue_rows
+from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.views import queue_rows
+from fdcore.contract.models import Outcome, State
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.submit import submit
 
 POLL = 0.5
 STALE = 2.0

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from conftest import START, Fleet
 
+from fdcore.agent.settings import ScheduleConfig
 from fdcore.clock import ManualClock
-from fdcore.config import ScheduleConfig
-from fdcore.models import State
+from fdcore.contract.models import State
 
 HOURLY = ScheduleConfig(
     id="hourly-sales", entities=("sales", "customers"), timing="every", spec="1h", shared=True
@@ -62,7 +62,7 @@ def test_an_agent_coming_up_late_creates_only_the_latest_slot(fleet: Fleet) -> N
 
 
 def test_no_request_after_the_slot_deadline() -> None:
-    from fdcore.memory import MemoryStorage
+    from fdcore.builtin.memory import MemoryStorage
 
     # Daily at 02:00 with a 1 hour deadline; the agent comes up at 03:30.
     daily = ScheduleConfig(

@@ -17,18 +17,17 @@ from typing import Any
 import attrs
 import pytest
 
-from fdcore.agent import Components, StartTable
-from fdcore.cli import build_parser, main
-from fdcore.config import AgentConfig
+from fdcore.abc import HeldLease, Storage
+from fdcore.agent.components import Components, StartTable
+from fdcore.agent.settings import AgentConfig
+from fdcore.builtin.leases import MailboxLeases
+from fdcore.cli.main import build_parser, main
+from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import ConfigError
-from fdcore.leases import HeldLease
-from fdcore.mailbox_leases import MailboxLeases
-from fdcore.models import AgentRecord, Lease
 from fdcore.simulator import Checker, Scenario, default_checkers, simulate
 from fdcore.simulator import world as world_module
 from fdcore.simulator.cli import command_line, scenario_from_args
 from fdcore.simulator.world import AgentSlot, World, default_parts
-from fdcore.storage import Storage
 
 # Small runs with every fault: short timings keep the virtual time (and so the polls) down.
 FAULTY: dict[str, Any] = {
@@ -305,8 +304,8 @@ class NoGenerationLeases(MailboxLeases):
             expires_at=now + timedelta(seconds=ttl),
             generation=1,
         )
-        from fdcore.codec import encode
-        from fdcore.mailbox_leases import lease_key
+        from fdcore.contract.codec import encode
+        from fdcore.contract.layout import lease_key
 
         key = lease_key(table)
         if found is None:

@@ -14,18 +14,19 @@ from datetime import timedelta
 
 from conftest import START, ManualRun
 
-from fdcore.agent import Agent, Components
+from fdcore.abc import Blob, TableJob, TableResult
+from fdcore.agent.components import Components
+from fdcore.agent.core import Agent
+from fdcore.agent.schedules import build_schedules
+from fdcore.agent.settings import AgentConfig, ScheduleConfig
+from fdcore.builtin.leases import MailboxLeases
+from fdcore.builtin.memory import MemoryStorage
 from fdcore.clock import ManualClock
-from fdcore.commands import submit
-from fdcore.config import AgentConfig, ScheduleConfig
-from fdcore.mailbox import Mailbox
-from fdcore.mailbox_leases import MailboxLeases
-from fdcore.memory import MemoryStorage
-from fdcore.models import AgentRecord, Outcome, State
-from fdcore.plugins import CLAIM, TAKEOVER, load_plugins
-from fdcore.runners import TableJob, TableResult
-from fdcore.schedules import build_schedules
-from fdcore.storage import Blob, StorageUnavailable
+from fdcore.contract.models import AgentRecord, Outcome, State
+from fdcore.errors import StorageUnavailable
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.submit import submit
+from fdcore.plugins.manager import CLAIM, TAKEOVER, load_plugins
 
 
 class LosesAnswers:

@@ -14,16 +14,16 @@ from typing import Any
 import attrs
 import pytest
 
-from fdcore.cli import main
-from fdcore.config import AgentConfig
-from fdcore.mailbox import Mailbox
-from fdcore.models import AgentRecord
-from fdcore.schedules import Schedule
+from fdcore.abc import Slot, Timetable
+from fdcore.agent.schedules import Schedule
+from fdcore.agent.settings import AgentConfig
+from fdcore.cli.main import main
+from fdcore.contract.models import AgentRecord
+from fdcore.mailbox.access import Mailbox
 from fdcore.simulator import Scenario, simulate
 from fdcore.simulator.report import build_report
 from fdcore.simulator.schedules import seconds
 from fdcore.simulator.world import World, default_schedules
-from fdcore.slots import Slot, Timetable
 
 # Shared by three agents, polled every 30-60 s: crashes whose restarts take up to 6 hours (so
 # that now and then every agent is down past a slot's deadline), pauses, clocks up to +-30 s off.

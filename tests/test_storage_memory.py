@@ -11,16 +11,9 @@ from collections.abc import Iterator
 import attrs
 import pytest
 
-from fdcore.memory import MemoryStorage
-from fdcore.storage import (
-    AlreadyExists,
-    Blob,
-    InvalidKey,
-    NotFound,
-    Storage,
-    StorageUnavailable,
-)
-from fdcore.testing.probes import (
+from fdcore.abc import Blob, Storage
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.conformance.probes import (
     Probe,
     ProbeContext,
     probe_create_existing_refused,
@@ -32,6 +25,7 @@ from fdcore.testing.probes import (
     probe_replace_if_match,
     probe_stale_etag_refused,
 )
+from fdcore.errors import AlreadyExists, InvalidKey, NotFound, StorageUnavailable
 from fdcore.testing.storage_suite import StorageFactory, StorageSuite, UrlStorageFactory
 
 

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from fdcore.cli import main
-from fdcore.mailbox import Mailbox, agent_key, request_key, status_key
-from fdcore.memory import MemoryStorage
-from fdcore.models import (
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.cli.main import main
+from fdcore.contract.layout import agent_key, request_key, status_key
+from fdcore.contract.models import (
     AgentRecord,
     Attempt,
     Outcome,
@@ -21,6 +21,7 @@ from fdcore.models import (
     State,
     Status,
 )
+from fdcore.mailbox.access import Mailbox
 
 NOW = datetime.now(timezone.utc)  # for fields whose age does not matter
 

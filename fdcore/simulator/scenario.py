@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import attrs
 
-from fdcore.config import TIMING_KEYS
+from fdcore.agent.settings import TIMING_KEYS
 from fdcore.errors import ConfigError
 
 EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)  # virtual time 0, a Friday, 00:00 UTC

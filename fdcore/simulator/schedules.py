@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fdcore.config import ScheduleConfig
+from fdcore.abc import Slot, Timetable
+from fdcore.agent.settings import ScheduleConfig
 from fdcore.errors import ConfigError
-from fdcore.plugins import SLOT, Plugins, load_plugins
+from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 from fdcore.simulator.invariants import Checker, Violation
 from fdcore.simulator.scenario import EPOCH, Scenario, split_timing
 from fdcore.simulator.trace import ScheduleCreate, Trace
-from fdcore.slots import Slot, Timetable
 
 if TYPE_CHECKING:
     from fdcore.simulator.world import World

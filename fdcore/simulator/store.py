@@ -18,8 +18,9 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from fdcore.memory import MemoryStorage
-from fdcore.storage import AlreadyExists, Blob, NotFound, PreconditionFailed, StorageUnavailable
+from fdcore.abc import Blob
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 
 Tap = Callable[[str, bytes | None], None]  # None: deleted
 # (key, data, outcome): "landed", "landed, answer lost", "exists" or "failed"

@@ -29,17 +29,18 @@ from typing import Any
 
 import attrs
 
-from fdcore.agent import Agent, Components, StartTable
-from fdcore.claims import AgentLoad, ClaimPolicy
-from fdcore.codec import parse_time
-from fdcore.commands import submit
-from fdcore.config import AgentConfig
-from fdcore.fencing import StaleFencingToken, fenced_write
-from fdcore.mailbox import Mailbox, ProblemLog, agent_key, request_key, status_key
-from fdcore.memory import MemoryStorage
-from fdcore.runners import TableJob, TableResult, TableRun
-from fdcore.runtime import build_components
-from fdcore.schedules import Schedule, build_schedules
+from fdcore.abc import AgentLoad, ClaimPolicy, Storage, TableJob, TableResult, TableRun
+from fdcore.agent.components import Components, StartTable, build_components
+from fdcore.agent.core import Agent
+from fdcore.agent.schedules import Schedule, build_schedules
+from fdcore.agent.settings import AgentConfig
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.contract.codec import parse_time
+from fdcore.contract.layout import agent_key, request_key, status_key
+from fdcore.errors import NotFound, StaleFencingToken
+from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.fencing import fenced_write
+from fdcore.mailbox.submit import submit
 from fdcore.simulator.scenario import EPOCH, Scenario
 from fdcore.simulator.schedules import installed_plugins, plan_schedules, table_names
 from fdcore.simulator.store import FaultyStore
@@ -57,7 +58,6 @@ from fdcore.simulator.trace import (
     TableWrite,
     Trace,
 )
-from fdcore.storage import NotFound, Storage
 
 #: Builds an agent's parts from its config, its (faulty) store and the simulated runner.
 PartsFactory = Callable[[AgentConfig, Storage, StartTable], Components]

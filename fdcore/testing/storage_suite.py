@@ -21,7 +21,7 @@ import pickle
 
 import pytest
 
-from fdcore.testing.probes import (
+from fdcore.conformance.probes import (
     Observation,
     ProbeContext,
     StorageFactory,

@@ -14,10 +14,10 @@ import signal
 import time
 from pathlib import Path
 
-from fdcore.fencing import StaleFencingToken, fenced_write
-from fdcore.plugins import load_plugins
-from fdcore.runners import TableJob
-from fdcore.storage import Storage, StorageUnavailable
+from fdcore.abc import Storage, TableJob
+from fdcore.errors import StaleFencingToken, StorageUnavailable
+from fdcore.mailbox.fencing import fenced_write
+from fdcore.plugins.manager import load_plugins
 
 
 @functools.cache

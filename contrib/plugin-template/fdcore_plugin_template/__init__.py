@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fdcore import hookimpl
-from fdcore.claims import AgentLoad, ClaimPolicy
+from fdcore.abc import AgentLoad, ClaimPolicy
 
 
 class OneAtATime:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import fdcore_plugin_template
 
-from fdcore.claims import AgentLoad
-from fdcore.plugins import CLAIM, load_plugins
+from fdcore.abc import AgentLoad
+from fdcore.plugins.manager import CLAIM, load_plugins
 
 if sys.version_info >= (3, 11):
     import tomllib

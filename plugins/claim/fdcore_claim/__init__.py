@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fdcore import hookimpl
-from fdcore.claims import AgentLoad, ClaimPolicy
+from fdcore.abc import AgentLoad, ClaimPolicy
 
 
 class Always:

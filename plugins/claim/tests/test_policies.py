@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from fdcore.claims import AgentLoad
-from fdcore.plugins import CLAIM, load_plugins
+from fdcore.abc import AgentLoad
+from fdcore.plugins.manager import CLAIM, load_plugins
 
 
 @pytest.mark.parametrize(

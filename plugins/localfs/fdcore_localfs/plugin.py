@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fdcore import hookimpl
-from fdcore.storage import StorageBackend
+from fdcore.abc import StorageBackend
 from fdcore_localfs.store import LocalFolderStorage, path_from_url
 
 

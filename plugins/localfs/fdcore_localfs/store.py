@@ -27,17 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from fdcore.errors import ConfigError
-from fdcore.storage import (
-    AlreadyExists,
-    Blob,
-    InvalidKey,
-    StorageError,
-    StorageUnavailable,
-    check_precondition,
-    validate_key,
-    validate_prefix,
-)
+from fdcore.abc import Blob, check_precondition, validate_key, validate_prefix
+from fdcore.errors import AlreadyExists, ConfigError, InvalidKey, StorageError, StorageUnavailable
 
 INTERNAL = ".fdcore"  # scratch files and lock stripes; dot names are never keys
 LOCK_STRIPES = 256

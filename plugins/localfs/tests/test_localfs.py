@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from fdcore_localfs import LocalFolderStorage
 
-from fdcore.errors import ConfigError
-from fdcore.plugins import load_plugins
-from fdcore.storage import InvalidKey, Storage
-from fdcore.testing.probes import check_payload, make_payload
+from fdcore.abc import Storage
+from fdcore.conformance.probes import check_payload, make_payload
+from fdcore.errors import ConfigError, InvalidKey
+from fdcore.plugins.manager import load_plugins
 
 
 def _python(code: str, *args: str) -> subprocess.Popen[str]:
@@ -44,7 +44,7 @@ def store(tmp_path: Path) -> Iterator[LocalFolderStorage]:
 REWRITER = """
     import sys
     from pathlib import Path
-    from fdcore.testing.probes import make_payload
+    from fdcore.conformance.probes import make_payload
     from fdcore_localfs import LocalFolderStorage
 
     store = LocalFolderStorage(Path(sys.argv[1]))

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from fdcore import hookimpl
-from fdcore.storage import StorageBackend
+from fdcore.abc import StorageBackend
 from fdcore_onelake.credentials import EMULATOR_ACCOUNT
 from fdcore_onelake.store import OneLakeStorage, open_storage
 from fdcore_onelake.urls import is_emulator_host, looks_like_azure

@@ -39,16 +39,14 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import BlobClient, BlobServiceClient
 
-from fdcore.storage import (
+from fdcore.abc import Blob, validate_key, validate_prefix
+from fdcore.errors import (
     AlreadyExists,
-    Blob,
     InvalidKey,
     NotFound,
     PreconditionFailed,
     StorageError,
     StorageUnavailable,
-    validate_key,
-    validate_prefix,
 )
 from fdcore_onelake.credentials import Credential, default_azure_credential, resolve_credential
 from fdcore_onelake.urls import Location, parse_location, redact

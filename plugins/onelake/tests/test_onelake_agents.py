@@ -10,11 +10,11 @@ import pytest
 from fdcore_onelake.testing import Azurite
 from processes_helpers import double_writers, fleet_on, table_writes
 
-from fdcore.commands import submit
-from fdcore.mailbox import Mailbox
-from fdcore.models import Outcome, State
-from fdcore.testing.processes import AgentFleet, wait_until
-from fdcore.views import queue_rows
+from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.views import queue_rows
+from fdcore.contract.models import Outcome, State
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.submit import submit
 
 SECRET_VARIABLE = "FDCORE_TEST_AZURITE_CONNECTION"
 AGENT = {"poll_seconds": 0.3, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}

@@ -17,8 +17,9 @@ from fdcore_onelake.store import FOLDER_MARK, OneLakeStorage, RetryPolicy, open_
 from fdcore_onelake.testing import Azurite, AzuriteMissing
 from fdcore_onelake.urls import parse_location
 
-from fdcore.plugins import load_plugins
-from fdcore.storage import Blob, StorageUnavailable
+from fdcore.abc import Blob
+from fdcore.errors import StorageUnavailable
+from fdcore.plugins.manager import load_plugins
 
 CONTAINER = "fdcore-outage"  # in the test's own Azurite instances
 QUICK_FAIL = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)

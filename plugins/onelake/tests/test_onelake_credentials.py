@@ -7,9 +7,8 @@ from fdcore_onelake.credentials import EMULATOR_KEY, resolve_credential
 from fdcore_onelake.testing import Azurite
 from fdcore_onelake.urls import parse_location
 
-from fdcore.errors import ConfigError
-from fdcore.plugins import load_plugins
-from fdcore.storage import StorageUnavailable
+from fdcore.errors import ConfigError, StorageUnavailable
+from fdcore.plugins.manager import load_plugins
 
 ADLS = "https://acct01.dfs.core.windows.net/mailbox/env"
 ONELAKE = "https://onelake.dfs.fabric.microsoft.com/Sales/orders.Lakehouse/Files/fd"

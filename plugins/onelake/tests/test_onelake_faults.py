@@ -21,7 +21,8 @@ from fdcore_onelake.store import WRITE_ID, OneLakeStorage, RetryPolicy
 from fdcore_onelake.testing import free_port
 from fdcore_onelake.urls import parse_location
 
-from fdcore.storage import AlreadyExists, Blob, NotFound, PreconditionFailed, StorageUnavailable
+from fdcore.abc import Blob
+from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 
 
 @attrs.frozen

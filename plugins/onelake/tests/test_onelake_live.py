@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fdcore.testing.probes import PROBES, Probe, ProbeContext, UrlStorageFactory
+from fdcore.conformance.probes import PROBES, Probe, ProbeContext, UrlStorageFactory
 
 URL_VARIABLE = "FDCORE_LIVE_ONELAKE_URL"
 OPTIONS_VARIABLE = "FDCORE_LIVE_ONELAKE_OPTIONS"

@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fdcore.durations import DurationError, parse_duration
+from fdcore.durations import parse_duration
+from fdcore.errors import DurationError
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

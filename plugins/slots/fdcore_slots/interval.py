@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from fdcore.slots import Slot
+from fdcore.abc import Slot
 from fdcore_slots.common import (
     EPOCH,
     as_utc,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fdcore import hookimpl
-from fdcore.slots import SlotFunction
+from fdcore.abc import SlotFunction
 from fdcore_slots.interval import Every
 from fdcore_slots.local import Cron, Daily, Weekly
 

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import attrs
 from croniter import CroniterBadDateError, croniter
 
-from fdcore.slots import Slot
+from fdcore.abc import Slot
 from fdcore_slots.common import EPOCH, UTC, as_utc
 
 _MINUTE = timedelta(minutes=1)

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from fdcore_slots import Cron, Daily, WallClockTimetable, Weekly
 
-from fdcore.ids import is_valid_id
-from fdcore.slots import Slot, Timetable
+from fdcore.abc import Slot, Timetable
+from fdcore.contract.ids import is_valid_id
 
 UTC = timezone.utc
 TICK = timedelta(microseconds=1)

@@ -14,8 +14,8 @@ from fdcore_slots import Cron, Daily, Every, IntervalTimetable, WallClockTimetab
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fdcore.ids import is_valid_id
-from fdcore.slots import Timetable
+from fdcore.abc import Timetable
+from fdcore.contract.ids import is_valid_id
 
 UTC = timezone.utc
 TICK = timedelta(microseconds=1)

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from fdcore_slots import Cron, Daily, Every, Weekly
 
-import fdcore.plugins
-from fdcore.slots import SlotFunction, Timetable
+import fdcore.plugins.manager
+from fdcore.abc import SlotFunction, Timetable
 
 BERLIN = {"timezone": "Europe/Berlin"}
 FUNCTIONS: dict[str, SlotFunction] = {f.name: f for f in (Every(), Cron(), Daily(), Weekly())}

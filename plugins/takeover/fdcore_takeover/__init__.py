@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from fdcore import hookimpl
-from fdcore.models import AgentRecord
-from fdcore.takeover import TakeoverPolicy
+from fdcore.abc import TakeoverPolicy
+from fdcore.contract.models import AgentRecord
 
 
 class StaleRecord:

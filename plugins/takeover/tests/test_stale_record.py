@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from fdcore.models import AgentRecord
-from fdcore.plugins import TAKEOVER, load_plugins
+from fdcore.contract.models import AgentRecord
+from fdcore.plugins.manager import TAKEOVER, load_plugins
 
 NOW = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)
 

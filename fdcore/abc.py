@@ -1,0 +1,340 @@
+"""Every extension protocol of fdcore, with the value types that cross it.
+
+This is the one module a plugin author reads: the storage backend, claim policy, slot function,
+takeover policy, lease provider, notifier and table runner protocols, each with the data it is
+given and returns. Implementations are registered through the hooks of
+:mod:`fdcore.plugins.hookspecs` and chosen by name in ``agent.toml``. The errors a protocol's
+methods raise live in :mod:`fdcore.errors`.
+
+Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.contract`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from fdcore.contract.models import AgentRecord, Lease
+from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
+
+# -- storage ----------------------------------------------------------------------------------
+#
+# A mailbox needs only five operations from a store. Two of them are conditional writes, and the
+# whole product rests on them:
+#
+# * ``Storage.create`` is create-if-absent (``If-None-Match: *``): of many writers racing on one
+#   key exactly one succeeds, the others get AlreadyExists.
+# * ``Storage.replace`` is replace-if-unchanged (``If-Match: <etag>``): of many writers holding
+#   the same etag exactly one succeeds, the others get PreconditionFailed.
+#
+# Keys are ``/``-separated relative paths such as ``requests/r-1.json``. A reader never sees a
+# partially written value: a value is either absent or complete.
+
+MAX_KEY_LENGTH = 1024
+
+
+@attrs.frozen
+class Blob:
+    """What a read returns: the complete bytes and the etag naming this version."""
+
+    data: bytes
+    etag: str
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """One environment's storage, as a backend opens it for a URL."""
+
+    url: str
+
+    def read(self, key: str) -> Blob | None:
+        """Return the object's bytes and etag, or ``None`` when it does not exist."""
+
+    def create(self, key: str, data: bytes) -> str:
+        """Create ``key`` only if absent; return its etag. Raise :class:`AlreadyExists`."""
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        """Replace ``key`` only if its etag is ``etag``; return the new etag.
+
+        Raise :class:`PreconditionFailed` on a different etag, :class:`NotFound` if absent.
+        """
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        """Delete ``key`` (only if its etag is ``etag`` when given).
+
+        Raise :class:`NotFound` if absent, :class:`PreconditionFailed` on a different etag.
+        """
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        """Yield every key that starts with ``prefix``, in lexicographic order."""
+
+    def close(self) -> None:
+        """Release connections and handles. The store is not used afterwards."""
+
+
+def check_precondition(key: str, current: Blob | None, etag: str | None) -> Blob:
+    """What replace and delete check first, the same in every backend that compares etags."""
+    if current is None:
+        raise NotFound(key, "does not exist")
+    if etag is not None and current.etag != etag:
+        raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+    return current
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a legal relative path for every backend, else raise InvalidKey.
+
+    Segments are non-empty, never ``.``/``..``, never start with ``.`` (backends keep their own
+    scratch files under dot names), and hold no control characters or backslashes.
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidKey(None, f"invalid key {key!r}: must be a non-empty string")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidKey(None, f"invalid key {key[:40]!r}...: longer than {MAX_KEY_LENGTH}")
+    for segment in key.split("/"):
+        if not segment or segment.startswith("."):
+            raise InvalidKey(None, f"invalid key {key!r}: empty or dot-prefixed path segment")
+        if any(ord(ch) < 32 or ch in "\\\x7f" for ch in segment):
+            raise InvalidKey(None, f"invalid key {key!r}: control character or backslash")
+    return key
+
+
+def validate_prefix(prefix: str) -> str:
+    """A list prefix is a key prefix: empty, or a key possibly ending in ``/``."""
+    if prefix:
+        validate_key(prefix[:-1] if prefix.endswith("/") else prefix)
+    return prefix
+
+
+@runtime_checkable
+class StorageBackend(Protocol):
+    """A storage plugin's implementation, as returned by ``fdcore_storage_backends``."""
+
+    #: The name operators see in ``fdcore plugins`` and may put in ``[agent] storage``.
+    name: str
+
+    def accepts(self, url: str) -> bool:
+        """Whether this backend serves environment URLs like ``url`` (no I/O)."""
+
+    def open(self, url: str, options: dict[str, str]) -> Storage:
+        """Open the environment at ``url``. ``options`` come from ``[storage]`` in agent.toml.
+
+        Raise :class:`fdcore.errors.ConfigError` for a URL or option it cannot use.
+        """
+
+
+# -- claim policy -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class AgentLoad:
+    """What a claim policy sees of the agent asking."""
+
+    concurrency: int  # workers
+    running: int  # requests started on a worker
+    waiting: int  # requests claimed but not yet started
+
+
+@runtime_checkable
+class ClaimPolicy(Protocol):
+    """Decides, before each claim and each takeover, whether the agent takes one more request."""
+
+    name: str
+
+    def may_claim(self, load: AgentLoad) -> bool:
+        """True if the agent may claim (or take over) one more request now."""
+
+
+# -- slot function ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Slot:
+    """One due time of a schedule."""
+
+    id: str  # becomes part of a file name: a valid id
+    due_at: datetime  # UTC
+    deadline: datetime  # UTC; after it the slot's request is not created, an unclaimed one expires
+
+
+@runtime_checkable
+class Timetable(Protocol):
+    """A parsed schedule timing (``every = "15m"``, ``daily = "02:00"``...)."""
+
+    def latest_due(self, now: datetime) -> Slot | None:
+        """The latest slot with ``due_at <= now``, or None if there is none yet."""
+
+    def next_due(self, now: datetime) -> Slot:
+        """The first slot with ``due_at > now``."""
+
+    def describe(self) -> str:
+        """A canonical text of the timing, the same on every agent that parsed the same spec."""
+
+
+@runtime_checkable
+class SlotFunction(Protocol):
+    """Parses one kind of timing. Its name is the schedule key it answers (``every``, ``cron``)."""
+
+    name: str
+
+    def parse(self, spec: str, options: dict[str, Any]) -> Timetable:
+        """Parse ``spec``; ``options`` are the schedule's other keys (``timezone``, ``deadline``).
+
+        Raise ValueError with a one-line message for a spec it cannot use.
+        """
+
+
+# -- takeover policy --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class TakeoverPolicy(Protocol):
+    """Judges from an agent's status record whether it is lost."""
+
+    name: str
+
+    def is_lost(self, record: AgentRecord | None, now: datetime, grace_seconds: float) -> bool:
+        """True if the agent that wrote ``record`` is lost at ``now``.
+
+        ``record`` is None when the agent has no readable record: such an agent is never lost
+        under the default policy, since its absence proves nothing.
+        """
+
+
+# -- lease provider ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class HeldLease:
+    """A lease the caller holds, with the provider's opaque version token for renewal."""
+
+    lease: Lease
+    token: str
+
+
+@runtime_checkable
+class TableLeases(Protocol):
+    """An environment's table leases, opened by a :class:`LeaseProvider`."""
+
+    def acquire(
+        self,
+        table: str,
+        holder: str,
+        request: str,
+        attempt: int,
+        ttl: float,
+        now: datetime,
+        grace: float = 0.0,
+    ) -> HeldLease | None:
+        """Take ``table``'s lease if it is free, released or expired; None if another holds it.
+
+        Another holder's lease counts as expired only ``grace`` seconds after its
+        ``expires_at``: the holder wrote that time by its own clock, which may run behind ours.
+        Every acquisition raises the generation by one, whoever held it before.
+        """
+
+    def renew(self, held: HeldLease, ttl: float, now: datetime) -> HeldLease:
+        """Extend the lease to ``now + ttl``; raise :class:`LeaseLost` if it is no longer ours."""
+
+    def release(self, held: HeldLease, now: datetime) -> None:
+        """Give the lease up (keeping its generation); a lease already lost is left alone."""
+
+    def current(self, table: str) -> Lease | None:
+        """The table's lease as stored, or None if it never had one."""
+
+
+@runtime_checkable
+class LeaseProvider(Protocol):
+    """A kind of lease store (``mailbox``: lease files next to the requests)."""
+
+    name: str
+
+    def open(self, storage: Storage, options: dict[str, Any]) -> TableLeases:
+        """Table leases for the environment in ``storage``."""
+
+
+# -- notifier ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Notification:
+    """What a notifier sends: one incident, opened or still open."""
+
+    environment: str
+    incident_id: str
+    title: str
+    severity: str
+    text: str
+    route: str
+
+
+@runtime_checkable
+class NotifierChannel(Protocol):
+    def send(self, notification: Notification) -> None:
+        """Deliver one notification; raise on a failure that retrying here will not mend."""
+
+
+@runtime_checkable
+class Notifier(Protocol):
+    """A kind of notification channel (``log``, ``teams``)."""
+
+    name: str
+
+    def open(self, route: str, options: dict[str, Any]) -> NotifierChannel:
+        """A channel for the route ``route`` configured with ``options`` from agent.toml."""
+
+
+# -- table runner -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class TableJob:
+    """One table of one request, as handed to a runner."""
+
+    request: str
+    table: str
+    attempt: int
+    fencing_token: int  # the table lease's generation
+    agent: str
+    environment: str  # the environment URL
+
+    def environ(self) -> dict[str, str]:
+        """The variables a command runner puts in the table process's environment."""
+        return {
+            "FDCORE_REQUEST": self.request,
+            "FDCORE_TABLE": self.table,
+            "FDCORE_ATTEMPT": str(self.attempt),
+            "FDCORE_FENCING_TOKEN": str(self.fencing_token),
+            "FDCORE_AGENT": self.agent,
+            "FDCORE_ENVIRONMENT": self.environment,
+        }
+
+
+@attrs.frozen
+class TableResult:
+    succeeded: bool
+    message: str = ""
+
+
+@runtime_checkable
+class TableRun(Protocol):
+    """A table run under way."""
+
+    def poll(self) -> TableResult | None:
+        """The result once the run has ended, None while it runs. Never blocks."""
+
+    def cancel(self) -> None:
+        """Stop the run (the agent lost the request or is shutting down past its grace)."""
+
+
+@runtime_checkable
+class TableRunner(Protocol):
+    """Starts table runs. Built in: ``command`` (a subprocess) and ``python`` (a callable)."""
+
+    name: str
+
+    def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
+        """Start running ``job``; ``options`` come from ``[runner]`` in agent.toml."""

@@ -1,0 +1,49 @@
+"""The plugin implementations an agent uses, resolved by name from its settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from fdcore.abc import ClaimPolicy, Storage, TableJob, TableLeases, TableRun, TakeoverPolicy
+from fdcore.agent.settings import AgentConfig
+from fdcore.builtin.runners import resolve_function
+from fdcore.errors import ConfigError
+from fdcore.plugins.manager import CLAIM, LEASES, RUNNER, TAKEOVER, Plugins
+
+StartTable = Callable[[TableJob], TableRun]
+
+
+@attrs.frozen
+class Components:
+    """The plugin implementations an agent uses, resolved by name from its config."""
+
+    claim: ClaimPolicy
+    takeover: TakeoverPolicy
+    leases: TableLeases
+    start_table: StartTable
+
+
+def build_components(
+    config: AgentConfig, plugins: Plugins, storage: Storage, start_table: StartTable | None = None
+) -> Components:
+    """Resolve the implementations the config names; unknown names fail here, at start-up."""
+    claim = plugins.get(CLAIM, config.claim)
+    takeover = plugins.get(TAKEOVER, config.takeover_policy)
+    leases = plugins.get(LEASES, config.leases).open(storage, {})
+    if start_table is None:
+        runner = plugins.get(RUNNER, config.runner)
+        options = dict(config.runner_options)
+        if config.runner == "command" and not options.get("command"):
+            raise ConfigError(config.source, "[runner] command", "missing (required)")
+        if config.runner == "python":
+            try:
+                options["function"] = resolve_function(options.get("function"))
+            except ValueError as exc:
+                raise ConfigError(config.source, "[runner] function", str(exc)) from None
+
+        def start_table(job: TableJob) -> TableRun:
+            return runner.start(job, options)
+
+    return Components(claim, takeover, leases, start_table)

@@ -1,0 +1,108 @@
+"""An in-memory store for unit tests and the simulator (``memory://<name>``).
+
+Stores with the same name share their objects within one process, so several agents in one test
+see one mailbox. It is thread-safe; it is not shared across processes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import threading
+from collections.abc import Iterator
+
+from fdcore.abc import Blob, check_precondition, validate_key, validate_prefix
+from fdcore.errors import AlreadyExists
+
+
+class _Space:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.objects: dict[str, Blob] = {}
+        self.keys: list[str] = []  # sorted, for list-by-prefix
+        self.counter = itertools.count(1)
+
+
+_spaces: dict[str, _Space] = {}
+_spaces_lock = threading.Lock()
+
+
+class MemoryStorage:
+    """The :class:`fdcore.storage.Storage` protocol over a dict; etags are a global counter."""
+
+    def __init__(self, name: str = "default") -> None:
+        self.url = f"memory://{name}"
+        with _spaces_lock:
+            self._space = _spaces.setdefault(name, _Space())
+        self.operations = 0  # counted for the simulator's store-operations figure
+
+    @classmethod
+    def fresh(cls, name: str) -> MemoryStorage:
+        """A store whose space starts empty, dropping any earlier one of that name."""
+        with _spaces_lock:
+            _spaces[name] = _Space()
+        return cls(name)
+
+    def _etag(self) -> str:
+        return f'"m{next(self._space.counter)}"'
+
+    def read(self, key: str) -> Blob | None:
+        validate_key(key)
+        self.operations += 1
+        with self._space.lock:
+            return self._space.objects.get(key)
+
+    def create(self, key: str, data: bytes) -> str:
+        validate_key(key)
+        self.operations += 1
+        with self._space.lock:
+            if key in self._space.objects:
+                raise AlreadyExists(key, "already exists")
+            blob = Blob(bytes(data), self._etag())
+            self._space.objects[key] = blob
+            bisect.insort(self._space.keys, key)
+            return blob.etag
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        validate_key(key)
+        self.operations += 1
+        with self._space.lock:
+            check_precondition(key, self._space.objects.get(key), etag)
+            blob = Blob(bytes(data), self._etag())
+            self._space.objects[key] = blob
+            return blob.etag
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        validate_key(key)
+        self.operations += 1
+        with self._space.lock:
+            check_precondition(key, self._space.objects.get(key), etag)
+            del self._space.objects[key]
+            self._space.keys.remove(key)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        validate_prefix(prefix)
+        self.operations += 1
+        with self._space.lock:
+            start = bisect.bisect_left(self._space.keys, prefix)
+            found = []
+            for key in itertools.islice(self._space.keys, start, None):
+                if not key.startswith(prefix):
+                    break
+                found.append(key)
+        return iter(found)
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryBackend:
+    """``memory://<name>``: one process's in-memory store."""
+
+    name = "memory"
+
+    def accepts(self, url: str) -> bool:
+        return url.startswith("memory://")
+
+    def open(self, url: str, options: dict[str, str]) -> MemoryStorage:
+        return MemoryStorage(url.removeprefix("memory://") or "default")

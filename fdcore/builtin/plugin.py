@@ -1,0 +1,39 @@
+"""The implementations that ship inside the core distribution, registered as plugin ``builtin``.
+
+Memory storage (tests and the simulator), the mailbox lease provider, the command and Python table
+runners, and the log notifier. Everything else comes from plugin distributions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from fdcore.abc import LeaseProvider, Notifier, StorageBackend, TableRunner
+from fdcore.builtin.leases import MailboxLeaseProvider
+from fdcore.builtin.memory import MemoryBackend
+from fdcore.builtin.notifiers import LogNotifier
+from fdcore.builtin.runners import CommandRunner, PythonRunner
+from fdcore.plugins.hookspecs import hookimpl
+
+log = logging.getLogger("fdcore.notify")
+
+
+@hookimpl
+def fdcore_storage_backends() -> Sequence[StorageBackend]:
+    return [MemoryBackend()]
+
+
+@hookimpl
+def fdcore_lease_providers() -> Sequence[LeaseProvider]:
+    return [MailboxLeaseProvider()]
+
+
+@hookimpl
+def fdcore_table_runners() -> Sequence[TableRunner]:
+    return [CommandRunner(), PythonRunner()]
+
+
+@hookimpl
+def fdcore_notifiers() -> Sequence[Notifier]:
+    return [LogNotifier()]

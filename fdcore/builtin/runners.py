@@ -1,0 +1,119 @@
+"""How a table is run: the table runner extension point.
+
+The agent starts one :class:`TableRun` per table and polls it; it never blocks on one, so the
+same agent code runs under the simulator's virtual clock.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+from typing import IO, Any
+
+from fdcore.abc import TableJob, TableResult, TableRun
+
+
+class _ProcessRun:
+    def __init__(self, process: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+        self.process = process
+        self.log = log
+
+    def poll(self) -> TableResult | None:
+        code = self.process.poll()
+        if code is None:
+            return None
+        self.log.seek(0)
+        tail = self.log.read()[-2000:].decode(errors="replace").strip().splitlines()
+        self.log.close()
+        if code == 0:
+            return TableResult(True)
+        last = tail[-1] if tail else ""
+        return TableResult(False, f"exit code {code}" + (f": {last}" if last else ""))
+
+    def cancel(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class CommandRunner:
+    """``[runner] kind = "command"``: run ``command`` once per table, in its own process.
+
+    The table's identity and fencing token reach the command as ``FDCORE_*`` variables; exit code
+    0 is success. Its output goes to the agent's stdout; the last line of stderr becomes the
+    failure message.
+    """
+
+    name = "command"
+
+    def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
+        command = options.get("command")
+        if not command or not isinstance(command, list):
+            raise ValueError("[runner] command must be a non-empty list of strings")
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the run; closed by poll)
+        process = subprocess.Popen(
+            [str(part) for part in command],
+            env={**os.environ, **job.environ()},
+            stdin=subprocess.DEVNULL,
+            stderr=log,
+            cwd=options.get("cwd"),
+        )
+        return _ProcessRun(process, log)
+
+
+class _ThreadRun:
+    def __init__(self, function: Callable[[TableJob], object], job: TableJob) -> None:
+        self.result: TableResult | None = None
+        self.thread = threading.Thread(target=self._run, args=(function, job), daemon=True)
+        self.thread.start()
+
+    def _run(self, function: Callable[[TableJob], object], job: TableJob) -> None:
+        try:
+            value = function(job)
+        except Exception as exc:  # the table failed; the agent records why
+            self.result = TableResult(False, f"{type(exc).__name__}: {exc}")
+            return
+        if isinstance(value, TableResult):
+            self.result = value
+        else:
+            self.result = TableResult(value is not False)
+
+    def poll(self) -> TableResult | None:
+        return None if self.thread.is_alive() else self.result
+
+    def cancel(self) -> None:
+        pass  # a Python thread cannot be stopped from outside; the agent stops waiting for it
+
+
+class PythonRunner:
+    """``[runner] kind = "python"``: call ``function(job)`` in a thread (tests and embedding).
+
+    ``function`` is a callable or a ``"module:attribute"`` string. Raising, or returning False or
+    a failed :class:`TableResult`, fails the table.
+    """
+
+    name = "python"
+
+    def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
+        return _ThreadRun(resolve_function(options.get("function")), job)
+
+
+def resolve_function(function: object) -> Callable[[TableJob], object]:
+    """A callable, or the one a ``"module:attribute"`` string names; ValueError otherwise."""
+    if isinstance(function, str):
+        module, _, attribute = function.partition(":")
+        try:
+            function = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ValueError(f"cannot load {function!r}: {exc}") from None
+    if not callable(function):
+        raise ValueError("must be a callable or 'module:attribute'")
+    return function

@@ -1,0 +1,194 @@
+"""Operator commands: ``agent run``, ``submit``, ``queue``, ``agents``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from fdcore.cli.config import load_config
+from fdcore.cli.runtime import AgentRuntime
+from fdcore.cli.views import (
+    AgentRow,
+    agent_rows,
+    describe_attempts,
+    queue_rows,
+    schedule_rows,
+    schedule_warnings,
+    shared_by,
+)
+from fdcore.contract.codec import parse_time
+from fdcore.contract.ids import validate_id
+from fdcore.errors import AlreadyExists, ConfigError, InvalidId
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.submit import submit
+from fdcore.plugins.manager import TAKEOVER, load_plugins
+
+
+def _mailbox(url: str) -> Mailbox:
+    return Mailbox(load_plugins().open_storage(url))
+
+
+def _agent_run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    runtime = AgentRuntime(config)
+    runtime.install_signal_handlers()
+    return runtime.run()
+
+
+def _submit(args: argparse.Namespace) -> int:
+    try:
+        entities = [validate_id(e.strip(), "table name") for e in args.entities.split(",")]
+    except InvalidId as exc:
+        raise ConfigError("fdcore submit", "--entities", str(exc)) from None
+    try:
+        if args.id is not None:
+            validate_id(args.id, "request id")
+    except InvalidId as exc:
+        raise ConfigError("fdcore submit", "--id", str(exc)) from None
+    deadline = None
+    if args.deadline:
+        try:
+            deadline = parse_time(args.deadline)
+        except ValueError as exc:
+            raise ConfigError(
+                "fdcore submit", "--deadline", f"not an ISO 8601 time: {exc}"
+            ) from None
+    if args.max_attempts is not None and args.max_attempts < 1:
+        raise ConfigError("fdcore submit", "--max-attempts", "must be >= 1")
+    try:
+        request = submit(
+            _mailbox(args.env),
+            entities,
+            request_id=args.id,
+            max_attempts=args.max_attempts,
+            deadline=deadline,
+            created_by="fdcore submit",
+        )
+    except AlreadyExists:
+        raise ConfigError("fdcore submit", "--id", f"request {args.id!r} already exists") from None
+    print(request.id)
+    return 0
+
+
+def _time(value: datetime | None) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S}" if value else "-"
+
+
+def _agent_rows(mailbox: Mailbox, grace: float) -> list[AgentRow]:
+    policy = load_plugins().get(TAKEOVER, "stale_record")
+    return agent_rows(mailbox, datetime.now(timezone.utc), policy, grace)
+
+
+def _print(
+    args: argparse.Namespace, key: str, rows: list[Any], table: list[Any], warnings: list[str]
+) -> None:
+    """The one output path of the listing commands: a JSON object, or a table and warnings."""
+    from fdcore.cli.output import format_table
+
+    if args.json:
+        document = {key: [row.to_json() for row in rows], "warnings": warnings}
+        print(json.dumps(document, indent=2))
+        return
+    print(format_table(table))
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def _queue(args: argparse.Namespace) -> int:
+    mailbox = _mailbox(args.env)
+    rows = queue_rows(mailbox, include_final=not args.active)
+    agents = _agent_rows(mailbox, args.grace)
+    states = {row.name: row.state for row in agents}
+    sharing = shared_by(agents)
+    table = [("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")]
+    for row in rows:
+        schedule = "-"
+        if row.schedule:
+            schedule = f"{row.schedule} slot {row.slot}"
+            if row.schedule in sharing:
+                schedule += f" (Shared by {', '.join(sharing[row.schedule])})"
+        attempts = describe_attempts(row, states) or "-"
+        table.append(
+            (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
+        )
+    _print(args, "requests", rows, table, schedule_warnings(agents))
+    return 0
+
+
+def _agents(args: argparse.Namespace) -> int:
+    rows = _agent_rows(_mailbox(args.env), args.grace)
+    table = [
+        ("AGENT", "STATE", "VERSION", "LAST SEEN", "RUNNING", "CLAIM", "TAKE OVER", "SCHEDULES")
+    ]
+    for row in rows:
+        schedules = ", ".join(
+            f"{info.id} (shared)" if info.shared else info.id
+            for info in (row.record.schedules if row.record else [])
+        )
+        table.append(
+            (
+                row.name,
+                row.state,
+                row.version or "-",
+                _time(row.last_seen),
+                f"{row.running}/{row.concurrency}",
+                row.claim or "-",
+                "yes" if row.take_over else "no",
+                schedules or "-",
+            )
+        )
+    _print(args, "agents", rows, table, schedule_warnings(rows))
+    return 0
+
+
+def _schedules(args: argparse.Namespace) -> int:
+    agents = _agent_rows(_mailbox(args.env), args.grace)
+    rows = schedule_rows(agents)
+    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
+    for row in rows:
+        table.append(
+            (
+                row.id,
+                "yes" if row.shared else "no",
+                row.when,
+                ",".join(row.entities) or "all",
+                _time(row.next_due),
+                ", ".join(row.agents),
+            )
+        )
+    _print(args, "schedules", rows, table, schedule_warnings(agents))
+    return 0
+
+
+def register(commands: Any) -> None:
+    agent = commands.add_parser("agent", help="run an agent")
+    agent_commands = agent.add_subparsers(dest="agent_command", required=True, metavar="COMMAND")
+    run = agent_commands.add_parser("run", help="run an agent until SIGTERM or SIGINT")
+    run.add_argument("--config", required=True, help="path to agent.toml")
+    run.set_defaults(run=_agent_run)
+
+    submit_parser = commands.add_parser("submit", help="queue a request")
+    submit_parser.add_argument("--env", required=True, help="environment URL")
+    submit_parser.add_argument("--entities", required=True, help="tables, comma-separated")
+    submit_parser.add_argument("--id", help="request id (default: generated)")
+    submit_parser.add_argument("--max-attempts", type=int, help="attempts before it fails")
+    submit_parser.add_argument("--deadline", help="ISO 8601 time after which it expires")
+    submit_parser.set_defaults(run=_submit)
+
+    for name, handler, text in (
+        ("queue", _queue, "list requests with state, attempts and agents"),
+        ("agents", _agents, "list agents: live, stale, lost or stopped"),
+        ("schedules", _schedules, "list schedules, when they are next due and who serves them"),
+    ):
+        parser = commands.add_parser(name, help=text)
+        parser.add_argument("--env", required=True, help="environment URL")
+        parser.add_argument("--json", action="store_true", help="stable machine-readable output")
+        parser.add_argument(
+            "--grace", type=float, default=60.0, help="seconds past stale_after before lost"
+        )
+        if name == "queue":
+            parser.add_argument("--active", action="store_true", help="hide finished requests")
+        parser.set_defaults(run=handler)

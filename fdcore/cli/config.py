@@ -1,0 +1,214 @@
+"""``agent.toml``: parsed, validated, typed. Every mistake is one line naming the file and key."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fdcore.agent.settings import TIMING_KEYS, AgentConfig, ScheduleConfig
+from fdcore.contract.ids import validate_id
+from fdcore.errors import ConfigError, InvalidId
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+# section -> key -> (expected type(s), description for errors)
+_NUMBER = (int, float)
+_SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "agent": {
+        "name": ((str,), "a string"),
+        "environment": ((str,), "a string"),
+        "poll_seconds": (_NUMBER, "a number"),
+        "stale_after": (_NUMBER, "a number"),
+        "concurrency": ((int,), "an integer"),
+        "shutdown_grace": (_NUMBER, "a number"),
+    },
+    "pipeline": {
+        "claim": ((str,), "a string"),
+        "take_over": ((bool,), "true or false"),
+        "takeover_policy": ((str,), "a string"),
+        "grace_seconds": (_NUMBER, "a number"),
+        "max_attempts": ((int,), "an integer"),
+        "leases": ((str,), "a string"),
+        "lease_seconds": (_NUMBER, "a number"),
+    },
+    "runner": {
+        "kind": ((str,), "a string"),
+        "command": ((list,), "a list of strings"),
+        "function": ((str,), "a string 'module:attribute'"),
+        "cwd": ((str,), "a string"),
+    },
+    "schedules": {
+        "id": ((str,), "a string"),
+        "shared": ((bool,), "true or false"),
+        "entities": ((list,), "a list of table names"),
+        "every": ((str,), 'a duration such as "15m"'),
+        "cron": ((str,), "a cron expression"),
+        "daily": ((str,), 'a time such as "02:00"'),
+        "weekly": ((str,), 'a day and time such as "mon 02:00"'),
+        "timezone": ((str,), 'an IANA time zone such as "Europe/Berlin"'),
+        "deadline": ((str,), 'a duration such as "6h"'),
+    },
+}
+_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules")
+
+
+def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+    return ConfigError(source, f"{where}{key}", f"unknown key{hint}")
+
+
+def _check_table(source: str, section: str, where: str, table: Mapping[str, Any]) -> None:
+    schema = _SCHEMA[section]
+    for key, value in table.items():
+        if key not in schema:
+            raise _unknown(source, where, key, list(schema))
+        types, description = schema[key]
+        is_bool = isinstance(value, bool)
+        if not isinstance(value, types) or (is_bool and bool not in types):
+            raise ConfigError(source, f"{where}{key}", f"expected {description}, got {value!r}")
+
+
+def _positive(source: str, key: str, value: float, minimum: float = 0.0) -> float:
+    if value <= minimum:
+        raise ConfigError(source, key, f"must be greater than {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _ids(source: str, key: str, values: list[Any], what: str) -> tuple[str, ...]:
+    try:
+        return tuple(validate_id(value, what) for value in values)
+    except InvalidId as exc:
+        raise ConfigError(source, key, str(exc)) from None
+
+
+def parse_config(data: Mapping[str, Any], source: str = "<config>") -> AgentConfig:
+    """Validate a parsed agent.toml and build the typed config."""
+    for section in data:
+        if section not in _SECTIONS:
+            raise _unknown(source, "", f"[{section}]", [f"[{known}]" for known in _SECTIONS])
+    agent = data.get("agent")
+    if not isinstance(agent, Mapping):
+        raise ConfigError(source, "[agent]", "missing section (needs name and environment)")
+    for section in ("agent", "pipeline", "runner"):
+        table = data.get(section, {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(source, f"[{section}]", "must be a table")
+        _check_table(source, section, f"[{section}] ", table)
+    for key in ("name", "environment"):
+        if key not in agent:
+            raise ConfigError(source, f"[agent] {key}", "missing (required)")
+    try:
+        name = validate_id(agent["name"], "agent name")
+    except InvalidId as exc:
+        raise ConfigError(source, "[agent] name", str(exc)) from None
+
+    storage = data.get("storage", {})
+    if not isinstance(storage, Mapping):
+        raise ConfigError(source, "[storage]", "must be a table")
+    storage_options: dict[str, str] = {}
+    for key, value in storage.items():
+        if not isinstance(value, str):
+            raise ConfigError(source, f"[storage] {key}", f"expected a string, got {value!r}")
+        storage_options[key] = value
+    backend = storage_options.pop("backend", None)
+
+    pipeline = data.get("pipeline", {})
+    runner = dict(data.get("runner", {}))
+    kind = runner.pop("kind", "command")
+    if kind == "command":
+        command = runner.get("command")
+        if command is not None and not (command and all(isinstance(c, str) for c in command)):
+            raise ConfigError(source, "[runner] command", "expected a non-empty list of strings")
+
+    concurrency = agent.get("concurrency", 1)
+    if not 1 <= concurrency <= 1024:
+        raise ConfigError(source, "[agent] concurrency", f"must be 1..1024, got {concurrency}")
+    max_attempts = pipeline.get("max_attempts", 3)
+    if max_attempts < 1:
+        raise ConfigError(source, "[pipeline] max_attempts", f"must be >= 1, got {max_attempts}")
+    lease_seconds = pipeline.get("lease_seconds")
+
+    return AgentConfig(
+        name=name,
+        environment=agent["environment"],
+        poll_seconds=_positive(source, "[agent] poll_seconds", agent.get("poll_seconds", 5.0)),
+        stale_after=_positive(source, "[agent] stale_after", agent.get("stale_after", 60.0)),
+        concurrency=concurrency,
+        shutdown_grace=float(agent.get("shutdown_grace", 300.0)),
+        storage_backend=backend,
+        storage_options=storage_options,
+        claim=pipeline.get("claim", "always"),
+        take_over=pipeline.get("take_over", False),
+        takeover_policy=pipeline.get("takeover_policy", "stale_record"),
+        grace_seconds=float(pipeline.get("grace_seconds", 60.0)),
+        max_attempts=max_attempts,
+        leases=pipeline.get("leases", "mailbox"),
+        lease_seconds=(
+            None
+            if lease_seconds is None
+            else _positive(source, "[pipeline] lease_seconds", lease_seconds)
+        ),
+        runner=kind,
+        runner_options=runner,
+        schedules=_parse_schedules(source, data.get("schedules", [])),
+        source=source,
+    )
+
+
+def _parse_schedules(source: str, schedules: object) -> tuple[ScheduleConfig, ...]:
+    if not isinstance(schedules, list):
+        raise ConfigError(source, "[[schedules]]", "must be an array of tables")
+    parsed: list[ScheduleConfig] = []
+    seen: set[str] = set()
+    for index, table in enumerate(schedules):
+        where = f"[[schedules]] #{index + 1} "
+        if not isinstance(table, Mapping):
+            raise ConfigError(source, where.strip(), "must be a table")
+        _check_table(source, "schedules", where, table)
+        if "id" not in table:
+            raise ConfigError(source, f"{where}id", "missing (required)")
+        try:
+            schedule_id = validate_id(table["id"], "schedule id")
+        except InvalidId as exc:
+            raise ConfigError(source, f"{where}id", str(exc)) from None
+        if schedule_id in seen:
+            raise ConfigError(source, f"{where}id", f"schedule {schedule_id!r} appears twice")
+        seen.add(schedule_id)
+        timings = [key for key in TIMING_KEYS if key in table]
+        if len(timings) != 1:
+            raise ConfigError(
+                source, f"{where}({schedule_id})", "needs exactly one of every, cron, daily, weekly"
+            )
+        options = {key: table[key] for key in ("timezone", "deadline") if key in table}
+        parsed.append(
+            ScheduleConfig(
+                id=schedule_id,
+                entities=_ids(source, f"{where}entities", table.get("entities", []), "table name"),
+                timing=timings[0],
+                spec=table[timings[0]],
+                shared=table.get("shared", False),
+                options=options,
+            )
+        )
+    return tuple(parsed)
+
+
+def load_config(path: str | Path) -> AgentConfig:
+    """Read and validate ``path``; a missing file or bad TOML is a one-line ConfigError too."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(source, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, None, f"not valid TOML: {exc}") from None
+    return parse_config(data, source)

@@ -1,0 +1,157 @@
+"""``fdcore demo``: the main job on the embedded default, a local folder.
+
+Starts three real ``fdcore agent run`` processes on one local-folder environment that share a
+5-second schedule, submits a batch of requests, kills one agent with SIGKILL half-way and brings
+it back later, and shows the work being shared out, taken over and finished. Each table is
+written through the fencing-token check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fdcore.abc import Storage, TableJob
+from fdcore.cli.fleet import AgentFleet
+from fdcore.cli.views import QueueRow, queue_rows
+from fdcore.contract.models import Outcome
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.fencing import fenced_write
+from fdcore.mailbox.submit import submit
+from fdcore.plugins.manager import load_plugins
+
+SECTIONS: dict[str, Any] = {
+    "agent": {"poll_seconds": 0.3, "stale_after": 3, "concurrency": 2, "shutdown_grace": 30},
+    "pipeline": {"claim": "when_free", "take_over": True, "grace_seconds": 1},
+    "runner": {"kind": "python", "function": "fdcore.cli.demo:demo_table"},
+    "schedules": [{"id": "summary", "shared": True, "entities": ["summary"], "every": "5s"}],
+}
+UNFINISHED = ("waiting", "accepted", "running")
+
+
+@functools.cache
+def _storage(url: str) -> Storage:
+    return load_plugins().open_storage(url)
+
+
+def demo_table(job: TableJob) -> None:
+    """The demo's table: a short piece of work, then a fenced write of the table's output."""
+    time.sleep(random.uniform(0.2, 0.8))
+    payload = {"request": job.request, "agent": job.agent, "attempt": job.attempt}
+    fenced_write(_storage(job.environment), job.table, job.fencing_token, payload)
+
+
+def _progress(rows: list[QueueRow], elapsed: float) -> str:
+    counts = Counter(row.state for row in rows)
+    done = Counter(row.agent for row in rows if row.state == "succeeded")
+    shares = "  ".join(f"{name}: {count}" for name, count in sorted(done.items()))
+    return (
+        f"t={elapsed:4.1f}s  waiting {counts['waiting']:3d}  running "
+        f"{counts['running'] + counts['accepted']:3d}  succeeded {counts['succeeded']:3d}  |  "
+        f"{shares}"
+    )
+
+
+def run_demo(folder: Path, agents: int, requests: int, tables: int, timeout: float) -> int:
+    environment = (folder / "environment").as_uri()
+    mailbox = Mailbox(load_plugins().open_storage(environment))
+    fleet = AgentFleet(folder, environment)
+    print(f"environment: {environment}")
+    for n in range(1, agents + 1):
+        agent = fleet.add(f"agent-{n}", SECTIONS).start()
+        print(f"started {agent.name} (pid {agent.pid}), log {agent.log}")
+
+    rng = random.Random(7)
+    for n in range(requests):
+        entities = rng.sample([f"table{t:02d}" for t in range(tables)], 2)
+        submit(mailbox, entities, request_id=f"demo-{n:03d}", created_by="fdcore demo")
+    print(f"submitted {requests} requests of 2 tables each over {tables} tables;")
+    print("the agents also share a schedule due every 5 s (one request per slot)\n")
+
+    victim = fleet.agents["agent-2"] if agents > 1 else None
+    killed = restarted = False
+    started = time.monotonic()
+    try:
+        while True:
+            elapsed = time.monotonic() - started
+            rows = queue_rows(mailbox)
+            print(_progress(rows, elapsed), flush=True)
+            if victim is not None and elapsed > 3 and not killed:
+                victim.kill()
+                killed = True
+                print(f"--- killed {victim.name} with SIGKILL: its requests will be taken over")
+            elif victim is not None and elapsed > 10 and not restarted:
+                victim.start()
+                restarted = True
+                print(f"--- restarted {victim.name}")
+            submitted = [row for row in rows if row.schedule is None]
+            if elapsed > 15 and all(row.state not in UNFINISHED for row in submitted):
+                break
+            if elapsed > timeout:
+                print(f"timed out after {timeout:.0f}s", file=sys.stderr)
+                return 1
+            time.sleep(1.0)
+    finally:
+        codes = fleet.stop_all()
+    return _report(mailbox, queue_rows(mailbox), codes)
+
+
+def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> int:
+    submitted = [row for row in rows if row.schedule is None]
+    scheduled = [row for row in rows if row.schedule is not None]
+    runs = [record for row in rows for record in mailbox.runs(row.id)]
+    done = Counter(row.agent for row in submitted if row.state == "succeeded")
+    moved = [row for row in rows if any(a["outcome"] == "lost" for a in row.attempts)]
+    twice = [
+        (row.id, table)
+        for row in rows
+        for table, count in Counter(
+            r.table for r in mailbox.runs(row.id) if r.outcome is Outcome.SUCCEEDED
+        ).items()
+        if count > 1
+    ]
+    print()
+    print(f"submitted requests: {dict(Counter(row.state for row in submitted))}")
+    print("shared out: " + ", ".join(f"{a} {c}" for a, c in sorted(done.items())))
+    print(
+        f"schedule 'summary': {len(scheduled)} slots, one request each: "
+        f"{dict(Counter(row.state for row in scheduled))}"
+    )
+    print(f"taken over from a lost agent: {len(moved)} requests")
+    print(f"run log: {len(runs)} table runs; tables that succeeded twice: {len(twice)}")
+    print(f"agents stopped with exit codes {codes}")
+    ok = (
+        all(row.state == "succeeded" for row in submitted)
+        and not twice
+        and all(code == 0 for code in codes.values())
+    )
+    print("OK: every request succeeded exactly once" if ok else "NOT OK")
+    return 0 if ok else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.dir:
+        folder = Path(args.dir).absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+        if any(folder.iterdir()):
+            raise SystemExit(f"fdcore demo: --dir {folder} is not empty")
+        return run_demo(folder, args.agents, args.requests, args.tables, args.timeout)
+    with tempfile.TemporaryDirectory(prefix="fdcore-demo-") as temporary:
+        return run_demo(Path(temporary), args.agents, args.requests, args.tables, args.timeout)
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("demo", help="run three agents sharing work on a local folder")
+    parser.add_argument("--dir", help="an empty folder to keep (default: a temporary one)")
+    parser.add_argument("--agents", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--tables", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.set_defaults(run=_demo)

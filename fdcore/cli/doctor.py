@@ -1,0 +1,183 @@
+"""``fdcore doctor <environment-url>``: prove a live environment keeps storage's promises.
+
+It opens the environment through the installed plugins, runs the conformance probes of
+:mod:`fdcore.testing.probes` (the very functions the vendor suite runs) under a scratch prefix
+``doctor-<hex>/``, then removes every key it wrote, even when a probe failed or the run was
+interrupted. One line per property; exit 0 when every one passed, 1 on any failure, 2 on a usage
+or configuration error. Round counts default lower than the suite's, so a remote store answers
+in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from fdcore.abc import Storage
+from fdcore.conformance.probes import (
+    PROBES,
+    Observation,
+    ProbeContext,
+    UrlStorageFactory,
+    for_each_key,
+)
+from fdcore.errors import NotFound, StorageError
+
+Report = Callable[[Observation], None]
+
+
+def scratch_prefix() -> str:
+    """A prefix no mailbox file uses, unique to one run."""
+    return f"doctor-{uuid.uuid4().hex[:16]}/"
+
+
+def diagnose(ctx: ProbeContext, report: Report = lambda observation: None) -> list[Observation]:
+    """Run every probe under ``ctx.prefix``, then remove what they wrote; ``report`` each result.
+
+    The cleanup is itself an observation: keys left behind mean list or delete misbehaved.
+    """
+    if not ctx.prefix.endswith("/"):
+        raise ValueError(f"doctor needs a scratch folder prefix ending in '/', not {ctx.prefix!r}")
+    observations: list[Observation] = []
+    try:
+        for probe in PROBES:
+            observation = probe(ctx)
+            observations.append(observation)
+            report(observation)
+    finally:
+        observation = _clean_up(ctx)
+        observations.append(observation)
+        report(observation)
+    return observations
+
+
+def _clean_up(ctx: ProbeContext) -> Observation:
+    def delete(store: Storage, key: str) -> None:
+        with contextlib.suppress(NotFound):  # already gone: a probe removed it
+            store.delete(key)
+
+    try:
+        store = ctx.factory()
+        try:
+            written = list(store.list(ctx.prefix))
+            for_each_key(ctx, written, delete)
+            left = list(store.list(ctx.prefix))
+        finally:
+            store.close()
+    except Exception as exc:
+        return Observation("cleanup", False, f"observed {type(exc).__name__}: {exc}")
+    if left:
+        return Observation(
+            "cleanup", False, f"observed {len(left)} keys left under {ctx.prefix}, e.g. {left[0]}"
+        )
+    return Observation("cleanup", True, f"removed the {len(written)} keys left under {ctx.prefix}")
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    parser = commands.add_parser(
+        "doctor",
+        help="prove an environment's storage: conditional writes, races, listing, keys",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("environment", help="environment URL, e.g. file:///srv/fd or https://...")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--rounds", type=_positive, default=50, help="rounds of each race (default 50)"
+    )
+    parser.add_argument(
+        "--processes", type=_positive, default=16, help="racing processes (default 16)"
+    )
+    parser.add_argument(
+        "--keys", type=_positive, default=500, help="keys written to test listing (default 500)"
+    )
+    parser.add_argument(
+        "--max-payload",
+        type=_positive,
+        default=1 << 20,
+        help="largest value to round-trip, in bytes (default 1 MiB)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive,
+        default=8,
+        help="requests in flight when writing or removing many keys (default 8)",
+    )
+    parser.add_argument(
+        "--option",
+        type=_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a backend option, as under [storage] in agent.toml (repeatable)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    factory = UrlStorageFactory(args.environment, dict(args.option))
+    try:
+        # Opening first turns a bad URL or a missing plugin into one error line (exit 2),
+        # before any process starts.
+        factory().close()
+    except StorageError as exc:
+        observation = Observation("open", False, f"observed {type(exc).__name__}: {exc}")
+        _print([observation], args)
+        return 1
+    ctx = ProbeContext(
+        factory,
+        prefix=scratch_prefix(),
+        processes=args.processes,
+        create_rounds=args.rounds,
+        replace_rounds=args.rounds,
+        max_payload=args.max_payload,
+        listing_size=args.keys,
+        threads=args.threads,
+    )
+    started = time.monotonic()
+    observations = diagnose(ctx, report=lambda o: None if args.json else print(o, flush=True))
+    if args.json:
+        _print(observations, args, seconds=time.monotonic() - started)
+    return 0 if all(o.passed for o in observations) else 1
+
+
+def _print(observations: list[Observation], args: argparse.Namespace, seconds: float = 0) -> None:
+    if not args.json:
+        for observation in observations:
+            print(observation)
+        return
+    document = {
+        "environment": args.environment,
+        "passed": all(o.passed for o in observations),
+        "seconds": round(seconds, 3),
+        "properties": [
+            {"name": o.name, "passed": o.passed, "detail": o.detail} for o in observations
+        ],
+    }
+    json.dump(document, sys.stdout, indent=2)
+    print()

@@ -1,0 +1,241 @@
+"""What the operator commands show: the queue and the agents, as plain rows.
+
+The same rows feed the human table and the ``--json`` output (documented in docs/cli.md), so the
+two never disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from fdcore.abc import TakeoverPolicy
+from fdcore.contract.codec import format_time
+from fdcore.contract.layout import agent_key, request_key, status_key
+from fdcore.contract.models import AgentRecord, Request, ScheduleInfo, Status
+from fdcore.mailbox.access import Mailbox
+
+
+@attrs.frozen
+class AgentRow:
+    name: str
+    state: str  # live, stale, lost, stopped, unreadable
+    version: str | None
+    last_seen: datetime | None
+    running: int
+    concurrency: int
+    claim: str | None
+    take_over: bool
+    requests: list[str]
+    record: AgentRecord | None = attrs.field(repr=False, eq=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state,
+            "version": self.version,
+            "last_seen": format_time(self.last_seen) if self.last_seen else None,
+            "running": self.running,
+            "concurrency": self.concurrency,
+            "claim": self.claim,
+            "take_over": self.take_over,
+            "requests": self.requests,
+        }
+
+
+def agent_state(
+    record: AgentRecord | None, now: datetime, policy: TakeoverPolicy, grace: float
+) -> str:
+    if record is None:
+        return "unreadable"
+    if record.stopped_at is not None:
+        return "stopped"
+    if policy.is_lost(record, now, grace):
+        return "lost"
+    if now > record.updated_at + timedelta(seconds=record.stale_after):
+        return "stale"
+    return "live"
+
+
+def agent_rows(
+    mailbox: Mailbox, now: datetime, policy: TakeoverPolicy, grace: float
+) -> list[AgentRow]:
+    rows = []
+    for name in sorted(mailbox.agent_names()):
+        found = mailbox.read_or_report(AgentRecord, agent_key(name))
+        record = found.value if found else None
+        rows.append(
+            AgentRow(
+                name=name,
+                state=agent_state(record, now, policy, grace),
+                version=record.version if record else None,
+                last_seen=record.updated_at if record else None,
+                running=record.running if record else 0,
+                concurrency=record.concurrency if record else 0,
+                claim=record.claim if record else None,
+                take_over=record.take_over if record else False,
+                requests=list(record.requests) if record else [],
+                record=record,
+            )
+        )
+    return rows
+
+
+@attrs.frozen
+class QueueRow:
+    id: str
+    state: str  # a status state, or "waiting" (no status yet), or "unreadable"
+    agent: str | None
+    attempts: list[dict[str, Any]]  # [{"number", "agent", "outcome"}]
+    schedule: str | None
+    slot: str | None
+    created_at: datetime | None
+    deadline: datetime | None
+    message: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "state": self.state,
+            "agent": self.agent,
+            "attempts": self.attempts,
+            "schedule": self.schedule,
+            "slot": self.slot,
+            "created_at": format_time(self.created_at) if self.created_at else None,
+            "deadline": format_time(self.deadline) if self.deadline else None,
+            "message": self.message,
+        }
+
+
+def describe_attempts(row: QueueRow, agents: dict[str, str]) -> str:
+    """``etl-01 lost, etl-02 running``: each attempt's agent and how it ended."""
+    parts = []
+    for attempt in row.attempts:
+        outcome = attempt["outcome"]
+        if outcome == "running" and agents.get(attempt["agent"]) == "lost":
+            outcome = "lost?"  # its agent is lost; nobody has taken it over yet
+        parts.append(f"{attempt['agent']} {outcome}")
+    return ", ".join(parts)
+
+
+def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
+    rows = []
+    for request_id in sorted(mailbox.request_ids()):
+        found_request = mailbox.read_or_report(Request, request_key(request_id))
+        found_status = mailbox.read_or_report(Status, status_key(request_id))
+        request = found_request.value if found_request else None
+        status = found_status.value if found_status else None
+        if status is not None and status.state.final and not include_final:
+            continue
+        if request is None:
+            state = "unreadable"
+        elif status is None:
+            state = "waiting"
+        else:
+            state = status.state.value
+        attempts = [
+            {"number": a.number, "agent": a.agent, "outcome": a.outcome.value}
+            for a in (status.attempts if status else [])
+        ]
+        if status is not None and status.agent and not attempts:
+            # A status from an older agent keeps no attempt list: show the one it implies.
+            outcome = status.state.value if status.state.final else "running"
+            attempts = [{"number": status.attempt, "agent": status.agent, "outcome": outcome}]
+        rows.append(
+            QueueRow(
+                id=request_id,
+                state=state,
+                agent=status.agent if status else None,
+                attempts=attempts,
+                schedule=request.schedule.id if request and request.schedule else None,
+                slot=request.schedule.slot if request and request.schedule else None,
+                created_at=request.created_at if request else None,
+                deadline=request.deadline if request else None,
+                message=status.message if status else None,
+            )
+        )
+    rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
+    return rows
+
+
+@attrs.frozen
+class ScheduleRow:
+    """One schedule id as the agents' records show it."""
+
+    id: str
+    shared: bool
+    when: str
+    entities: list[str]
+    agents: list[str]  # agents (not stopped) that hold a copy
+    next_due: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "shared": self.shared,
+            "when": self.when,
+            "entities": self.entities,
+            "agents": self.agents,
+            "next_due": format_time(self.next_due) if self.next_due else None,
+        }
+
+
+def _copies(agents: list[AgentRow]) -> dict[str, list[tuple[str, ScheduleInfo]]]:
+    """Each schedule id with the copies held by agents that have not stopped."""
+    copies: dict[str, list[tuple[str, ScheduleInfo]]] = {}
+    for row in agents:
+        if row.record is None or row.state == "stopped":
+            continue
+        for info in row.record.schedules:
+            copies.setdefault(info.id, []).append((row.name, info))
+    return copies
+
+
+def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
+    rows = []
+    for schedule_id, copies in sorted(_copies(agents).items()):
+        first = copies[0][1]
+        due = [info.next_due for _, info in copies if info.next_due is not None]
+        rows.append(
+            ScheduleRow(
+                id=schedule_id,
+                shared=all(info.shared for _, info in copies),
+                when=first.when,
+                entities=list(first.entities),
+                agents=[name for name, _ in copies],
+                next_due=min(due) if due else None,
+            )
+        )
+    return rows
+
+
+def schedule_warnings(agents: list[AgentRow]) -> list[str]:
+    """What operators must hear about schedule copies across agents.
+
+    "Scheduled in two places": an unshared schedule held by two agents runs on both. "Shared
+    schedule differs": copies of a shared schedule disagree (timing, tables), so the agents would
+    make different requests. A properly shared schedule raises neither.
+    """
+    warnings = []
+    for schedule_id, copies in sorted(_copies(agents).items()):
+        names = ", ".join(name for name, _ in copies)
+        if len(copies) > 1 and not any(info.shared for _, info in copies):
+            warnings.append(
+                f"Scheduled in two places: schedule {schedule_id} is not shared but is held by "
+                f"{names}; each of them runs it (set shared = true on every copy)"
+            )
+        elif len({info.fingerprint for _, info in copies}) > 1:
+            versions = "; ".join(
+                f"{name}: {'shared' if info.shared else 'not shared'}, {info.when}, "
+                f"tables {','.join(info.entities) or 'all'}"
+                for name, info in copies
+            )
+            warnings.append(f"Shared schedule differs: schedule {schedule_id}: {versions}")
+    return warnings
+
+
+def shared_by(agents: list[AgentRow]) -> dict[str, list[str]]:
+    """Shared schedule id -> the agents serving it, for the queue's "Shared by" column."""
+    return {row.id: row.agents for row in schedule_rows(agents) if row.shared and row.agents}

@@ -1,0 +1,8 @@
+"""The storage conformance probes: each checks one property the mailbox relies on.
+
+The vendor suite (:mod:`fdcore.testing.storage_suite`) and ``fdcore doctor`` run the same
+functions of :mod:`.probes`, so what the suite proves on a laptop is what doctor proves on a
+tenant.
+
+Layer 6: imports the layers below it (errors, abc, plugins); no pytest.
+"""

@@ -1,0 +1,770 @@
+"""The storage conformance probes: each checks one property a mailbox relies on.
+
+A probe is a plain function ``probe(ctx) -> Observation``. The pytest suite
+(:mod:`fdcore.testing.storage_suite`) asserts each observation passed; ``fdcore doctor`` runs the
+same functions against a live environment and prints them. Both share this one code path, so
+what the suite proves on a vendor's laptop is what doctor proves on a tenant.
+
+Every key a probe writes lies under ``ctx.prefix``. Races run their workers in real processes
+(``ctx.multiprocess``), each opening its own store through the picklable ``ctx.factory``, or in
+threads for stores that live in one process. Workers stay alive across rounds and meet at a
+barrier before each, so hundreds of rounds take seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import multiprocessing
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
+from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import Any, TypeVar
+
+import attrs
+
+from fdcore.abc import Blob, Storage
+from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
+from fdcore.plugins.manager import Plugins, load_plugins
+
+#: A picklable zero-argument callable returning a new handle on one environment. Every call
+#: opens the same environment, so workers in other processes see what the caller wrote.
+StorageFactory = Callable[[], Storage]
+
+BARRIER_TIMEOUT = 120.0  # seconds a worker waits for its peers before the round is abandoned
+CREW_TIMEOUT = 900.0  # seconds a whole race may take before the probe gives up
+
+E = TypeVar("E", bound=BaseException)
+
+
+def _options(value: Mapping[str, str] | None) -> dict[str, str]:
+    return dict(value or {})
+
+
+@functools.cache
+def _installed_plugins() -> Plugins:
+    # Once per process: race workers open many stores, loading entry points each time is waste.
+    return load_plugins()
+
+
+@attrs.frozen
+class UrlStorageFactory:
+    """Open ``url`` through the installed plugins; picklable, so race workers can reopen it."""
+
+    url: str
+    options: dict[str, str] = attrs.field(default=None, converter=_options)
+
+    def __call__(self) -> Storage:
+        return _installed_plugins().open_storage(self.url, self.options)
+
+
+@attrs.frozen
+class Observation:
+    """What one probe saw: ``detail`` summarises a pass, or says what was observed on a fail."""
+
+    name: str
+    passed: bool
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'} {self.name}: {self.detail}"
+
+
+def _token() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@attrs.frozen
+class ProbeContext:
+    """Where and how hard the probes work."""
+
+    factory: StorageFactory
+    prefix: str = ""  # every key a probe writes starts with it ("" or e.g. "doctor-<hex>/")
+    multiprocess: bool = True  # race in processes (False: threads, for in-process stores)
+    processes: int = 16  # racers per round
+    create_rounds: int = 200
+    replace_rounds: int = 100
+    max_payload: int = 1 << 20
+    listing_size: int = 10_000
+    threads: int = 8  # handles writing or removing many keys at once (see for_each_key)
+    token: str = attrs.field(factory=_token)  # unique per run, for names outside the prefix
+
+    def key(self, rest: str) -> str:
+        return self.prefix + rest
+
+
+Probe = Callable[[ProbeContext], Observation]
+
+
+class _Violation(Exception):
+    """A probe observed the store break the property it checks."""
+
+
+def _expect(condition: bool, observed: str) -> None:
+    if not condition:
+        raise _Violation(observed)
+
+
+def _raises(error: type[E], call: Callable[[], object], what: str) -> E:
+    try:
+        call()
+    except error as exc:
+        return exc
+    except Exception as exc:
+        raise _Violation(
+            f"{what} raised {type(exc).__name__}: {exc}, expected {error.__name__}"
+        ) from None
+    raise _Violation(f"{what} succeeded, expected {error.__name__}")
+
+
+def _show(blob: Blob | None) -> str:
+    if blob is None:
+        return "nothing (absent)"
+    data = blob.data if len(blob.data) <= 40 else blob.data[:40] + b"..."
+    return f"{data!r} etag {blob.etag}"
+
+
+def _probe(name: str) -> Callable[[Callable[[ProbeContext], str]], Probe]:
+    """Turn a body that returns a pass summary or raises _Violation into a probe."""
+
+    def wrap(body: Callable[[ProbeContext], str]) -> Probe:
+        @functools.wraps(body)
+        def probe(ctx: ProbeContext) -> Observation:
+            try:
+                detail = body(ctx)
+            except _Violation as exc:
+                return Observation(name, False, f"observed {exc}")
+            except Exception as exc:  # any other error is an observation too, not a crash
+                return Observation(name, False, f"observed {type(exc).__name__}: {exc}")
+            return Observation(name, True, detail)
+
+        return probe
+
+    return wrap
+
+
+@contextmanager
+def _opened(ctx: ProbeContext) -> Iterator[Storage]:
+    storage = ctx.factory()
+    try:
+        yield storage
+    finally:
+        storage.close()
+
+
+# -- self-checking payloads ----------------------------------------------------------------------
+
+
+def make_payload(tag: str, size: int) -> bytes:
+    """``size`` bytes (at least the header) that :func:`check_payload` can verify on their own."""
+    body = random.Random(tag).randbytes(max(size - 80, 0))
+    header = f"fdcore-probe {len(body)} {hashlib.sha256(body).hexdigest()}\n".encode()
+    return header + body
+
+
+def check_payload(data: bytes) -> str | None:
+    """None if ``data`` is a complete payload; else what is wrong with it (empty, torn, mixed)."""
+    if not data:
+        return "an empty value"
+    head, newline, body = data.partition(b"\n")
+    parts = head.split(b" ")
+    if not newline or len(parts) != 3 or parts[0] != b"fdcore-probe" or not parts[1].isdigit():
+        return f"a value without its header ({len(data)} bytes, starting {data[:24]!r})"
+    if len(body) != int(parts[1]):
+        return f"a partial value ({len(body)} of {int(parts[1])} body bytes)"
+    if hashlib.sha256(body).hexdigest().encode() != parts[2]:
+        return f"a value whose content does not match its hash ({len(body)} bytes)"
+    return None
+
+
+# -- basics --------------------------------------------------------------------------------------
+
+
+@_probe("create-read-delete")
+def probe_create_read_delete(ctx: ProbeContext) -> str:
+    key = ctx.key("basic/create-read-delete.json")
+    with _opened(ctx) as store, _opened(ctx) as other:
+        etag = store.create(key, b"one")
+        _expect(isinstance(etag, str) and bool(etag), f"create returned etag {etag!r}")
+        for who, handle in (("the same handle", store), ("another handle", other)):
+            blob = handle.read(key)
+            _expect(
+                blob == Blob(b"one", etag),
+                f"read from {who} after create gave {_show(blob)}, expected b'one' etag {etag}",
+            )
+        store.delete(key)
+        _expect(other.read(key) is None, f"{key} still readable after delete")
+        again = store.create(key, b"two")
+        blob = other.read(key)
+        _expect(blob == Blob(b"two", again), f"recreated {key} read as {_show(blob)}")
+        _expect(again != etag, f"a different value created after delete kept etag {etag}")
+        store.delete(key, again)
+        _expect(other.read(key) is None, f"{key} still readable after delete with its etag")
+    return "create, read from two handles, delete, create again, delete by etag"
+
+
+@_probe("replace-etag")
+def probe_replace_etag(ctx: ProbeContext) -> str:
+    key = ctx.key("basic/replace-etag.json")
+    with _opened(ctx) as store, _opened(ctx) as other:
+        etags = [store.create(key, b"v0")]
+        for n in range(1, 4):
+            etag = store.replace(key, f"v{n}".encode(), etags[-1])
+            _expect(etag not in etags, f"replace {n} returned etag {etag}, already used before")
+            etags.append(etag)
+            blob = other.read(key)
+            _expect(
+                blob == Blob(f"v{n}".encode(), etag),
+                f"read after replace {n} gave {_show(blob)}, expected b'v{n}' etag {etag}",
+            )
+        # Rewriting identical bytes must still hand back an etag that names what read returns.
+        same = store.replace(key, b"v3", etags[-1])
+        blob = other.read(key)
+        _expect(blob == Blob(b"v3", same), f"read after same-bytes replace gave {_show(blob)}")
+    return "3 replaces each gave a new etag; reads from another handle returned it"
+
+
+@_probe("stale-etag-refused")
+def probe_stale_etag_refused(ctx: ProbeContext) -> str:
+    key = ctx.key("basic/stale-etag.json")
+    with _opened(ctx) as store:
+        old = store.create(key, b"old")
+        new = store.replace(key, b"new", old)
+        _raises(
+            PreconditionFailed, lambda: store.replace(key, b"x", old), "replace with stale etag"
+        )
+        _raises(PreconditionFailed, lambda: store.delete(key, old), "delete with stale etag")
+        _raises(
+            PreconditionFailed,
+            lambda: store.replace(key, b"x", '"fdcore-made-up"'),
+            "replace with a made-up etag",
+        )
+        blob = store.read(key)
+        _expect(blob == Blob(b"new", new), f"refused writes changed the value: {_show(blob)}")
+    return "replace and delete with a stale or made-up etag raised PreconditionFailed"
+
+
+@_probe("absent-key")
+def probe_absent_key(ctx: ProbeContext) -> str:
+    with _opened(ctx) as store:
+        gone = ctx.key("basic/absent-after-delete.json")
+        etag = store.create(gone, b"soon gone")
+        store.delete(gone, etag)
+        for key in (ctx.key("basic/never-written.json"), ctx.key("basic/no/such/dir/x"), gone):
+            blob = store.read(key)
+            _expect(blob is None, f"read of absent {key} gave {_show(blob)}")
+            _raises(NotFound, partial(store.replace, key, b"x", etag), f"replace of absent {key}")
+            _raises(NotFound, partial(store.delete, key), f"delete of absent {key}")
+            _raises(NotFound, partial(store.delete, key, etag), f"delete-if-etag of absent {key}")
+    return "read gave None; replace and delete raised NotFound (never written, or deleted)"
+
+
+@_probe("create-existing-refused")
+def probe_create_existing_refused(ctx: ProbeContext) -> str:
+    key = ctx.key("basic/create-existing.json")
+    with _opened(ctx) as store, _opened(ctx) as other:
+        etag = store.create(key, b"first")
+        _raises(AlreadyExists, lambda: store.create(key, b"second"), "second create")
+        _raises(AlreadyExists, lambda: other.create(key, b"third"), "create from another handle")
+        blob = other.read(key)
+        _expect(blob == Blob(b"first", etag), f"a refused create changed the value: {_show(blob)}")
+    return "create of an existing key raised AlreadyExists and left it unchanged"
+
+
+# -- races ---------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Crew:
+    """What every worker of a race shares: a start barrier, a stop signal, a result queue."""
+
+    start: Any  # Barrier of all workers (threading or multiprocessing)
+    stop: Any  # Event: set once the producing workers have finished
+    results: Any  # Queue of (index, ok, value)
+
+
+def _start_method() -> str:
+    # forkserver forks from a clean server (no copied threads or locks), far cheaper than spawn.
+    methods = multiprocessing.get_all_start_methods()
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def _crew_member(
+    index: int, crew: _Crew, target: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
+    try:
+        value = target(index, crew, *args)
+    except BaseException as exc:
+        crew.start.abort()  # peers waiting at the barrier fail fast instead of hanging
+        crew.results.put((index, False, f"{type(exc).__name__}: {exc}"))
+    else:
+        crew.results.put((index, True, value))
+
+
+def _run_crew(
+    ctx: ProbeContext, size: int, target: Callable[..., Any], *args: Any, producers: int = 0
+) -> list[Any]:
+    """Run ``target(index, crew, *args)`` in ``size`` workers; return their results by index.
+
+    Once workers ``0..producers-1`` have returned, ``crew.stop`` is set for the others.
+    A worker that raised or died makes the race a violation naming it.
+    """
+    workers: list[Any]
+    if ctx.multiprocess:
+        if _start_method() == "forkserver":
+            mp: ForkServerContext | SpawnContext = multiprocessing.get_context("forkserver")
+            mp.set_forkserver_preload([__name__])
+        else:
+            mp = multiprocessing.get_context("spawn")
+        crew = _Crew(mp.Barrier(size), mp.Event(), mp.Queue())
+        workers = [
+            mp.Process(target=_crew_member, args=(i, crew, target, args), daemon=True)
+            for i in range(size)
+        ]
+    else:
+        crew = _Crew(threading.Barrier(size), threading.Event(), queue.Queue())
+        workers = [
+            threading.Thread(target=_crew_member, args=(i, crew, target, args), daemon=True)
+            for i in range(size)
+        ]
+    for worker in workers:
+        worker.start()
+    try:
+        got = _collect(crew, workers, producers)
+    finally:
+        crew.stop.set()
+        for worker in workers:
+            worker.join(10)
+            if ctx.multiprocess and worker.is_alive():
+                worker.terminate()
+                worker.join(5)
+    failed = {index: value for index, (ok, value) in got.items() if not ok}
+    if failed:
+        # Name the cause, not a peer that only saw the barrier broken because of it.
+        causes = [i for i in sorted(failed) if not failed[i].startswith("BrokenBarrierError")]
+        index = (causes or sorted(failed))[0]
+        raise _Violation(f"worker {index} of {size} failed: {failed[index]}")
+    return [got[index][1] for index in range(size)]
+
+
+def _collect(crew: _Crew, workers: list[Any], producers: int) -> dict[int, tuple[bool, Any]]:
+    got: dict[int, tuple[bool, Any]] = {}
+    seen_dead: set[int] = set()
+    deadline = time.monotonic() + CREW_TIMEOUT
+    while len(got) < len(workers):
+        try:
+            index, ok, value = crew.results.get(timeout=0.5)
+        except queue.Empty:
+            # A worker that died without reporting: give its last words one more poll first.
+            dead = {i for i, w in enumerate(workers) if i not in got and not w.is_alive()}
+            for index in dead & seen_dead:
+                got[index] = (False, f"exited (code {getattr(workers[index], 'exitcode', None)})")
+                crew.start.abort()
+            seen_dead = dead
+            if time.monotonic() > deadline:
+                raise _Violation(f"race did not finish within {CREW_TIMEOUT:.0f}s") from None
+            continue
+        got[index] = (ok, value)
+        if producers and all(i in got for i in range(producers)):
+            crew.stop.set()
+    return got
+
+
+def _racer_value(index: int, round_: int) -> bytes:
+    return f"racer {index} round {round_}".encode()
+
+
+def _create_racer(
+    index: int, crew: _Crew, factory: StorageFactory, base: str, rounds: int
+) -> list[str]:
+    """Each round: meet the others, then try to create the round's key. Returns outcomes."""
+    outcomes = []
+    store = factory()
+    try:
+        for round_ in range(rounds):
+            crew.start.wait(BARRIER_TIMEOUT)
+            try:
+                store.create(f"{base}{round_:04d}", _racer_value(index, round_))
+                outcomes.append("won")
+            except AlreadyExists:
+                outcomes.append("lost")
+            except Exception as exc:  # reported, not raised: the round's other racers go on
+                outcomes.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        store.close()
+    return outcomes
+
+
+def _winners(outcomes: list[list[str]], round_: int, what: str) -> int:
+    """The one worker that won ``round_``, or a violation describing what happened instead."""
+    won = [i for i, rows in enumerate(outcomes) if rows[round_] == "won"]
+    errors = [
+        (i, rows[round_]) for i, rows in enumerate(outcomes) if rows[round_] not in ("won", "lost")
+    ]
+    if errors:
+        raise _Violation(f"round {round_}: worker {errors[0][0]}'s {what} raised {errors[0][1]}")
+    _expect(len(won) == 1, f"round {round_}: {len(won)} winners (workers {won})")
+    return won[0]
+
+
+def _racers(ctx: ProbeContext) -> str:
+    return f"{ctx.processes} {'processes' if ctx.multiprocess else 'threads'}"
+
+
+@_probe("create-if-absent")
+def probe_create_if_absent(ctx: ProbeContext) -> str:
+    base = ctx.key("race/create-")
+    outcomes = _run_crew(ctx, ctx.processes, _create_racer, ctx.factory, base, ctx.create_rounds)
+    with _opened(ctx) as store:
+        for round_ in range(ctx.create_rounds):
+            winner = _winners(outcomes, round_, "create")
+            blob = store.read(f"{base}{round_:04d}")
+            expected = _racer_value(winner, round_)
+            _expect(
+                blob is not None and blob.data == expected,
+                f"round {round_}: worker {winner} won but the key holds {_show(blob)}",
+            )
+    return f"{_racers(ctx)} x {ctx.create_rounds} rounds, exactly one winner each"
+
+
+def _replace_racer(
+    index: int, crew: _Crew, factory: StorageFactory, key: str, rounds: int
+) -> list[tuple[str, str, str]]:
+    """Each round: read the key, meet the others, replace with that etag.
+
+    Returns per round (outcome, etag read, value read); the value read at round r+1 must be
+    what round r's winner wrote.
+    """
+    rows = []
+    store = factory()
+    try:
+        for round_ in range(rounds):
+            crew.start.wait(BARRIER_TIMEOUT)  # every replace of the last round is over
+            blob = store.read(key)
+            crew.start.wait(BARRIER_TIMEOUT)  # everyone holds this round's etag
+            if blob is None:
+                rows.append(("read gave nothing", "", ""))
+                continue
+            try:
+                store.replace(key, _racer_value(index, round_), blob.etag)
+                outcome = "won"
+            except PreconditionFailed:
+                outcome = "lost"
+            except Exception as exc:
+                outcome = f"{type(exc).__name__}: {exc}"
+            rows.append((outcome, blob.etag, blob.data.decode(errors="replace")))
+    finally:
+        store.close()
+    return rows
+
+
+@_probe("replace-if-match")
+def probe_replace_if_match(ctx: ProbeContext) -> str:
+    key = ctx.key("race/replace.json")
+    with _opened(ctx) as store:
+        store.create(key, b"initial")
+    rows = _run_crew(ctx, ctx.processes, _replace_racer, ctx.factory, key, ctx.replace_rounds)
+    outcomes = [[row[0] for row in worker] for worker in rows]
+    previous = "initial"
+    for round_ in range(ctx.replace_rounds):
+        seen = {(worker[round_][1], worker[round_][2]) for worker in rows}
+        _expect(
+            len(seen) == 1,
+            f"round {round_}: racers read {len(seen)} different versions after the same replace",
+        )
+        ((_, value),) = seen
+        _expect(
+            value == previous, f"round {round_}: read {value!r}, the last winner wrote {previous!r}"
+        )
+        winner = _winners(outcomes, round_, "replace")
+        previous = _racer_value(winner, round_).decode()
+    with _opened(ctx) as store:
+        blob = store.read(key)
+        _expect(
+            blob is not None and blob.data.decode() == previous,
+            f"after the last round the key holds {_show(blob)}, expected {previous!r}",
+        )
+    return (
+        f"{_racers(ctx)} x {ctx.replace_rounds} rounds on one etag, exactly one winner each, "
+        "and every racer then read the winner's value"
+    )
+
+
+TORN_WRITERS = 2
+TORN_READERS = 4
+
+
+def _torn_sizes(ctx: ProbeContext) -> list[int]:
+    # Large values widen the window a non-atomic write would leave open; capped to stay quick.
+    return [200, 4097, max(min(ctx.max_payload, 256 << 10), 200)]
+
+
+def _replace_with_retry(store: Storage, key: str, value: bytes, attempts: int = 100) -> bool:
+    """Read-then-replace until it lands; another writer winning only means read again."""
+    for _ in range(attempts):
+        current = store.read(key)
+        if current is None:
+            return False
+        try:
+            store.replace(key, value, current.etag)
+            return True
+        except PreconditionFailed:
+            continue
+    return False
+
+
+def _torn_worker(
+    index: int, crew: _Crew, factory: StorageFactory, base: str, writes: int, sizes: list[int]
+) -> tuple[int, int, list[str]]:
+    """Writers create then rewrite values; readers check each value they see is whole.
+
+    Returns (operations, values seen while being created, problems seen).
+    """
+    store = factory()
+    try:
+        crew.start.wait(BARRIER_TIMEOUT)
+        shared = f"{base}shared"
+        if index < TORN_WRITERS:
+            for n in range(writes):
+                store.create(f"{base}c-{index}-{n}", make_payload(f"c{index}/{n}", sizes[n % 3]))
+            for n in range(writes):
+                if not _replace_with_retry(
+                    store, shared, make_payload(f"r{index}/{n}", sizes[n % 3])
+                ):
+                    return (n, 0, [f"writer {index} could not replace the shared key"])
+            return (2 * writes, 0, [])
+        reads, created = 0, 0
+        problems: list[str] = []
+        next_created = [0] * TORN_WRITERS
+        while not crew.stop.is_set() and len(problems) < 5:
+            blob = store.read(shared)
+            reads += 1
+            problem = "nothing (absent)" if blob is None else check_payload(blob.data)
+            if problem:
+                problems.append(f"reader {index} read {problem} from the shared key")
+            writer = reads % TORN_WRITERS
+            key = f"{base}c-{writer}-{next_created[writer]}"
+            blob = store.read(key)
+            reads += 1
+            if blob is not None:  # absent is fine: the writer has not created it yet
+                problem = check_payload(blob.data)
+                if problem:
+                    problems.append(f"reader {index} read {problem} from {key} while created")
+                next_created[writer] += 1
+                created += 1
+        return (reads, created, problems)
+    finally:
+        store.close()
+
+
+@_probe("no-partial-reads")
+def probe_no_partial_reads(ctx: ProbeContext) -> str:
+    base = ctx.key("torn/")
+    sizes = _torn_sizes(ctx)
+    writes = ctx.replace_rounds
+    with _opened(ctx) as store:
+        store.create(f"{base}shared", make_payload("initial", sizes[-1]))
+    size = TORN_WRITERS + TORN_READERS
+    results = _run_crew(
+        ctx, size, _torn_worker, ctx.factory, base, writes, sizes, producers=TORN_WRITERS
+    )
+    problems = list(dict.fromkeys(problem for _, _, found in results for problem in found))
+    _expect(not problems, "; ".join(problems[:3]))
+    reads = sum(result[0] for result in results[TORN_WRITERS:])
+    created = sum(result[1] for result in results[TORN_WRITERS:])
+    return (
+        f"{TORN_WRITERS} writers x {writes} creates + {writes} replaces (up to {sizes[-1]} "
+        f"bytes), {TORN_READERS} readers made {reads} reads ({created} of keys being created), "
+        "none empty or partial"
+    )
+
+
+# -- listing, sizes, keys ------------------------------------------------------------------------
+
+
+def for_each_key(
+    ctx: ProbeContext, keys: Iterable[str], action: Callable[[Storage, str], object]
+) -> None:
+    """Run ``action(store, key)`` for many keys on a pool of handles: remote stores are latency
+    bound, so ``ctx.threads`` requests in flight make thousands of keys take seconds."""
+    local = threading.local()
+    handles: list[Storage] = []
+    lock = threading.Lock()
+
+    def run(key: str) -> None:
+        store = getattr(local, "store", None)
+        if store is None:
+            store = local.store = ctx.factory()
+            with lock:
+                handles.append(store)
+        action(store, key)
+
+    try:
+        with ThreadPoolExecutor(max(ctx.threads, 1)) as pool:
+            for _ in pool.map(run, keys):
+                pass
+    finally:
+        for store in handles:
+            store.close()
+
+
+# Exact prefix semantics: a prefix is a string prefix of the key, not a folder.
+_EDGE_KEYS = ("a/b.json", "a/b/y", "a/bc/x", "a/c", "a-b", "ab")
+_EDGE_CASES = {
+    "a/b": ["a/b.json", "a/b/y", "a/bc/x"],
+    "a/b/": ["a/b/y"],
+    "a/": ["a/b.json", "a/b/y", "a/bc/x", "a/c"],
+    "a": ["a-b", "a/b.json", "a/b/y", "a/bc/x", "a/c", "ab"],
+    "a/bc/x": ["a/bc/x"],
+    "a/d": [],
+}
+
+
+@_probe("list-by-prefix")
+def probe_list_by_prefix(ctx: ProbeContext) -> str:
+    base = ctx.key("list/")
+    bulk = {f"{base}bulk/{n % 16:x}/{n:06d}.json": b"%d" % n for n in range(ctx.listing_size)}
+    edges = {f"{base}edge/{key}": key.encode() for key in _EDGE_KEYS}
+    values = {**bulk, **edges}
+    for_each_key(ctx, values, lambda store, key: store.create(key, values[key]))
+    with _opened(ctx) as store:
+        listed = list(store.list(f"{base}bulk/"))
+        _expect(len(listed) == len(bulk), f"list gave {len(listed)} of {len(bulk)} keys")
+        _expect(listed == sorted(bulk), "list did not give every key once, in sorted order")
+        third = [key for key in sorted(bulk) if key.startswith(f"{base}bulk/3/")]
+        listed = list(store.list(f"{base}bulk/3"))
+        _expect(listed == third, f"list of bulk/3 gave {len(listed)} keys, expected {len(third)}")
+        for prefix, expected in _EDGE_CASES.items():
+            listed = [
+                key.removeprefix(f"{base}edge/") for key in store.list(f"{base}edge/{prefix}")
+            ]
+            _expect(
+                listed == expected, f"list of prefix {prefix!r} gave {listed}, expected {expected}"
+            )
+        everything = list(store.list(base))
+        _expect(everything == sorted([*bulk, *edges]), "list of the whole probe folder differed")
+    return (
+        f"{len(bulk)} keys listed once each in order; prefix 'a/b' matched a/b.json, a/b/y, "
+        "a/bc/x but not a/c"
+    )
+
+
+@_probe("large-payload")
+def probe_large_payload(ctx: ProbeContext) -> str:
+    key = ctx.key("large/value.bin")
+    sizes = [0, 1, 65537, ctx.max_payload]
+    with _opened(ctx) as store, _opened(ctx) as other:
+        etag = None
+        for size in sizes:
+            data = random.Random(size).randbytes(size)
+            etag = store.create(key, data) if etag is None else store.replace(key, data, etag)
+            blob = other.read(key)
+            _expect(blob is not None, f"{size}-byte value read back as absent")
+            assert blob is not None
+            _expect(
+                blob.data == data,
+                f"{size}-byte value read back as {len(blob.data)} bytes"
+                + ("" if len(blob.data) != size else " with different content"),
+            )
+            _expect(blob.etag == etag, f"{size}-byte value read back with another etag")
+    return f"values of {', '.join(map(str, sizes))} bytes round-tripped"
+
+
+#: Legal keys that trip naive URL building or path handling.
+UNUSUAL_NAMES = (
+    "with space.json",
+    "ünïcødé/日本語/🙂.json",
+    "a=b+c@d,e~f.json",
+    "percent%20literal.json",
+    "hash#and?query.json",
+    "semi;colon&and$dollar!(x)[y]'q'.json",
+    "trailing.dot.",
+    "-leading-dash",
+    "/".join(f"level{n}" for n in range(24)) + "/leaf.json",
+)
+
+
+@_probe("unusual-keys")
+def probe_unusual_keys(ctx: ProbeContext) -> str:
+    base = ctx.key("keys/")
+    keys = [base + name for name in UNUSUAL_NAMES]
+    with _opened(ctx) as store, _opened(ctx) as other:
+        etags = {key: store.create(key, key.encode()) for key in keys}
+        for key in keys:
+            blob = other.read(key)
+            _expect(blob == Blob(key.encode(), etags[key]), f"{key!r} read back as {_show(blob)}")
+        listed = list(other.list(base))
+        _expect(listed == sorted(keys), f"list gave {listed}, expected {sorted(keys)}")
+        for key in keys:
+            _expect(list(other.list(key)) == [key], f"list of prefix {key!r} did not give it")
+            store.replace(key, b"replaced", etags[key])
+            store.delete(key)
+            _expect(other.read(key) is None, f"{key!r} still readable after delete")
+    return (
+        f"{len(keys)} keys (spaces, unicode, =+@,~%#?, 25 levels deep) created, listed, "
+        "replaced, deleted"
+    )
+
+
+def invalid_keys(token: str) -> list[str]:
+    """Keys every backend must refuse; names carry ``token`` so a broken backend harms nothing."""
+    return [
+        "",
+        f"../{token}",
+        f"{token}/../../{token}",
+        f".{token}",
+        f"{token}/.hidden",
+        f"./{token}",
+        f"/{token}",
+        f"{token}//x",
+        f"{token}/",
+        f"{token}\\x",
+        f"{token}\x00x",
+        f"{token}\nx",
+        f"{token}\x7f",
+        "x" * 1025,
+    ]
+
+
+def _listed(store: Storage, prefix: str) -> list[str]:
+    return list(store.list(prefix))
+
+
+@_probe("invalid-keys")
+def probe_invalid_keys(ctx: ProbeContext) -> str:
+    keys = invalid_keys(f"fdcore-probe-{ctx.token}")
+    with _opened(ctx) as store:
+        for key in keys:
+            _raises(InvalidKey, partial(store.read, key), f"read({key!r})")
+            _raises(InvalidKey, partial(store.create, key, b"x"), f"create({key!r})")
+            _raises(InvalidKey, partial(store.replace, key, b"x", '"e"'), f"replace({key!r})")
+            _raises(InvalidKey, partial(store.delete, key), f"delete({key!r})")
+        for prefix in (f"../{ctx.token}", f".{ctx.token}", f"{ctx.token}\\x", f"/{ctx.token}"):
+            _raises(InvalidKey, partial(_listed, store, prefix), f"list({prefix!r})")
+    return (
+        f"{len(keys)} illegal keys (.., dot segments, empty, backslash, control) raised InvalidKey"
+    )
+
+
+#: Every probe, in the order doctor runs them (cheap first, so a broken store fails fast).
+PROBES: tuple[Probe, ...] = (
+    probe_create_read_delete,
+    probe_replace_etag,
+    probe_stale_etag_refused,
+    probe_absent_key,
+    probe_create_existing_refused,
+    probe_invalid_keys,
+    probe_unusual_keys,
+    probe_large_payload,
+    probe_list_by_prefix,
+    probe_create_if_absent,
+    probe_replace_if_match,
+    probe_no_partial_reads,
+)

@@ -1,0 +1,209 @@
+"""JSON (de)serialisation of the mailbox files, with unknown fields kept.
+
+``decode`` turns bytes read from the mailbox into a model or raises one
+:class:`~fdcore.errors.MailboxFileError` naming the file and the field. ``encode`` writes the
+model back, unknown fields (``extra``) included, optional fields that are ``None`` left out so an
+older reader sees the file it expects.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any, TypeVar, get_origin
+
+import attrs
+import cattrs
+from cattrs.cols import list_structure_factory
+from cattrs.gen import make_dict_structure_fn
+from cattrs.v import format_exception
+
+from fdcore.contract.models import Outcome, State
+from fdcore.errors import InvalidId, MailboxFileError
+
+T = TypeVar("T")
+
+converter = cattrs.Converter(detailed_validation=True)
+
+
+def parse_time(value: object) -> datetime:
+    """An ISO 8601 time; a time without an offset is taken as UTC."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    else:
+        raise TypeError(f"expected an ISO 8601 time string, got {type(value).__name__}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+def format_time(value: datetime) -> str:
+    """UTC, ISO 8601, milliseconds, ``Z``: sortable and the same on every agent."""
+    text = value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+converter.register_structure_hook(datetime, lambda value, _type: parse_time(value))
+converter.register_unstructure_hook(datetime, format_time)
+
+
+def _strict(expected: type) -> Any:
+    # cattrs would coerce "3" to 3 and 1 to True; a mailbox file with the wrong type is malformed.
+    def structure(value: object, _type: object) -> Any:
+        if type(value) is bool and expected is not bool:
+            raise TypeError(f"expected {expected.__name__}, got a boolean")
+        if expected is float and isinstance(value, int):
+            return float(value)
+        if not isinstance(value, expected):
+            raise TypeError(f"expected {expected.__name__}, got {type(value).__name__}")
+        return value
+
+    return structure
+
+
+for _type in (int, str, bool, float):
+    converter.register_structure_hook(_type, _strict(_type))
+
+
+def _list_factory(type_: Any) -> Any:
+    base = list_structure_factory(type_, converter)
+
+    def structure(value: object, _type: object) -> Any:
+        # cattrs would split a string into characters; a list field needs a JSON array.
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        return base(value, _type)
+
+    return structure
+
+
+def _is_list(type_: Any) -> bool:
+    return get_origin(type_) is list
+
+
+converter.register_structure_hook_factory(_is_list, _list_factory)
+
+
+def _enum(value: object, cls: type[enum.Enum]) -> enum.Enum:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(member.value) for member in cls)
+        raise ValueError(f"{value!r} is not one of {allowed}") from None
+
+
+# The models' enums subclass str; without these they would dispatch to the str hook above.
+for _enum_type in (State, Outcome):
+    converter.register_structure_hook(_enum_type, _enum)
+
+
+def _has_extra(cls: type) -> bool:
+    return attrs.has(cls) and "extra" in attrs.fields_dict(cls)
+
+
+def _structure_factory(cls: type) -> Any:
+    base: Callable[[Mapping[str, Any], Any], Any] = make_dict_structure_fn(
+        cls, converter, _cattrs_forbid_extra_keys=False
+    )
+    known = {a.name for a in attrs.fields(cls)} - {"extra"}
+
+    def structure(value: object, _type: object) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        extra = {k: v for k, v in value.items() if k not in known}
+        obj = base({k: v for k, v in value.items() if k in known}, cls)
+        obj.extra = extra
+        return obj
+
+    return structure
+
+
+def _unstructure_factory(cls: type) -> Any:
+    fields = [a for a in attrs.fields(cls) if a.name != "extra"]
+
+    def unstructure(obj: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for field in fields:
+            value = getattr(obj, field.name)
+            if value is not None:
+                out[field.name] = converter.unstructure(value)
+        for key, value in obj.extra.items():
+            out.setdefault(key, value)
+        return out
+
+    return unstructure
+
+
+converter.register_structure_hook_factory(_has_extra, _structure_factory)
+converter.register_unstructure_hook_factory(_has_extra, _unstructure_factory)
+
+_PATH = re.compile(r"^(?P<message>.*) @ \$(?P<path>.*)$")
+
+
+def _describe(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, (TypeError, ValueError)) and str(exc) and not isinstance(exc, KeyError):
+        return str(exc)
+    return format_exception(exc, type_)
+
+
+def _first_problem(exc: BaseException) -> tuple[str | None, str]:
+    """The field path (``attempts[0].agent``) and message of the first structuring error."""
+    if isinstance(exc, cattrs.BaseValidationError):
+        for line in cattrs.transform_error(exc, path="$", format_exception=_describe):
+            match = _PATH.match(line)
+            if match:
+                field = match["path"].lstrip(".") or None
+                message = match["message"]
+                if message == "required field missing":
+                    message = "missing (required)"
+                return field, message
+            return None, line
+        inner = exc.exceptions[0] if exc.exceptions else exc
+        return None, str(inner)
+    return None, str(exc)
+
+
+def decode(cls: type[T], data: bytes, path: str) -> T:
+    """Parse ``data`` read from ``path`` as ``cls``; raise MailboxFileError naming the field."""
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MailboxFileError(path, None, f"not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise MailboxFileError(path, None, f"expected a JSON object, got {type(raw).__name__}")
+    try:
+        return converter.structure(raw, cls)
+    except cattrs.BaseValidationError as exc:
+        field, message = _first_problem(exc)
+        if field is None:
+            invalid = _find_invalid_id(exc)
+            if invalid is not None:
+                field, message = invalid.field, str(invalid)
+        raise MailboxFileError(path, field, message) from None
+    except (InvalidId, TypeError, ValueError) as exc:
+        raise MailboxFileError(path, None, str(exc)) from None
+
+
+def _find_invalid_id(exc: BaseException) -> InvalidId | None:
+    if isinstance(exc, InvalidId):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _find_invalid_id(inner)
+        if found is not None:
+            return found
+    return None
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    result: dict[str, Any] = converter.unstructure(obj)
+    return result
+
+
+def encode(obj: Any) -> bytes:
+    """The model as indented UTF-8 JSON, unknown fields included."""
+    return (json.dumps(to_dict(obj), indent=2, ensure_ascii=False) + "\n").encode()

@@ -1,0 +1,223 @@
+"""The mailbox files, as attrs classes: mailbox contract 1 and status contract 1.
+
+Every field beyond the first version is optional with a default, so files from an older agent
+read as before. ``extra`` holds the fields this version does not know; they are written back
+unchanged when a file is rewritten (see :mod:`fdcore.codec`).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from fdcore.contract.ids import validate_id
+
+
+def _id(what: str) -> Any:
+    def check(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+        validate_id(value, what, attribute.name)
+
+    return check
+
+
+def _optional_id(what: str) -> Any:
+    def check(_instance: object, attribute: attrs.Attribute[str], value: str | None) -> None:
+        if value is not None:
+            validate_id(value, what, attribute.name)
+
+    return check
+
+
+def _ids(what: str) -> Any:
+    def check(_instance: object, attribute: attrs.Attribute[str], value: list[str]) -> None:
+        for item in value:
+            validate_id(item, what, attribute.name)
+
+    return check
+
+
+def _extra() -> Any:
+    return attrs.field(factory=dict, kw_only=True, repr=False)
+
+
+class State(str, enum.Enum):
+    """A request's state in its status file. The last four are final."""
+
+    ACCEPTED = "accepted"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self not in (State.ACCEPTED, State.RUNNING)
+
+
+@attrs.define
+class ScheduleRef:
+    """Which schedule slot a request was made for."""
+
+    id: str = attrs.field(validator=_id("schedule id"))
+    slot: str
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class Request:
+    """``requests/<id>.json``: work to do, one table (entity) after another."""
+
+    id: str = attrs.field(validator=_id("request id"))
+    entities: list[str] = attrs.field(validator=_ids("table name"))
+    created_at: datetime
+    contract: int = 1
+    created_by: str | None = None
+    deadline: datetime | None = None
+    schedule: ScheduleRef | None = None
+    max_attempts: int | None = None
+    affinity: str | None = None
+    extra: dict[str, Any] = _extra()
+
+
+class Outcome(str, enum.Enum):
+    """How one attempt (or one table run) ended."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"  # its agent stopped reporting and another agent took the request over
+    STOPPED = "stopped"  # the agent found the request no longer its own and stopped
+
+
+@attrs.define
+class Attempt:
+    """One agent's attempt at a request, kept in the status file's ``attempts`` list."""
+
+    number: int
+    agent: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    outcome: Outcome = Outcome.RUNNING
+    message: str | None = None
+    instance: str | None = None  # the agent process that made it (tells its own writes apart)
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class Status:
+    """``status/<id>.json``: who holds a request and how far it got. Created by the claim."""
+
+    request: str = attrs.field(validator=_id("request id"))
+    state: State
+    updated_at: datetime
+    # None when nobody holds it: expired unclaimed, or handed back by a stopping agent.
+    agent: str | None = attrs.field(default=None, validator=_optional_id("agent name"))
+    contract: int = 1
+    attempt: int = 1
+    attempts: list[Attempt] = attrs.field(factory=list)
+    tables_done: list[str] = attrs.field(factory=list)
+    message: str | None = None
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class ScheduleInfo:
+    """A schedule as an agent publishes it in its status record."""
+
+    id: str = attrs.field(validator=_id("schedule id"))
+    shared: bool
+    when: str
+    entities: list[str] = attrs.field(factory=list)
+    fingerprint: str = ""
+    next_due: datetime | None = None
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class AgentRecord:
+    """``agents/<name>.json``: an agent's status record, rewritten by it every poll."""
+
+    name: str = attrs.field(validator=_id("agent name"))
+    updated_at: datetime
+    stale_after: float
+    contract: int = 1
+    version: str | None = None
+    instance: str | None = None  # random per process: a second process of one name is refused
+    host: str | None = None
+    pid: int | None = None
+    started_at: datetime | None = None
+    concurrency: int = 1
+    running: int = 0
+    requests: list[str] = attrs.field(factory=list)
+    claim: str | None = None
+    take_over: bool = False
+    stopping: bool = False
+    stopped_at: datetime | None = None  # set by a clean exit: the agent holds nothing
+    schedules: list[ScheduleInfo] = attrs.field(factory=list)
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class Lease:
+    """``leases/<table>.json``: who may write a table, until when, under which fencing token."""
+
+    table: str = attrs.field(validator=_id("table name"))
+    holder: str = attrs.field(validator=_id("agent name"))
+    request: str
+    attempt: int
+    acquired_at: datetime
+    expires_at: datetime
+    generation: int
+    contract: int = 1
+    released: bool = False
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class RunRecord:
+    """``runs/<request>/<attempt>-<table>.json``: the run log, one record per table run."""
+
+    request: str
+    table: str
+    agent: str
+    attempt: int
+    generation: int
+    started_at: datetime
+    ended_at: datetime
+    outcome: Outcome
+    contract: int = 1
+    message: str | None = None
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class Incident:
+    """One incident in the environment's incident document."""
+
+    id: str
+    key: str
+    title: str
+    opened_at: datetime
+    opened_by: str
+    severity: str = "error"
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
+    resolved_at: datetime | None = None
+    notified: list[str] = attrs.field(factory=list)
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class IncidentDocument:
+    """``incidents/incidents.json``: open incidents and the last 200 resolved; If-Match only."""
+
+    open: list[Incident] = attrs.field(factory=list)
+    resolved: list[Incident] = attrs.field(factory=list)
+    contract: int = 1
+    extra: dict[str, Any] = _extra()
+
+    RESOLVED_KEPT = 200

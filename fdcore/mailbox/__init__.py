@@ -1,0 +1,7 @@
+"""One environment's mailbox, as the agent and the commands use it.
+
+:mod:`.access` reads and writes the contract's files with their etags and reports malformed ones
+once; :mod:`.submit` queues a request; :mod:`.fencing` is the table writer's fenced write.
+
+Layer 5: imports the layers below (errors, contract, abc, plugins, builtin).
+"""

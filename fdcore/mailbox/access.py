@@ -1,0 +1,141 @@
+"""Typed access to one environment's mailbox: where each file lives and how it is read.
+
+Layout under the environment root (documented in docs/contracts.md)::
+
+    requests/<id>.json            Request
+    status/<id>.json              Status (created by the claim)
+    agents/<name>.json            AgentRecord
+    leases/<table>.json           Lease
+    runs/<id>/<attempt>-<table>.json  RunRecord
+    incidents/incidents.json      IncidentDocument
+
+Any file may be malformed (written by another agent, an older or newer fdcore, or by hand):
+readers get a :class:`~fdcore.errors.MailboxFileError`, and :class:`ProblemLog` reports each
+bad file once instead of every poll.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+import attrs
+
+from fdcore.abc import Storage
+from fdcore.contract.codec import decode, encode
+from fdcore.contract.ids import is_valid_id, validate_id
+from fdcore.contract.layout import (
+    AGENTS,
+    INCIDENTS,
+    REQUESTS,
+    RUNS,
+    STATUS,
+    agent_key,
+    request_key,
+    status_key,
+)
+from fdcore.contract.models import AgentRecord, IncidentDocument, Request, RunRecord, Status
+from fdcore.errors import MailboxFileError
+
+T = TypeVar("T")
+
+log = logging.getLogger("fdcore.mailbox")
+
+
+@attrs.frozen
+class Versioned(Generic[T]):
+    """A file's parsed content with the etag it was read at (for the next If-Match)."""
+
+    value: T
+    etag: str
+
+
+class ProblemLog:
+    """Reports each malformed mailbox file once (per content version), then stays quiet."""
+
+    def __init__(self, agent: str | None = None) -> None:
+        self.agent = agent
+        self._seen: set[tuple[str, str]] = set()
+        self.reported: list[str] = []
+
+    def report(self, key: str, problem: str) -> None:
+        if (key, problem) in self._seen:
+            return
+        self._seen.add((key, problem))
+        self.reported.append(problem)
+        log.warning("skipping %s", problem)
+
+
+class Mailbox:
+    """One environment's mailbox over a :class:`~fdcore.storage.Storage`."""
+
+    def __init__(self, storage: Storage, problems: ProblemLog | None = None) -> None:
+        self.storage = storage
+        self.problems = problems or ProblemLog()
+
+    # -- generic -------------------------------------------------------------------------------
+
+    def read(self, cls: type[T], key: str) -> Versioned[T] | None:
+        """The file at ``key`` parsed as ``cls``; None if absent. Raises MailboxFileError."""
+        blob = self.storage.read(key)
+        if blob is None:
+            return None
+        return Versioned(decode(cls, blob.data, key), blob.etag)
+
+    def read_or_report(self, cls: type[T], key: str) -> Versioned[T] | None:
+        """Like :meth:`read`, but a malformed file is reported once and read as absent."""
+        try:
+            return self.read(cls, key)
+        except MailboxFileError as exc:
+            self.problems.report(key, str(exc))
+            return None
+
+    def create(self, key: str, value: object) -> str:
+        return self.storage.create(key, encode(value))
+
+    def replace(self, key: str, value: object, etag: str) -> str:
+        return self.storage.replace(key, encode(value), etag)
+
+    def ids(self, prefix: str) -> Iterator[str]:
+        """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported."""
+        for key in self.storage.list(prefix):
+            name = key[len(prefix) :]
+            if "/" in name:
+                continue
+            stem, dot, suffix = name.rpartition(".")
+            if dot and suffix == "json" and is_valid_id(stem):
+                yield stem
+            else:
+                self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
+
+    # -- typed shortcuts -----------------------------------------------------------------------
+
+    def request(self, request_id: str) -> Versioned[Request] | None:
+        return self.read(Request, request_key(request_id))
+
+    def status(self, request_id: str) -> Versioned[Status] | None:
+        return self.read(Status, status_key(request_id))
+
+    def agent(self, name: str) -> Versioned[AgentRecord] | None:
+        return self.read(AgentRecord, agent_key(name))
+
+    def request_ids(self) -> Iterator[str]:
+        return self.ids(REQUESTS)
+
+    def status_ids(self) -> Iterator[str]:
+        return self.ids(STATUS)
+
+    def agent_names(self) -> Iterator[str]:
+        return self.ids(AGENTS)
+
+    def runs(self, request_id: str) -> list[RunRecord]:
+        records = []
+        for key in self.storage.list(f"{RUNS}{validate_id(request_id, 'request id')}/"):
+            found = self.read_or_report(RunRecord, key)
+            if found is not None:
+                records.append(found.value)
+        return records
+
+    def incidents(self) -> Versioned[IncidentDocument] | None:
+        return self.read(IncidentDocument, INCIDENTS)

@@ -1,0 +1,65 @@
+"""Fenced table writes: the default table-writer helper that honours the fencing token.
+
+A table runner is handed the table lease's generation (``FDCORE_FENCING_TOKEN``). Writing through
+:func:`fenced_write` stores the output only if
+
+1. the token is the lease's current generation (a newer holder has not taken the lease), and
+2. no write with a newer token has landed (the output file remembers the highest token written,
+   and is replaced only with ``If-Match``, so the check and the write are one atomic step).
+
+What fencing cannot cover: side effects in systems that do not check the token (an email sent, a
+row written to a database that ignores it). See docs/takeover.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from fdcore.abc import Storage
+from fdcore.builtin.leases import MailboxLeases
+from fdcore.contract.layout import table_key
+from fdcore.errors import (
+    AlreadyExists,
+    NotFound,
+    PreconditionFailed,
+    StaleFencingToken,
+)
+
+
+def fenced_write(storage: Storage, table: str, token: int, payload: dict[str, Any]) -> str:
+    """Write ``payload`` as the table's output under fencing ``token``; return the new etag."""
+    current = MailboxLeases(storage).current(table)
+    if current is None or current.generation != token:
+        now = current.generation if current else None
+        raise StaleFencingToken(f"table {table}: token {token} rejected (lease generation {now})")
+    key = table_key(table)
+    body = json.dumps({"fencing_token": token, **payload}, sort_keys=True).encode()
+    while True:
+        blob = storage.read(key)
+        try:
+            if blob is None:
+                return storage.create(key, body)
+            written = json.loads(blob.data).get("fencing_token", 0)
+            if written > token:
+                raise StaleFencingToken(
+                    f"table {table}: token {token} rejected (a write with token {written} landed)"
+                )
+            return storage.replace(key, body, blob.etag)
+        except (AlreadyExists, PreconditionFailed, NotFound):
+            continue  # another write landed between our read and write: check again
+
+
+def fenced_write_from_env(payload: dict[str, Any], storage: Storage | None = None) -> str:
+    """:func:`fenced_write` for a table process started by the command runner."""
+    if storage is None:
+        from fdcore.plugins.manager import load_plugins
+
+        storage = load_plugins().open_storage(os.environ["FDCORE_ENVIRONMENT"])
+    return fenced_write(
+        storage,
+        os.environ["FDCORE_TABLE"],
+        int(os.environ["FDCORE_FENCING_TOKEN"]),
+        payload,
+    )

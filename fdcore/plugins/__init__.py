@@ -1,0 +1,41 @@
+"""The plugin system: the hook specifications and the manager that loads plugins.
+
+:mod:`.hookspecs` declares every hook (all prefixed ``fdcore_``); :mod:`.manager` loads the
+``fdcore`` entry-point group, calls the hooks through ``pm.hook`` and is the typed facade the core
+asks for an implementation by kind and name.
+
+Layer 3: imports :mod:`fdcore.errors`, :mod:`fdcore.contract` and :mod:`fdcore.abc`.
+"""
+
+from fdcore.plugins.hookspecs import hookimpl, hookspec
+from fdcore.plugins.manager import (
+    CLAIM,
+    KINDS,
+    LEASES,
+    NOTIFIER,
+    RUNNER,
+    SLOT,
+    STORAGE,
+    TAKEOVER,
+    Kind,
+    PluginInfo,
+    Plugins,
+    load_plugins,
+)
+
+__all__ = [
+    "CLAIM",
+    "KINDS",
+    "LEASES",
+    "NOTIFIER",
+    "RUNNER",
+    "SLOT",
+    "STORAGE",
+    "TAKEOVER",
+    "Kind",
+    "PluginInfo",
+    "Plugins",
+    "hookimpl",
+    "hookspec",
+    "load_plugins",
+]

@@ -1,0 +1,250 @@
+"""Loading plugins, and the typed facade between the core and ``pm.hook``.
+
+The core never calls ``pm.hook`` itself: it asks :class:`Plugins` for an implementation by kind
+and name, and gets a typed object or a one-line :class:`~fdcore.errors.PluginError` that lists
+what is installed and names the distribution to install when the name is one of ours.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable, Sequence
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Generic, TypeVar
+
+import attrs
+import pluggy
+
+from fdcore.abc import (
+    ClaimPolicy,
+    LeaseProvider,
+    Notifier,
+    SlotFunction,
+    Storage,
+    StorageBackend,
+    TableRunner,
+    TakeoverPolicy,
+)
+from fdcore.errors import PluginError
+from fdcore.plugins import hookspecs
+
+ENTRY_POINT_GROUP = "fdcore"
+# Named, not imported: the built-in implementations sit in a layer above the plugin manager
+# (as pytest names its default plugins).
+BUILTIN_PLUGIN = "fdcore.builtin.plugin"
+DISABLE_VARIABLE = "FDCORE_DISABLE_PLUGINS"
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Kind(Generic[T]):
+    """One extension point: the hook that registers it and what the user calls it."""
+
+    label: str  # "claim policy"
+    hook: str  # "fdcore_claim_policies"
+    setting: str  # where agent.toml names it
+    ours: dict[str, str]  # implementation name -> our distribution that provides it
+
+
+STORAGE: Kind[StorageBackend] = Kind(
+    "storage backend",
+    "fdcore_storage_backends",
+    "[agent] environment",
+    {"file": "fdcore-localfs", "onelake": "fdcore-onelake"},
+)
+CLAIM: Kind[ClaimPolicy] = Kind(
+    "claim policy",
+    "fdcore_claim_policies",
+    "[pipeline] claim",
+    {"always": "fdcore-claim", "when_free": "fdcore-claim"},
+)
+SLOT: Kind[SlotFunction] = Kind(
+    "slot function",
+    "fdcore_slot_functions",
+    "[[schedules]]",
+    {name: "fdcore-slots" for name in ("every", "cron", "daily", "weekly")},
+)
+TAKEOVER: Kind[TakeoverPolicy] = Kind(
+    "takeover policy",
+    "fdcore_takeover_policies",
+    "[pipeline] takeover_policy",
+    {"stale_record": "fdcore-takeover"},
+)
+NOTIFIER: Kind[Notifier] = Kind(
+    "notifier", "fdcore_notifiers", "[notify.routes]", {"teams": "fdcore-teams"}
+)
+LEASES: Kind[LeaseProvider] = Kind(
+    "lease provider", "fdcore_lease_providers", "[pipeline] leases", {}
+)
+RUNNER: Kind[TableRunner] = Kind("table runner", "fdcore_table_runners", "[runner] kind", {})
+
+KINDS: tuple[Kind[Any], ...] = (STORAGE, CLAIM, SLOT, TAKEOVER, NOTIFIER, LEASES, RUNNER)
+
+
+def guess_storage_backend(url: str) -> str:
+    """The name of the backend of ours that serves ``url``, for the error when none is installed."""
+    lowered = url.lower()
+    if lowered.startswith(("abfss://", "abfs://", "azurite://")) or any(
+        host in lowered
+        for host in (".dfs.", ".blob.", "onelake.", "devstoreaccount1", "dfs.core.windows.net")
+    ):
+        return "onelake"
+    if lowered.startswith("memory://"):
+        return "memory"
+    if lowered.startswith("file://") or "://" not in lowered:
+        return "file"
+    return lowered.partition("://")[0]  # a scheme none of ours serves: no install advice
+
+
+@attrs.frozen
+class PluginInfo:
+    """What ``fdcore plugins`` shows of one plugin."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    provides: dict[str, list[str]]  # kind label -> implementation names
+    error: str | None = None  # why it failed to load, if it did
+
+
+class Plugins:
+    """The loaded plugins, and the one place the core asks for an implementation."""
+
+    def __init__(self, manager: pluggy.PluginManager, infos: list[PluginInfo]) -> None:
+        self.manager = manager
+        self.infos = infos
+        self._impls: dict[str, dict[str, tuple[Any, PluginInfo]]] = {}
+        for info in infos:
+            if info.error:
+                continue
+            plugin = manager.get_plugin(info.name)
+            for kind in KINDS:
+                found = self._provided_by(plugin, kind)
+                table = self._impls.setdefault(kind.label, {})
+                for impl in found:
+                    if impl.name in table:
+                        other = table[impl.name][1]
+                        raise PluginError(
+                            f"{kind.label} {impl.name!r} is provided by two plugins: "
+                            f"{_describe(other)} and {_describe(info)}; "
+                            f"disable one with {DISABLE_VARIABLE}"
+                        )
+                    table[impl.name] = (impl, info)
+                if found:
+                    info.provides[kind.label] = [impl.name for impl in found]
+
+    def _provided_by(self, plugin: object, kind: Kind[Any]) -> list[Any]:
+        hook = getattr(self.manager.hook, kind.hook)
+        for impl in hook.get_hookimpls():
+            if impl.plugin is plugin:
+                return list(impl.function() or [])
+        return []
+
+    def implementations(self, kind: Kind[T]) -> dict[str, T]:
+        return {name: impl for name, (impl, _) in self._impls.get(kind.label, {}).items()}
+
+    def get(self, kind: Kind[T], name: str) -> T:
+        """The implementation of ``kind`` called ``name``, or a PluginError saying what to do."""
+        found = self._impls.get(kind.label, {}).get(name)
+        if found is not None:
+            impl: T = found[0]
+            return impl
+        raise PluginError(self._missing(kind, name, f"{kind.label} {name!r}"))
+
+    def _missing(self, kind: Kind[Any], name: str, what: str) -> str:
+        installed = ", ".join(sorted(self._impls.get(kind.label, {}))) or "none"
+        message = f"no installed plugin provides {what} ({kind.setting}; installed: {installed})"
+        distribution = kind.ours.get(name)
+        if distribution:
+            broken = [i for i in self.infos if i.distribution == distribution and i.error]
+            if broken:
+                message += f"; {distribution} is installed but failed to load: {broken[0].error}"
+            elif distribution in _disabled_names():
+                message += f"; {distribution} is disabled by {DISABLE_VARIABLE}"
+            else:
+                message += f"; install {distribution}"
+        return message
+
+    def storage_backend(self, url: str, name: str | None = None) -> StorageBackend:
+        """The backend that serves ``url``: the one called ``name``, or the first that accepts."""
+        if name:
+            return self.get(STORAGE, name)
+        for backend in self.implementations(STORAGE).values():
+            if backend.accepts(url):
+                return backend
+        raise PluginError(
+            self._missing(STORAGE, guess_storage_backend(url), f"a storage backend for {url!r}")
+        )
+
+    def open_storage(
+        self, url: str, options: dict[str, str] | None = None, backend: str | None = None
+    ) -> Storage:
+        return self.storage_backend(url, backend).open(url, dict(options or {}))
+
+
+def _describe(info: PluginInfo) -> str:
+    return f"{info.name} ({info.distribution})" if info.distribution else info.name
+
+
+def _disabled_names() -> set[str]:
+    raw = os.environ.get(DISABLE_VARIABLE, "")
+    return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+def _entry_points() -> Sequence[EntryPoint]:
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def load_plugins(
+    extra: Iterable[tuple[str, object]] = (), *, use_entry_points: bool = True
+) -> Plugins:
+    """Set up the plugin manager: built-ins, installed entry points, then ``extra`` plugins.
+
+    Entry points or distributions named in ``FDCORE_DISABLE_PLUGINS`` (comma-separated) are not
+    loaded. A plugin that fails to import is recorded with its error, not raised: it shows in
+    ``fdcore plugins`` and in the error for anything only it would provide.
+    """
+    builtin = importlib.import_module(BUILTIN_PLUGIN)
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    infos: list[PluginInfo] = []
+    manager.register(builtin, name="builtin")
+    infos.append(PluginInfo("builtin", "fdcore", _version("fdcore"), {}))
+    disabled = _disabled_names()
+    for ep in _entry_points() if use_entry_points else ():
+        distribution = ep.dist.name if ep.dist else None
+        if ep.name in disabled or distribution in disabled:
+            continue
+        version = ep.dist.version if ep.dist else None
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # any import failure must not take the core down
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            infos.append(PluginInfo(ep.name, distribution, version, {}, error))
+            continue
+        try:
+            manager.register(plugin, name=ep.name)
+        except pluggy.PluginValidationError as exc:
+            infos.append(PluginInfo(ep.name, distribution, version, {}, str(exc).splitlines()[0]))
+            continue
+        infos.append(PluginInfo(ep.name, distribution, version, {}))
+    for name, plugin in extra:
+        manager.register(plugin, name=name)
+        infos.append(PluginInfo(name, None, None, {}))
+    try:
+        manager.check_pending()
+    except pluggy.PluginValidationError as exc:
+        name = manager.get_name(exc.plugin) or repr(exc.plugin)
+        raise PluginError(f"plugin {name!r} is invalid: {exc}".splitlines()[0]) from None
+    return Plugins(manager, infos)
+
+
+def _version(distribution: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
