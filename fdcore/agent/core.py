@@ -237,7 +237,8 @@ class Agent:
 
     # -- moving held work forward ----------------------------------------------------------------
 
-    def _load(self) -> AgentLoad:
+    def load(self) -> AgentLoad:
+        """What the claim policy sees of this agent: workers, running and waiting requests."""
         running = sum(1 for work in self.held.values() if work.running)
         return AgentLoad(self.config.concurrency, running, len(self.held) - running)
 
@@ -259,7 +260,7 @@ class Agent:
                     continue
             if self.stopping:
                 self._hand_back(work, now)
-            elif work.running or self._load().running < self.config.concurrency:
+            elif work.running or self.load().running < self.config.concurrency:
                 self._next_table(work, now)
 
     def _keep_lease(self, work: Work) -> None:
@@ -568,7 +569,7 @@ class Agent:
                 continue
             if not self._may_hold(request):
                 continue
-            if not self.parts.claim.may_claim(self._load()):
+            if not self.parts.claim.may_claim(self.load()):
                 continue  # keep going: later requests may still need expiring
             status = Status(
                 request=request.id,
@@ -640,7 +641,7 @@ class Agent:
                 reason = f"agent {holder} is lost"
             else:
                 continue
-            if not self.parts.claim.may_claim(self._load()):
+            if not self.parts.claim.may_claim(self.load()):
                 return
             self._take_over(found, now, reason, lost=holder is not None)
 

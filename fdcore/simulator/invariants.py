@@ -650,10 +650,8 @@ class NoStrandedRequests(Checker):
         self.after_change(world)
 
     def after_change(self, world: World) -> None:
-        from fdcore.simulator.world import agent_load
-
         live = [slot for slot in world.slots if slot.live]
-        loads = {slot.name: agent_load(slot.agent) for slot in live if slot.agent}
+        loads = {slot.name: slot.agent.load() for slot in live if slot.agent}
         roomy = {n for n, load in loads.items() if load.running + load.waiting < load.concurrency}
         if not roomy:
             return

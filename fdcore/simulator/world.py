@@ -75,12 +75,6 @@ def default_schedules(config: AgentConfig) -> list[Schedule]:
     return build_schedules(config, installed_plugins())
 
 
-def agent_load(agent: Agent) -> AgentLoad:
-    """What the agent's claim policy sees of it (running vs claimed-but-waiting)."""
-    running = sum(1 for work in agent.held.values() if work.running)
-    return AgentLoad(agent.config.concurrency, running, len(agent.held) - running)
-
-
 class VirtualClock:
     """An agent's view of the world's clock: virtual time plus the agent's skew.
 
@@ -420,7 +414,7 @@ class World:
         s = self.scenario
         store = slot.store
         store.begin_poll()
-        free_before = agent.parts.claim.may_claim(agent_load(agent))
+        free_before = agent.parts.claim.may_claim(agent.load())
         stale_held = self._stale_held(slot.name, agent)
         seq_start = self.next_seq()
         failure: Exception | None = None
