@@ -6,13 +6,13 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import START, Fleet
 
 from fdcore.cli.config import load_config
 from fdcore.cli.main import main
 from fdcore.contract.models import State
 from fdcore.errors import ConfigError
 from fdcore.mailbox.submit import submit
+from fdcore.testing.memory_fleet import START, MemoryFleet
 
 GOOD_STATUS = (
     b'{"request": "%s", "state": "running", "agent": "ghost", "updated_at": "2027-01-15T02:00:00Z"'
@@ -51,35 +51,39 @@ def problems(caplog: pytest.LogCaptureFixture) -> list[str]:
     ],
 )
 def test_bad_mailbox_file_is_reported_once_and_skipped(
-    fleet: Fleet, caplog: pytest.LogCaptureFixture, key: str, content: bytes, expected: str
+    fdcore_memory_fleet: MemoryFleet,
+    caplog: pytest.LogCaptureFixture,
+    key: str,
+    content: bytes,
+    expected: str,
 ) -> None:
     if key.startswith("status/"):
-        submit(fleet.mailbox, ["t"], request_id="bad", now=START)
-    fleet.storage.create(key, content)
-    submit(fleet.mailbox, ["sales"], request_id="good", now=START)
-    agent = fleet.agent("etl-01", take_over=True)
+        submit(fdcore_memory_fleet.mailbox, ["t"], request_id="bad", now=START)
+    fdcore_memory_fleet.storage.create(key, content)
+    submit(fdcore_memory_fleet.mailbox, ["sales"], request_id="good", now=START)
+    agent = fdcore_memory_fleet.agent("etl-01", take_over=True)
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             agent.poll()
-            fleet.finish_all()
-            fleet.clock.advance(120)  # past stale_after: status sweeps run every poll
+            fdcore_memory_fleet.finish_runs()
+            fdcore_memory_fleet.clock.advance(120)  # past stale_after: status sweeps run every poll
     reported = [m for m in problems(caplog) if expected in m]
     assert len(reported) == 1, problems(caplog)
-    good = fleet.mailbox.status("good")
+    good = fdcore_memory_fleet.mailbox.status("good")
     assert good is not None and good.value.state is State.SUCCEEDED
 
 
 def test_bad_lease_file_is_reported_and_the_table_waits(
-    fleet: Fleet, caplog: pytest.LogCaptureFixture
+    fdcore_memory_fleet: MemoryFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    fleet.storage.create("leases/sales.json", b'{"table": "sales"}')
-    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
-    submit(fleet.mailbox, ["other"], request_id="r2", now=START)
-    agent = fleet.agent("etl-01", concurrency=2)
+    fdcore_memory_fleet.storage.create("leases/sales.json", b'{"table": "sales"}')
+    submit(fdcore_memory_fleet.mailbox, ["sales"], request_id="r1", now=START)
+    submit(fdcore_memory_fleet.mailbox, ["other"], request_id="r2", now=START)
+    agent = fdcore_memory_fleet.agent("etl-01", concurrency=2)
     with caplog.at_level(logging.WARNING):
         agent.poll()
         agent.poll()
-    assert [run.job.table for run in fleet.runs] == ["other"]
+    assert [run.job.table for run in fdcore_memory_fleet.runs] == ["other"]
     assert sum("leases/sales.json: field" in m for m in problems(caplog)) == 1
 
 

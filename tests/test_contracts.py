@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Fleet
 
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.models import (
@@ -19,6 +18,7 @@ from fdcore.contract.models import (
     State,
     Status,
 )
+from fdcore.testing.memory_fleet import MemoryFleet
 
 FIXTURES = Path(__file__).parent / "fixtures" / "contract1"
 DOCS = Path(__file__).parents[1] / "docs" / "contracts.md"
@@ -67,25 +67,27 @@ def test_older_files_get_defaults() -> None:
     assert "deadline" not in json.loads(encode(request))  # None is left out, not null
 
 
-def test_older_agent_files_are_processed_as_before(fleet: Fleet) -> None:
+def test_older_agent_files_are_processed_as_before(fdcore_memory_fleet: MemoryFleet) -> None:
     """An older request waits to be claimed; an older status of a lost agent is taken over."""
     older_request = (FIXTURES / "request-older.json").read_bytes()
-    fleet.storage.create("requests/r-2026-0001.json", older_request)
+    fdcore_memory_fleet.storage.create("requests/r-2026-0001.json", older_request)
     second = json.loads(older_request)
     second["id"] = "r-2026-0002"
-    fleet.storage.create("requests/r-2026-0002.json", json.dumps(second).encode())
+    fdcore_memory_fleet.storage.create("requests/r-2026-0002.json", json.dumps(second).encode())
     status = json.loads((FIXTURES / "status-older.json").read_bytes())
     status["request"] = "r-2026-0002"
-    fleet.storage.create("status/r-2026-0002.json", json.dumps(status).encode())
-    fleet.storage.create("agents/etl-01.json", (FIXTURES / "agent-older.json").read_bytes())
+    fdcore_memory_fleet.storage.create("status/r-2026-0002.json", json.dumps(status).encode())
+    fdcore_memory_fleet.storage.create(
+        "agents/etl-01.json", (FIXTURES / "agent-older.json").read_bytes()
+    )
 
-    agent = fleet.agent("etl-02", take_over=True, grace_seconds=1)
+    agent = fdcore_memory_fleet.agent("etl-02", take_over=True, grace_seconds=1)
     for _ in range(4):
         agent.poll()
-        fleet.finish_all()
-    first = fleet.mailbox.status("r-2026-0001")
+        fdcore_memory_fleet.finish_runs()
+    first = fdcore_memory_fleet.mailbox.status("r-2026-0001")
     assert first is not None and first.value.state is State.SUCCEEDED
-    moved = fleet.mailbox.status("r-2026-0002")
+    moved = fdcore_memory_fleet.mailbox.status("r-2026-0002")
     assert moved is not None and moved.value.state is State.SUCCEEDED
     assert [(a.agent, a.outcome) for a in moved.value.attempts] == [
         ("etl-01", Outcome.LOST),

@@ -5,23 +5,23 @@ from __future__ import annotations
 import random
 import signal
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from processes_helpers import double_writers, local_fleet, table_writes
 
-from fdcore.cli.fleet import wait_until
+from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.cli.views import queue_rows
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
+from fdcore.testing.assertions import assert_no_double_writers
+from fdcore.testing.tables import table_writes
 
 FAST = {"poll_seconds": 0.1, "stale_after": 5, "concurrency": 2, "shutdown_grace": 20}
-RUNNER = {"kind": "python", "function": "fdcore_test_tables:write_table"}
+RUNNER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
 
 
 @pytest.mark.slow
-def test_three_agents_drain_300_requests_exactly_once(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+def test_three_agents_drain_300_requests_exactly_once(fdcore_fleet: AgentFleet) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     for n in range(3):
         fleet.add(f"etl-{n}", {"agent": FAST, "pipeline": {"claim": "when_free"}, "runner": RUNNER})
     rng = random.Random(3)
@@ -40,23 +40,25 @@ def test_three_agents_drain_300_requests_exactly_once(tmp_path: Path) -> None:
 
     rows = queue_rows(mailbox)
     assert len(rows) == 300
-    writes = table_writes(tmp_path)
-    accepted = [w for w in writes if not w["rejected"]]
+    writes = table_writes(fleet)
+    accepted = [w for w in writes if not w.rejected]
     # Every table of every request ran exactly once, by one agent, in one attempt.
-    assert Counter((w["request"], w["table"]) for w in accepted) == {
+    assert Counter((w.request, w.table) for w in accepted) == {
         (row.id, table): 1
         for row in rows
         for table in mailbox.request(row.id).value.entities  # type: ignore[union-attr]
     }
-    assert [w for w in writes if w["rejected"]] == []
-    assert double_writers(writes) == []
+    assert [w for w in writes if w.rejected] == []
+    assert_no_double_writers(writes)
     assert all(len(row.attempts) == 1 for row in rows)
     shares = Counter(row.agent for row in rows)
     assert set(shares) == {"etl-0", "etl-1", "etl-2"}, shares  # the work was shared out
 
 
-def test_sigterm_lets_running_tables_finish_and_hands_back_the_rest(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+def test_sigterm_lets_running_tables_finish_and_hands_back_the_rest(
+    fdcore_fleet: AgentFleet,
+) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "1.5"
     agent = fleet.add(
         "etl-0",
@@ -83,8 +85,8 @@ def test_sigterm_lets_running_tables_finish_and_hands_back_the_rest(tmp_path: Pa
     assert sorted(row.state for row in states.values()) == ["accepted", "waiting", "waiting"]
 
 
-def test_a_second_process_with_the_same_name_is_refused(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+def test_a_second_process_with_the_same_name_is_refused(fdcore_fleet: AgentFleet) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     first = fleet.add("etl-0", {"agent": FAST, "runner": RUNNER}).start()
     assert wait_until(lambda: mailbox.agent("etl-0") is not None, 20)
     second = fleet.add("etl-0-again", {"agent": {**FAST, "name": "etl-0"}, "runner": RUNNER})

@@ -5,23 +5,23 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from processes_helpers import local_fleet
 
+from fdcore.cli.fleet import AgentFleet
 from fdcore.cli.views import queue_rows
-from fdcore.contract.models import Outcome, State
+from fdcore.contract.models import State
+from fdcore.testing.assertions import assert_each_table_succeeded_once
 
 AGENT = {"poll_seconds": 0.2, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}
 PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": 1, "lease_seconds": 2}
-RUNNER = {"kind": "python", "function": "fdcore_test_tables:write_table"}
+RUNNER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
 SCHEDULE = {"id": "tick", "shared": True, "entities": ["sales", "stock"], "every": "2s"}
 
 
 @pytest.mark.slow
-def test_shared_schedule_survives_sigkill_and_restarts(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+def test_shared_schedule_survives_sigkill_and_restarts(fdcore_fleet: AgentFleet) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "0.3"
     names = ["etl-01", "etl-02", "etl-03"]
     for name in names:
@@ -59,11 +59,6 @@ def test_shared_schedule_survives_sigkill_and_restarts(tmp_path: Path) -> None:
         status = mailbox.status(row.id)
         assert status is not None
         if status.value.state is State.SUCCEEDED:
-            done = Counter(
-                record.table
-                for record in mailbox.runs(row.id)
-                if record.outcome is Outcome.SUCCEEDED
-            )
-            assert done == {"sales": 1, "stock": 1}, (row.id, done)
+            assert_each_table_succeeded_once(mailbox, row.id)
     finals = Counter(mailbox.status(row.id).value.state for row in rows)  # type: ignore[union-attr]
     assert finals[State.SUCCEEDED] >= len(rows) - 3, finals

@@ -10,27 +10,30 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from processes_helpers import double_writers, local_fleet, table_writes
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.cli.views import queue_rows
 from fdcore.contract.models import Outcome, State
-from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
+from fdcore.testing.assertions import (
+    assert_each_table_succeeded_once,
+    assert_no_double_writers,
+    assert_taken_over,
+    holder,
+)
+from fdcore.testing.tables import table_writes
 
 POLL = 0.5
 STALE = 2.0
 GRACE = 1.0
 AGENT = {"poll_seconds": POLL, "stale_after": STALE, "concurrency": 1, "shutdown_grace": 10}
 PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": GRACE, "lease_seconds": 2}
-WRITER = {"kind": "python", "function": "fdcore_test_tables:write_table"}
-
-
-def holder(mailbox: Mailbox, request_id: str) -> str | None:
-    status = mailbox.status(request_id)
-    if status is None or status.value.state is not State.RUNNING:
-        return None
-    return status.value.agent
+WRITER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
+POISON = {"kind": "python", "function": "fdcore.testing.tables:poison_or_write"}
+SLEEPER = {"kind": "python", "function": "fdcore.testing.tables:sleep_table"}
+# Invariant 3: a lost agent's request is taken over within stale_after + grace + one poll of its
+# last heartbeat (plus the time one poll itself takes on a loaded machine).
+TAKEOVER_WITHIN = STALE + GRACE + POLL + 0.5
 
 
 def start_three(fleet: AgentFleet, runner: dict[str, str], **sections: object) -> list[str]:
@@ -42,8 +45,8 @@ def start_three(fleet: AgentFleet, runner: dict[str, str], **sections: object) -
 
 
 @pytest.mark.slow
-def test_sigkilled_agents_shared_run_is_taken_over_in_time(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+def test_sigkilled_agents_shared_run_is_taken_over_in_time(fdcore_fleet: AgentFleet) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "2.5"
     fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "3"
     # An hourly shared schedule: the agents coming up make the current slot's request at once.
@@ -56,13 +59,7 @@ def test_sigkilled_agents_shared_run_is_taken_over_in_time(tmp_path: Path) -> No
         victim = holder(mailbox, request_id)
         assert victim is not None
         fleet.agents[victim].kill()
-        last_seen = mailbox.agent(victim).value.updated_at  # type: ignore[union-attr]
-        assert wait_until(lambda: holder(mailbox, request_id) not in (None, victim), 20)
-        status = mailbox.status(request_id).value  # type: ignore[union-attr]
-        taken_at = status.attempts[-1].started_at
-        # Invariant 3: taken over within stale_after + grace + one poll of the victim's last
-        # heartbeat (plus the time one poll itself takes on a loaded machine).
-        assert (taken_at - last_seen).total_seconds() <= STALE + GRACE + POLL + 0.5
+        assert_taken_over(mailbox, request_id, victim, within=TAKEOVER_WITHIN, timeout=20)
         assert wait_until(
             lambda: mailbox.status(request_id).value.state is State.SUCCEEDED,  # type: ignore[union-attr]
             40,
@@ -75,18 +72,15 @@ def test_sigkilled_agents_shared_run_is_taken_over_in_time(tmp_path: Path) -> No
     runs = mailbox.runs(request_id)
     # The run log shows one attempt per agent: the victim recorded nothing it did not finish.
     assert {(r.attempt, r.agent) for r in runs} <= {(1, victim), (2, status.attempts[1].agent)}
-    assert Counter(r.table for r in runs if r.outcome is Outcome.SUCCEEDED) == {
-        "sales": 1,
-        "stock": 1,
-    }
-    assert double_writers(table_writes(tmp_path)) == []
+    assert_each_table_succeeded_once(mailbox, request_id)
+    assert_no_double_writers(table_writes(fleet))
 
 
 @pytest.mark.slow
 def test_sigstopped_agent_wakes_up_and_writes_nothing_the_new_owner_holds(
-    tmp_path: Path,
+    fdcore_fleet: AgentFleet,
 ) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "2"
     fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "2"
     submit(mailbox, ["sales"], request_id="r1")
@@ -97,7 +91,7 @@ def test_sigstopped_agent_wakes_up_and_writes_nothing_the_new_owner_holds(
         assert wait_until(lambda: mailbox.storage.read("leases/sales.json") is not None, 10)
         sleeper.signal(signal.SIGSTOP)
         # Frozen past stale_after + grace + the lease: another agent takes it over and runs it.
-        assert wait_until(lambda: holder(mailbox, "r1") not in (None, sleeper.name), 20)
+        assert_taken_over(mailbox, "r1", sleeper.name, within=TAKEOVER_WITHIN, timeout=20)
         assert wait_until(
             lambda: mailbox.status("r1").value.state is State.SUCCEEDED,  # type: ignore[union-attr]
             20,
@@ -105,26 +99,26 @@ def test_sigstopped_agent_wakes_up_and_writes_nothing_the_new_owner_holds(
         sleeper.signal(signal.SIGCONT)
         # It wakes up mid-table: its write is refused by the fencing check and it stops.
         assert wait_until(lambda: "no longer mine" in sleeper.output(), 20), sleeper.output()
-        assert wait_until(
-            lambda: any(w["agent"] == sleeper.name for w in table_writes(tmp_path)), 20
-        )
+        assert wait_until(lambda: any(w.agent == sleeper.name for w in table_writes(fleet)), 20)
         assert sleeper.alive()
     finally:
         fleet.stop_all()
-    writes = [w for w in table_writes(tmp_path) if w["table"] == "sales"]
-    sleepers = [w for w in writes if w["agent"] == sleeper.name]
-    assert sleepers and all(w["rejected"] for w in sleepers), sleepers
-    accepted = [w for w in writes if not w["rejected"]]
-    assert len(accepted) == 1 and accepted[0]["agent"] != sleeper.name
-    assert {r.agent for r in mailbox.runs("r1")} == {accepted[0]["agent"]}
-    assert double_writers(writes) == []
+    writes = [w for w in table_writes(fleet) if w.table == "sales"]
+    sleepers = [w for w in writes if w.agent == sleeper.name]
+    assert sleepers and all(w.rejected for w in sleepers), sleepers
+    accepted = [w for w in writes if not w.rejected]
+    assert len(accepted) == 1 and accepted[0].agent != sleeper.name
+    assert {r.agent for r in mailbox.runs("r1")} == {accepted[0].agent}
+    assert_no_double_writers(writes)
 
 
 @pytest.mark.slow
-def test_a_request_that_kills_every_agent_fails_after_max_attempts(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+def test_a_request_that_kills_every_agent_fails_after_max_attempts(
+    fdcore_fleet: AgentFleet,
+) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     submit(mailbox, ["poison"], request_id="poison", max_attempts=3)
-    names = start_three(fleet, {"kind": "python", "function": "fdcore_test_tables:poison_or_write"})
+    names = start_three(fleet, POISON)
 
     def finished() -> bool:
         # A supervisor restarts what died, as systemd would; the poison must still stop.
@@ -149,13 +143,15 @@ def test_a_request_that_kills_every_agent_fails_after_max_attempts(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_mailbox_vanishing_for_a_while_loses_no_request(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
+def test_mailbox_vanishing_for_a_while_loses_no_request(
+    fdcore_fleet: AgentFleet, tmp_path: Path
+) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     for n in range(30):
         submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
     fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "0.2"
-    names = start_three(fleet, {"kind": "python", "function": "fdcore_test_tables:sleep_table"})
-    root = tmp_path / "env"
+    names = start_three(fleet, SLEEPER)
+    root = tmp_path / "env"  # the fdcore_environment fixture's folder
     away = tmp_path / "env-away"
     try:
         assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 20)
@@ -181,9 +177,11 @@ def _mount(*args: str) -> bool:
 
 
 @pytest.mark.slow
-def test_mailbox_turning_read_only_for_a_while_loses_no_request(tmp_path: Path) -> None:
-    fleet, mailbox = local_fleet(tmp_path)
-    root = tmp_path / "env"  # made by local_fleet's mailbox
+def test_mailbox_turning_read_only_for_a_while_loses_no_request(
+    fdcore_fleet: AgentFleet, tmp_path: Path
+) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
+    root = tmp_path / "env"  # the fdcore_environment fixture's folder, made by opening the mailbox
     # As root a chmod does not stop writes; a read-only bind mount does.
     if not _mount("--bind", str(root), str(root)):
         pytest.skip("needs root to make a read-only bind mount")
@@ -191,7 +189,7 @@ def test_mailbox_turning_read_only_for_a_while_loses_no_request(tmp_path: Path) 
         for n in range(30):
             submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
         fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "0.2"
-        names = start_three(fleet, {"kind": "python", "function": "fdcore_test_tables:sleep_table"})
+        names = start_three(fleet, SLEEPER)
         try:
             assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 20)
             assert _mount("-o", "remount,ro,bind", str(root))

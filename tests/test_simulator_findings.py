@@ -8,25 +8,17 @@ marked ``xfail(strict=True)``, so fixing it turns the suite red until the mark i
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
-from conftest import START, ManualRun
-
-from fdcore.abc import Blob, TableJob, TableResult
-from fdcore.agent.components import Components
-from fdcore.agent.core import Agent
-from fdcore.agent.schedules import build_schedules
-from fdcore.agent.settings import AgentConfig, ScheduleConfig
+from fdcore.abc import Blob
+from fdcore.agent.settings import ScheduleConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
-from fdcore.clock import ManualClock
 from fdcore.contract.models import AgentRecord, Outcome, State
 from fdcore.errors import StorageUnavailable
-from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import CLAIM, TAKEOVER, load_plugins
+from fdcore.testing.memory_fleet import START, MemoryFleet
 
 
 class LosesAnswers:
@@ -79,83 +71,31 @@ class LosesAnswers:
         pass
 
 
-class Machines:
-    """Agents on one store, each with its own (possibly skewed) clock; runs end when told."""
-
-    def __init__(self) -> None:
-        self.memory = MemoryStorage.fresh(uuid.uuid4().hex)
-        self.storage = LosesAnswers(self.memory)
-        self.mailbox = Mailbox(self.memory)
-        self.clocks: list[ManualClock] = []
-        self.runs: list[ManualRun] = []
-
-    def agent(self, name: str, skew: float = 0.0, **settings: object) -> Agent:
-        config = AgentConfig(name=name, environment=self.memory.url, **settings)  # type: ignore[arg-type]
-        clock = ManualClock(START, skew)
-        if self.clocks:
-            clock.time = self.clocks[0].time
-        self.clocks.append(clock)
-        plugins = load_plugins()
-
-        def start_table(job: TableJob) -> ManualRun:
-            run = ManualRun(job)
-            self.runs.append(run)
-            return run
-
-        parts = Components(
-            plugins.get(CLAIM, config.claim),
-            plugins.get(TAKEOVER, config.takeover_policy),
-            MailboxLeases(self.storage),
-            start_table,
-        )
-        return Agent(
-            config,
-            Mailbox(self.storage),
-            parts,
-            clock,
-            previous_process_gone=lambda record: True,
-            schedules=build_schedules(config, plugins),
-        )
-
-    def advance(self, seconds: float) -> None:
-        for clock in self.clocks:
-            clock.advance(seconds)
-
-    def finish_runs(self, *requests: str) -> None:
-        """End the runs still going (of ``requests`` only, if named) with success."""
-        for run in self.runs:
-            wanted = not requests or run.job.request in requests
-            if wanted and run.result is None and not run.cancelled:
-                run.result = TableResult(True)
-
-    def runs_of(self, table: str) -> list[str]:
-        return [f"{run.job.agent}#{run.job.attempt}" for run in self.runs if run.job.table == table]
-
-
 def test_a_live_agents_table_lease_is_not_taken_by_an_agent_whose_clock_runs_ahead() -> None:
     # Clocks 60 s apart: what DESIGN's one-minute grace is there to cover.
-    machines = Machines()
+    machines = MemoryFleet.fresh()
     behind = machines.agent("behind", skew=-30, claim="when_free")
     ahead = machines.agent("ahead", skew=+30, claim="when_free")
     submit(machines.mailbox, ["sales"], request_id="r1", now=START)
     behind.poll()  # claims r1, leases sales, starts the run
     submit(machines.mailbox, ["sales"], request_id="r2", now=START)
     for _ in range(12):  # one minute: behind polls (and renews) every 5 s throughout
-        machines.advance(5)
+        machines.clock.advance(5)
         behind.poll()
         ahead.poll()
     assert machines.runs_of("sales") == ["behind#1"]
 
 
 def test_a_lost_answer_on_a_status_update_does_not_cost_an_attempt() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
     agent = machines.agent("etl-01")
     submit(machines.mailbox, ["sales"], request_id="r1", now=START)
     # The claim lands; the "running" update lands too, but its answer is lost.
-    machines.storage.fail_next("replace", "status/r1", applied=True)
+    store.fail_next("replace", "status/r1", applied=True)
     agent.poll()
     for _ in range(20):  # past stale_after, when its sweep would pick the request up again
-        machines.advance(5)
+        machines.clock.advance(5)
         machines.finish_runs()
         agent.poll()
     status = machines.mailbox.status("r1")
@@ -164,7 +104,7 @@ def test_a_lost_answer_on_a_status_update_does_not_cost_an_attempt() -> None:
 
 
 def test_a_pause_shorter_than_stale_after_does_not_cost_an_attempt() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
     paused = machines.agent("etl-01", claim="when_free")
     other = machines.agent("etl-02", claim="when_free")
     submit(machines.mailbox, ["sales"], request_id="r1", now=START)
@@ -172,7 +112,7 @@ def test_a_pause_shorter_than_stale_after_does_not_cost_an_attempt() -> None:
     submit(machines.mailbox, ["sales"], request_id="r2", now=START)
     other.poll()  # claims r2, waits for the lease on sales
     for second in range(5, 125, 5):
-        machines.advance(5)
+        machines.clock.advance(5)
         if not 35 < second < 95:  # silent for 55 s: under stale_after, but the lease lapses
             paused.poll()
         other.poll()
@@ -183,35 +123,37 @@ def test_a_pause_shorter_than_stale_after_does_not_cost_an_attempt() -> None:
 
 
 def test_a_store_error_after_a_table_is_done_does_not_run_the_next_table_under_its_lease() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
     agent = machines.agent("etl-01")
     submit(machines.mailbox, ["sales", "customers"], request_id="r1", now=START)
     agent.poll()
     machines.finish_runs()
     # sales is recorded done in the status; then its run-log write fails (so no lease release).
-    machines.storage.fail_next("create", "runs/r1/", applied=False)
+    store.fail_next("create", "runs/r1/", applied=False)
     agent.poll()
-    machines.advance(5)
+    machines.clock.advance(5)
     agent.poll()
     customers = [run.job for run in machines.runs if run.job.table == "customers"]
     assert len(customers) == 1
-    lease = MailboxLeases(machines.memory).current("customers")
+    lease = MailboxLeases(machines.storage).current("customers")
     assert lease is not None, f"customers ran under token {customers[0].fencing_token} unleased"
     assert (lease.holder, lease.generation) == ("etl-01", customers[0].fencing_token)
-    sales = MailboxLeases(machines.memory).current("sales")
+    sales = MailboxLeases(machines.storage).current("sales")
     assert sales is not None and sales.released
 
 
 def test_a_lost_answer_on_a_table_done_update_does_not_run_the_table_again() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
     agent = machines.agent("etl-01")
     submit(machines.mailbox, ["sales", "customers"], request_id="r1", now=START)
     agent.poll()
     machines.finish_runs()
     # The status update recording sales done lands, but its answer is lost.
-    machines.storage.fail_next("replace", "status/r1", applied=True)
+    store.fail_next("replace", "status/r1", applied=True)
     for _ in range(5):
-        machines.advance(5)
+        machines.clock.advance(5)
         agent.poll()
         machines.finish_runs()
     status = machines.mailbox.status("r1")
@@ -221,7 +163,7 @@ def test_a_lost_answer_on_a_table_done_update_does_not_run_the_table_again() -> 
 
 
 def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused_once_its_taker_dies() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
     resumed = machines.agent("etl-01", claim="always", take_over=True)
     taker = machines.agent("etl-02", claim="always", take_over=True)
     submit(machines.mailbox, ["orders"], request_id="r0", now=START)
@@ -229,12 +171,12 @@ def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused_once_its_take
     submit(machines.mailbox, ["sales"], request_id="r1", now=START)
     resumed.poll()  # claims r1 and starts sales; then it is paused
     for _ in range(28):  # 140 s: the taker judges etl-01 lost and takes r1 (no worker free)
-        machines.advance(5)
+        machines.clock.advance(5)
         taker.poll()
     status = machines.mailbox.status("r1")
     assert status is not None and (status.value.agent, status.value.attempt) == ("etl-02", 2)
     for _ in range(32):  # the taker dies; etl-01 resumes, its sales run still going
-        machines.advance(5)
+        machines.clock.advance(5)
         resumed.poll()
     # etl-02 has been silent for 160 s (> stale_after + grace): r1 is due for takeover.
     status = machines.mailbox.status("r1")
@@ -243,11 +185,11 @@ def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused_once_its_take
 
 
 def test_a_restarted_agent_resumes_its_own_requests_before_claiming_newer_ones() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
     first = machines.agent("etl-01", claim="when_free")
     submit(machines.mailbox, ["sales"], request_id="r1", now=START)
     first.poll()  # claims r1 and starts it; then the process dies
-    machines.advance(30)
+    machines.clock.advance(30)
     submit(machines.mailbox, ["orders"], request_id="r2", now=START + timedelta(seconds=30))
     restarted = machines.agent("etl-01", claim="when_free")
     restarted.poll()
@@ -255,47 +197,48 @@ def test_a_restarted_agent_resumes_its_own_requests_before_claiming_newer_ones()
 
 
 def test_a_lost_agents_request_is_taken_over_before_newer_requests_are_claimed() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
     lost = machines.agent("etl-01", claim="when_free")
     taker = machines.agent("etl-02", claim="when_free", take_over=True)
     submit(machines.mailbox, ["sales"], request_id="r1", now=START)
     lost.poll()  # claims r1; then it goes silent
     for _ in range(25):  # past stale_after (60) + grace (60)
-        machines.advance(5)
+        machines.clock.advance(5)
         taker.poll()
     submit(machines.mailbox, ["orders"], request_id="r2", now=START + timedelta(seconds=125))
-    machines.advance(5)
+    machines.clock.advance(5)
     taker.poll()
     assert sorted(taker.held) == ["r1"]
 
 
 def test_a_store_error_on_a_slots_create_is_retried_within_the_slots_window() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
     hourly = ScheduleConfig("refresh", ("sales",), "every", "1h", shared=True)
     agent = machines.agent("etl-01", schedules=(hourly,))
     slot = int(START.timestamp()) // 3600  # START is 02:00: this slot is due, until 03:00
-    machines.storage.fail_next("create", "requests/sched-refresh-", applied=False)
+    store.fail_next("create", "requests/sched-refresh-", applied=False)
     agent.poll()  # the slot's create fails before it reaches the store
-    machines.advance(5)
+    machines.clock.advance(5)
     agent.poll()  # still inside the slot's window, with the store back
-    assert machines.memory.read(f"requests/sched-refresh-{slot}.json") is not None
+    assert machines.storage.read(f"requests/sched-refresh-{slot}.json") is not None
 
 
 def test_a_resumed_agent_takes_over_a_waiting_request_whose_taker_died() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
     resumed = machines.agent("etl-01", claim="always", take_over=True)  # one worker
     taker = machines.agent("etl-02", claim="when_free", take_over=True)
     submit(machines.mailbox, ["sales"], request_id="r1", now=START)
     submit(machines.mailbox, ["orders"], request_id="a2", now=START + timedelta(seconds=1))
-    machines.advance(1)
+    machines.clock.advance(1)
     resumed.poll()  # claims both, runs r1; a2 waits for its one worker; then it is paused
     for _ in range(26):  # 130 s: the taker judges etl-01 lost and takes a2 (its one worker)
-        machines.advance(5)
+        machines.clock.advance(5)
         taker.poll()
     status = machines.mailbox.status("a2")
     assert status is not None and (status.value.agent, status.value.attempt) == ("etl-02", 2)
     for _ in range(30):  # the taker dies; etl-01 resumes, r1 still running, a2 still held
-        machines.advance(5)
+        machines.clock.advance(5)
         resumed.poll()
     # etl-02 has been silent for 150 s (> stale_after + grace): a2 is due for takeover.
     status = machines.mailbox.status("a2")
@@ -304,14 +247,15 @@ def test_a_resumed_agent_takes_over_a_waiting_request_whose_taker_died() -> None
 
 
 def test_a_lost_answer_on_the_record_write_does_not_leave_the_record_stale() -> None:
-    machines = Machines()
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
     agent = machines.agent("etl-01")
     agent.poll()  # creates agents/etl-01.json
-    machines.advance(5)
-    machines.storage.fail_next("replace", "agents/etl-01", applied=True)
+    machines.clock.advance(5)
+    store.fail_next("replace", "agents/etl-01", applied=True)
     agent.poll()  # its record's replace lands, but the answer is lost
-    machines.advance(100)  # past stale_after: others may judge it lost until it writes again
+    machines.clock.advance(100)  # past stale_after: others may judge it lost until it writes again
     agent.poll()  # the store answers again: it rewrites its record
     record = machines.mailbox.read(AgentRecord, "agents/etl-01.json")
     assert record is not None
-    assert record.value.updated_at == machines.clocks[0].now()
+    assert record.value.updated_at == machines.clock.now()

@@ -61,8 +61,8 @@ def _progress(rows: list[QueueRow], elapsed: float) -> str:
 
 def run_demo(folder: Path, agents: int, requests: int, tables: int, timeout: float) -> int:
     environment = (folder / "environment").as_uri()
-    mailbox = Mailbox(load_plugins().open_storage(environment))
     fleet = AgentFleet(folder, environment)
+    mailbox = fleet.mailbox
     print(f"environment: {environment}")
     for n in range(1, agents + 1):
         agent = fleet.add(f"agent-{n}", SECTIONS).start()

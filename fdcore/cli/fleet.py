@@ -1,4 +1,8 @@
-"""Real agent processes for tests: write agent.toml files, start, signal and stop agents."""
+"""Real agent processes on this machine: write agent.toml files, start, signal and stop agents.
+
+Used by ``fdcore demo`` and, through the ``fdcore_fleet`` fixture of :mod:`fdcore.testing`, by
+tests that run a fleet of real agents.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from fdcore.mailbox.access import Mailbox
+from fdcore.plugins.manager import load_plugins
 
 
 def toml_value(value: Any) -> str:
@@ -93,24 +100,51 @@ class AgentProcess:
 
 @attrs.define
 class AgentFleet:
-    """Agents of one environment, each with its own config file and log, all stopped at the end."""
+    """Agents of one environment, each with its own config file and log in ``folder``.
+
+    ``storage`` holds the backend's options: every agent's config gets them as its ``[storage]``
+    (a section an agent gives merges over them), and :attr:`mailbox` opens with them. ``env`` is
+    what agent processes start with; change it before starting them.
+    """
 
     folder: Path
     environment: str
+    storage: dict[str, str] = attrs.field(factory=dict)
     env: dict[str, str] = attrs.field(factory=lambda: dict(os.environ))
     agents: dict[str, AgentProcess] = attrs.field(factory=dict)
+    _mailbox: Mailbox | None = attrs.field(default=None, init=False)
+
+    @property
+    def mailbox(self) -> Mailbox:
+        """The environment's mailbox as this process sees it (opened, so created, on first use)."""
+        if self._mailbox is None:
+            self._mailbox = Mailbox(load_plugins().open_storage(self.environment, self.storage))
+        return self._mailbox
 
     def add(self, name: str, sections: Mapping[str, Any]) -> AgentProcess:
         config = self.folder / f"{name}.toml"
         merged = dict(sections)
         merged["agent"] = {"name": name, "environment": self.environment, **sections["agent"]}
+        if self.storage or "storage" in sections:
+            merged["storage"] = {**self.storage, **sections.get("storage", {})}
         config.write_text(agent_toml(merged))
         agent = AgentProcess(name, config, self.folder / f"{name}.log", self.env)
         self.agents[name] = agent
         return agent
 
+    def add_pythonpath(self, *folders: Path) -> None:
+        """Let agents import modules from ``folders`` (a python runner's table functions)."""
+        paths = [str(folder) for folder in folders]
+        self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, self.env.get("PYTHONPATH")]))
+
     def stop_all(self) -> dict[str, int]:
         return {name: agent.stop() for name, agent in self.agents.items()}
+
+    def kill_all(self) -> None:
+        """SIGKILL every agent still running (clean-up after a test, whatever it left behind)."""
+        for agent in self.agents.values():
+            if agent.alive():
+                agent.kill()
 
     def __iter__(self) -> Iterator[AgentProcess]:
         return iter(self.agents.values())

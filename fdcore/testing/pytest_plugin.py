@@ -1,15 +1,30 @@
 """pytest plugin registered by the fdcore distribution (entry point group ``pytest11``).
 
 It declares the markers :class:`fdcore.testing.storage_suite.StorageSuite` uses, so a vendor's
-project that runs the suite under ``--strict-markers`` needs no configuration of its own.
+project that runs the suite under ``--strict-markers`` needs no configuration of its own, and
+gives every project with fdcore installed these fixtures:
+
+* ``fdcore_fleet``: real ``fdcore agent run`` processes on one environment
+  (:class:`fdcore.cli.fleet.AgentFleet`), set up for the table functions of
+  :mod:`fdcore.testing.tables`. The environment is ``fdcore_environment`` with the backend
+  options ``fdcore_storage_options``: a fresh local folder and none, unless the test's module,
+  class or conftest overrides those two fixtures.
+* ``fdcore_memory_fleet``: agents in this process on a fresh in-memory store with a manual clock
+  (:class:`fdcore.testing.memory_fleet.MemoryFleet`).
+* ``fdcore_quiet_agents``: agents log only errors.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from fdcore.cli.fleet import AgentFleet
+from fdcore.testing.memory_fleet import MemoryFleet
+from fdcore.testing.tables import log_table_writes
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,3 +42,36 @@ def fdcore_quiet_agents() -> Iterator[None]:
     logger.setLevel(logging.ERROR)
     yield
     logger.setLevel(level)
+
+
+@pytest.fixture
+def fdcore_environment(tmp_path: Path) -> str:
+    """The URL of the environment ``fdcore_fleet``'s agents share: by default a new local folder,
+    ``<tmp_path>/env``. Override it to run the fleet on your backend."""
+    return (tmp_path / "env").as_uri()
+
+
+@pytest.fixture
+def fdcore_storage_options() -> dict[str, str]:
+    """The backend options ``fdcore_fleet``'s agents (their ``[storage]``), its mailbox and the
+    table functions open ``fdcore_environment`` with: by default none. Override it with yours."""
+    return {}
+
+
+@pytest.fixture
+def fdcore_fleet(
+    tmp_path: Path, fdcore_environment: str, fdcore_storage_options: dict[str, str]
+) -> Iterator[AgentFleet]:
+    """Real agent processes on ``fdcore_environment``, with config files and logs in
+    ``tmp_path``; the writes of :mod:`fdcore.testing.tables` are logged under
+    ``<tmp_path>/table-log``. Agents still running at the end are killed."""
+    fleet = AgentFleet(tmp_path, fdcore_environment, dict(fdcore_storage_options))
+    log_table_writes(fleet, tmp_path / "table-log")
+    yield fleet
+    fleet.kill_all()
+
+
+@pytest.fixture
+def fdcore_memory_fleet() -> MemoryFleet:
+    """Agents in this process on a new, empty in-memory store; the clock reads ``START``."""
+    return MemoryFleet.fresh()

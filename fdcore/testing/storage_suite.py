@@ -11,7 +11,12 @@
         def storage_factory(self, tmp_path) -> StorageFactory:
             return UrlStorageFactory(tmp_path.as_uri())
 
-Each test runs one probe of :mod:`fdcore.testing.probes`, the same functions ``fdcore doctor``
+The suite is made of one mixin per property (like fsspec's ``tests/abstract``): a backend that
+keeps only some promises, or is on its way to keeping them all, adopts those it keeps, e.g.
+``class TestMyBackend(ReadDeleteTests, KeyTests)``, with the same ``storage_factory`` fixture.
+Each mixin names the capability flags it reads; :class:`StorageSuite` composes them all.
+
+Each test runs one probe of :mod:`fdcore.conformance.probes`, the same functions ``fdcore doctor``
 runs against a live environment, and fails with what the probe observed.
 """
 
@@ -40,7 +45,19 @@ from fdcore.conformance.probes import (
     probe_unusual_keys,
 )
 
-__all__ = ["StorageFactory", "StorageSuite", "UrlStorageFactory"]
+__all__ = [
+    "CreateIfAbsentTests",
+    "KeyTests",
+    "ListTests",
+    "PayloadTests",
+    "RaceTests",
+    "ReadDeleteTests",
+    "ReplaceIfMatchTests",
+    "StorageFactory",
+    "StorageSuite",
+    "StorageTestsBase",
+    "UrlStorageFactory",
+]
 
 
 def _require(observation: Observation) -> None:
@@ -48,8 +65,9 @@ def _require(observation: Observation) -> None:
         pytest.fail(str(observation), pytrace=False)
 
 
-class StorageSuite:
-    """The tests every storage backend passes. Capability flags are class attributes."""
+class StorageTestsBase:
+    """What every mixin shares: the ``storage_factory`` fixture a backend defines, the probes'
+    context, and the capability flags (class attributes; each mixin says which it reads)."""
 
     #: The store can be reopened in child processes; races then use real processes.
     #: False (an in-process store such as ``memory://``) races threads instead.
@@ -94,15 +112,28 @@ class StorageSuite:
             store.close()
         assert found == [], f"storage_factory must give an empty environment; found {found[:5]}"
 
-    def test_factory_is_picklable(self, storage_factory: StorageFactory) -> None:
-        if not self.multiprocess:
-            pytest.skip("races run in threads (multiprocess = False)")
-        copy = pickle.loads(pickle.dumps(storage_factory))
-        store = copy()
-        store.close()
+
+class ReadDeleteTests(StorageTestsBase):
+    """Create, read back from another handle, delete; an absent key reads as None. No flags."""
 
     def test_create_read_delete(self, probe_context: ProbeContext) -> None:
         _require(probe_create_read_delete(probe_context))
+
+    def test_absent_key(self, probe_context: ProbeContext) -> None:
+        _require(probe_absent_key(probe_context))
+
+
+class CreateIfAbsentTests(StorageTestsBase):
+    """Create refuses a key that exists, leaving its value. No flags (the race is
+    :class:`RaceTests`)."""
+
+    def test_create_existing_refused(self, probe_context: ProbeContext) -> None:
+        _require(probe_create_existing_refused(probe_context))
+
+
+class ReplaceIfMatchTests(StorageTestsBase):
+    """Replace gives a new etag and refuses a stale one. No flags (the race is
+    :class:`RaceTests`)."""
 
     def test_replace_gives_new_etag(self, probe_context: ProbeContext) -> None:
         _require(probe_replace_etag(probe_context))
@@ -110,11 +141,9 @@ class StorageSuite:
     def test_stale_etag_refused(self, probe_context: ProbeContext) -> None:
         _require(probe_stale_etag_refused(probe_context))
 
-    def test_absent_key(self, probe_context: ProbeContext) -> None:
-        _require(probe_absent_key(probe_context))
 
-    def test_create_existing_refused(self, probe_context: ProbeContext) -> None:
-        _require(probe_create_existing_refused(probe_context))
+class KeyTests(StorageTestsBase):
+    """Invalid keys are refused; every legal character round-trips. No flags."""
 
     def test_invalid_keys(self, probe_context: ProbeContext) -> None:
         _require(probe_invalid_keys(probe_context))
@@ -122,12 +151,34 @@ class StorageSuite:
     def test_unusual_keys(self, probe_context: ProbeContext) -> None:
         _require(probe_unusual_keys(probe_context))
 
+
+class PayloadTests(StorageTestsBase):
+    """Values up to ``max_payload`` bytes round-trip exactly. Flags: ``max_payload``."""
+
     def test_large_payload(self, probe_context: ProbeContext) -> None:
         _require(probe_large_payload(probe_context))
+
+
+class ListTests(StorageTestsBase):
+    """List by prefix gives every key once, in order. Flags: ``listing_size``,
+    ``write_threads``."""
 
     @pytest.mark.slow
     def test_list_by_prefix(self, probe_context: ProbeContext) -> None:
         _require(probe_list_by_prefix(probe_context))
+
+
+class RaceTests(StorageTestsBase):
+    """Conditional writes hold under contention, and readers never see half a value.
+    Flags: ``multiprocess``, ``race_workers``, ``create_rounds``, ``replace_rounds``,
+    ``max_payload`` (the largest value the partial-read race writes, up to 256 KiB)."""
+
+    def test_factory_is_picklable(self, storage_factory: StorageFactory) -> None:
+        if not self.multiprocess:
+            pytest.skip("races run in threads (multiprocess = False)")
+        copy = pickle.loads(pickle.dumps(storage_factory))
+        store = copy()
+        store.close()
 
     @pytest.mark.slow
     def test_create_if_absent_race(self, probe_context: ProbeContext) -> None:
@@ -140,3 +191,17 @@ class StorageSuite:
     @pytest.mark.slow
     def test_readers_never_see_partial_values(self, probe_context: ProbeContext) -> None:
         _require(probe_no_partial_reads(probe_context))
+
+
+# pytest collects a base class's tests before its subclass's: listed last, the quick
+# single-handle properties run first and the races last.
+class StorageSuite(
+    RaceTests,
+    ListTests,
+    PayloadTests,
+    KeyTests,
+    ReplaceIfMatchTests,
+    CreateIfAbsentTests,
+    ReadDeleteTests,
+):
+    """The tests every storage backend passes: every property mixin above."""

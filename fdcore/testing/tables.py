@@ -1,7 +1,14 @@
-"""Table runners for tests that start real agent processes (importable via PYTHONPATH).
+"""Table functions for tests that run real agent processes, and the log of their writes.
 
-Every table write goes through the fencing check and is logged with monotonic start and end
-times (system-wide on Linux), so a test can prove no table ever had two writers at once.
+Name them in an agent's ``[runner]`` (``kind = "python"``, ``function =
+"fdcore.testing.tables:write_table"``). Every table write goes through the fencing check and is
+logged with monotonic start and end times (system-wide on Linux), so a test can prove no table
+ever had two writers at once (:func:`fdcore.testing.assertions.double_writers`).
+
+The ``fdcore_fleet`` fixture sets the agents up for them (:func:`log_table_writes`). They read
+their settings from the agent's environment: ``FDCORE_TEST_LOG`` (the log's folder),
+``FDCORE_TEST_STORAGE_OPTIONS`` (the backend's options, JSON), ``FDCORE_TEST_TABLE_SECONDS`` and
+``FDCORE_TEST_TABLE_MIN_SECONDS`` (how long a table works).
 """
 
 from __future__ import annotations
@@ -14,20 +21,26 @@ import signal
 import time
 from pathlib import Path
 
+import attrs
+
 from fdcore.abc import Storage, TableJob
+from fdcore.cli.fleet import AgentFleet
 from fdcore.errors import StaleFencingToken, StorageUnavailable
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import load_plugins
 
+LOG_VARIABLE = "FDCORE_TEST_LOG"
+STORAGE_OPTIONS_VARIABLE = "FDCORE_TEST_STORAGE_OPTIONS"
+
 
 @functools.cache
 def _storage(url: str) -> Storage:
-    options = json.loads(os.environ.get("FDCORE_TEST_STORAGE_OPTIONS", "{}"))
+    options = json.loads(os.environ.get(STORAGE_OPTIONS_VARIABLE, "{}"))
     return load_plugins().open_storage(url, options)
 
 
 def _log(job: TableJob, **fields: object) -> None:
-    folder = Path(os.environ["FDCORE_TEST_LOG"])
+    folder = Path(os.environ[LOG_VARIABLE])
     line = json.dumps(
         {
             "agent": job.agent,
@@ -91,3 +104,36 @@ def sleep_table(job: TableJob) -> None:
     """A table that does not touch the mailbox: for tests where the mailbox itself goes away."""
     time.sleep(float(os.environ.get("FDCORE_TEST_TABLE_SECONDS", "0.2")))
     _log(job, start=time.monotonic(), end=time.monotonic(), rejected=None)
+
+
+# -- the test's side: set the agents up, read the log back ----------------------------------------
+
+
+@attrs.frozen
+class TableWrite:
+    """One logged table write. ``start`` and ``end`` are monotonic seconds."""
+
+    agent: str
+    table: str
+    request: str
+    attempt: int
+    token: int
+    start: float
+    end: float
+    rejected: str | None  # why the fencing check refused the write; None: it was accepted
+    killed: bool = False  # the table killed its agent instead (``kill_agent``)
+
+
+def log_table_writes(fleet: AgentFleet, folder: Path) -> None:
+    """Have the fleet's agents log the writes of these table functions under ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fleet.env[LOG_VARIABLE] = str(folder)
+    fleet.env[STORAGE_OPTIONS_VARIABLE] = json.dumps(fleet.storage)
+
+
+def table_writes(fleet: AgentFleet) -> list[TableWrite]:
+    """Every table write the fleet's agents logged so far, in no particular order."""
+    writes: list[TableWrite] = []
+    for path in sorted(Path(fleet.env[LOG_VARIABLE]).glob("*.jsonl")):
+        writes.extend(TableWrite(**json.loads(line)) for line in path.read_text().splitlines())
+    return writes
