@@ -1,8 +1,20 @@
-"""fdcore.testing: what plugin authors and vendors test against.
+"""fdcore.testing: what plugin authors and vendors test against (docs/plugins.md, "Testing a
+plugin").
 
-* :mod:`fdcore.testing.storage_suite`: the storage conformance suite; subclass ``StorageSuite``.
-* :mod:`fdcore.testing.probes`: the suite's probes as plain functions, each returning an
-  ``Observation``; ``fdcore doctor`` runs the same ones against a live environment.
-* :mod:`fdcore.testing.pytest_plugin`: registered by the fdcore distribution; declares the
-  suite's markers.
+* :mod:`fdcore.testing.pytest_plugin`: registered by the fdcore distribution (``pytest11``);
+  declares the suite's markers and gives the fixtures ``fdcore_fleet`` (real agent processes),
+  ``fdcore_environment`` and ``fdcore_storage_options`` (where they run), ``fdcore_memory_fleet``
+  (agents in this process on a memory store, manual clocks), ``fdcore_plugins`` and
+  ``fdcore_quiet_agents``.
+* :mod:`fdcore.testing.memory_fleet`: :class:`MemoryFleet`, behind ``fdcore_memory_fleet``.
+* :mod:`fdcore.testing.tables`: table functions for real agents that log every write with its
+  fencing token, and :func:`table_writes` to read the log.
+* :mod:`fdcore.testing.assertions`: takeover and fencing asserted (``assert_taken_over``,
+  ``assert_no_double_writers``, ``assert_each_table_succeeded_once``).
+* :mod:`fdcore.testing.storage_suite`: the storage conformance suite, ``StorageSuite``, made of
+  one mixin per property; its tests run the probes of :mod:`fdcore.conformance.probes`, the same
+  ones ``fdcore doctor`` runs against a live environment.
+
+Nothing here is imported by this package itself: agents that import a table function from
+:mod:`fdcore.testing.tables` do not load pytest.
 """

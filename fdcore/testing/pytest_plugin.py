@@ -10,7 +10,8 @@ gives every project with fdcore installed these fixtures:
   options ``fdcore_storage_options``: a fresh local folder and none, unless the test's module,
   class or conftest overrides those two fixtures.
 * ``fdcore_memory_fleet``: agents in this process on a fresh in-memory store with a manual clock
-  (:class:`fdcore.testing.memory_fleet.MemoryFleet`).
+  (:class:`fdcore.testing.memory_fleet.MemoryFleet`), resolving names with ``fdcore_plugins``:
+  the installed plugins, unless overridden (say, to add yours without installing it).
 * ``fdcore_quiet_agents``: agents log only errors.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from fdcore.cli.fleet import AgentFleet
+from fdcore.plugins.manager import Plugins, load_plugins
 from fdcore.testing.memory_fleet import MemoryFleet
 from fdcore.testing.tables import log_table_writes
 
@@ -72,6 +74,14 @@ def fdcore_fleet(
 
 
 @pytest.fixture
-def fdcore_memory_fleet() -> MemoryFleet:
+def fdcore_plugins() -> Plugins:
+    """The plugins ``fdcore_memory_fleet``'s agents resolve names with: the installed ones.
+    Override it to add a plugin that is not installed: ``load_plugins(extra=[(name, module)])``.
+    (``fdcore_fleet``'s agents are processes: they load the installed plugins themselves.)"""
+    return load_plugins()
+
+
+@pytest.fixture
+def fdcore_memory_fleet(fdcore_plugins: Plugins) -> MemoryFleet:
     """Agents in this process on a new, empty in-memory store; the clock reads ``START``."""
-    return MemoryFleet.fresh()
+    return MemoryFleet.fresh(plugins=fdcore_plugins)
