@@ -24,10 +24,10 @@ from fdcore.builtin.leases import MailboxLeases
 from fdcore.cli.main import build_parser, main
 from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import ConfigError
-from fdcore.simulator import Checker, Scenario, default_checkers, simulate
+from fdcore.simulator import Checker, Scenario, Violation, default_checkers, simulate
 from fdcore.simulator import world as world_module
-from fdcore.simulator.cli import command_line, scenario_from_args
-from fdcore.simulator.world import AgentSlot, World, default_parts
+from fdcore.simulator.options import command_line, scenario_from_args
+from fdcore.simulator.world import AgentHost, World, default_parts
 
 # Small runs with every fault: short timings keep the virtual time (and so the polls) down.
 FAULTY: dict[str, Any] = {
@@ -343,12 +343,10 @@ def test_a_checker_plugs_in_as_one_more_object() -> None:
         def __init__(self) -> None:
             self.polls = 0
 
-        def after_poll(self, world: World, slot: AgentSlot) -> None:
+        def after_poll(self, world: World, host: AgentHost) -> None:
             self.polls += 1
 
-        def finish(self, world: World) -> list[Any]:
-            from fdcore.simulator import Violation
-
+        def finish(self, world: World) -> list[Violation]:
             return [Violation(self.invariant, world.now, f"{self.polls} polls")]
 
         def summary(self) -> dict[str, Any]:
