@@ -181,10 +181,10 @@ class AgentPlan:
 class Plan:
     """Everything one run plays out, drawn from the scenario's seed."""
 
-    def __init__(self, scenario: Scenario, plugins: Plugins | None = None) -> None:
+    def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.arrivals = plan_arrivals(scenario)
-        self.schedules = plan_schedules(scenario, plugins or installed_plugins())
+        self.schedules = plan_schedules(scenario, installed_plugins())
         self.agents = [AgentPlan(scenario, f"agent-{n + 1}") for n in range(scenario.agents)]
         self.poison = {arrival.request for arrival in self.arrivals if arrival.poison}
         self._table_seconds = {arrival.request: arrival.table_seconds for arrival in self.arrivals}
