@@ -1,4 +1,4 @@
-"""What one simulation run is made of: fleet, workload and faults, all seeded."""
+"""What one simulation run is made of: fleet, workload and faults, all seeded; and virtual time."""
 
 from __future__ import annotations
 
@@ -96,6 +96,11 @@ class Scenario:
         # time for the last requests to finish, even after every agent was down a long while
         drain = 6 * 3600 + (self.restart_after or 0.0)
         return 4 * (span + work) + drain + scheduled
+
+
+def seconds(when: datetime) -> float:
+    """Virtual seconds since the start of the run (:data:`EPOCH`)."""
+    return (when - EPOCH).total_seconds()
 
 
 def split_timing(text: str, option: str) -> tuple[str, str]:
