@@ -10,8 +10,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import fdcore
 
 ROOT = Path(fdcore.__file__).parent
@@ -104,7 +102,6 @@ def test_the_facade_imports_only_the_plugin_marker_and_the_command_line() -> Non
     assert edges["fdcore.__main__"] <= {"fdcore.cli", "fdcore.cli.main"}
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator's two cycles, untangled in a later commit")
 def test_no_import_cycle() -> None:
     edges = graph()
     # A package's __init__ re-exporting its modules is not a cycle with them; a module that
