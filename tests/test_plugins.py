@@ -30,11 +30,14 @@ def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 def test_plugins_lists_our_distributions_with_versions() -> None:
     result = fdcore_cli("plugins", "--json")
     assert result.returncode == 0, result.stderr
-    rows = {row["distribution"]: row for row in json.loads(result.stdout)}
+    listed = json.loads(result.stdout)
+    rows = {row["distribution"]: row for row in listed if row["distribution"] != "fdcore"}
     assert rows["fdcore-localfs"]["version"] == "0.1.0"
     assert rows["fdcore-localfs"]["provides"] == {"storage backend": ["file"]}
     assert rows["fdcore-claim"]["provides"] == {"claim policy": ["always", "when_free"]}
-    assert rows["fdcore"]["provides"]["lease provider"] == ["mailbox"]
+    core = {row["name"]: row for row in listed if row["distribution"] == "fdcore"}
+    assert core["builtin"]["provides"]["lease provider"] == ["mailbox"]
+    assert core["simulator"]["provides"] == {"command": ["simulate"]}
     human = fdcore_cli("plugins").stdout
     assert "fdcore-localfs" in human and "storage backend: file" in human
 
