@@ -49,22 +49,23 @@ def _plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
+    """The ``fdcore`` parser: fdcore's commands and those of ``plugins`` (default: installed)."""
     parser = argparse.ArgumentParser(prog="fdcore", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fdcore {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    plugins = commands.add_parser("plugins", help="list installed plugins and what they provide")
-    plugins.add_argument("--json", action="store_true", help="machine-readable output")
-    plugins.set_defaults(run=_plugins)
+    listing = commands.add_parser("plugins", help="list installed plugins and what they provide")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(run=_plugins)
 
     # fdcore's own commands, each defined next to its work with ``register(commands)``; plugins
     # add theirs through the ``fdcore_commands`` hook (``simulate`` is the simulator's)
     for register in (cli_commands.register, demo.register, doctor.register, notify.register):
         register(commands)
     try:
-        _add_plugin_commands(commands, load_plugins())
+        _add_plugin_commands(commands, plugins or load_plugins())
     except PluginError as exc:  # the parser cannot be built: say why, as a failed command would
         parser.exit(2, f"fdcore: error: {exc}\n")
     return parser
