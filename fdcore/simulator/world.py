@@ -37,6 +37,7 @@ from fdcore.agent.components import Components, StartTable, build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.schedules import Schedule, build_schedules
 from fdcore.agent.settings import AgentConfig
+from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.codec import parse_time
 from fdcore.contract.layout import agent_key, request_key, status_key
@@ -516,7 +517,9 @@ class World:
         lease = self.trace.leases.get(job.table)
         payload = {"request": job.request, "agent": job.agent, "attempt": job.attempt}
         try:
-            fenced_write(self.store, job.table, job.fencing_token, payload)
+            fenced_write(
+                self.store, MailboxLeases(self.store), job.table, job.fencing_token, payload
+            )
             run.result = TableResult(True)
             accepted = True
         except StaleFencingToken as exc:
