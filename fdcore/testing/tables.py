@@ -23,11 +23,11 @@ from pathlib import Path
 
 import attrs
 
-from fdcore.abc import Storage, TableJob
+from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.cli.fleet import AgentFleet
 from fdcore.errors import StaleFencingToken, StorageUnavailable
 from fdcore.mailbox.fencing import fenced_write
-from fdcore.plugins.manager import load_plugins
+from fdcore.plugins.manager import LEASES, load_plugins
 
 LOG_VARIABLE = "FDCORE_TEST_LOG"
 STORAGE_OPTIONS_VARIABLE = "FDCORE_TEST_STORAGE_OPTIONS"
@@ -37,6 +37,12 @@ STORAGE_OPTIONS_VARIABLE = "FDCORE_TEST_STORAGE_OPTIONS"
 def _storage(url: str) -> Storage:
     options = json.loads(os.environ.get(STORAGE_OPTIONS_VARIABLE, "{}"))
     return load_plugins().open_storage(url, options)
+
+
+@functools.cache
+def _leases(url: str, provider: str) -> TableLeases:
+    """The environment's table leases, from the provider the agent uses (``job.leases``)."""
+    return load_plugins().get(LEASES, provider).open(_storage(url), {})
 
 
 def _log(job: TableJob, **fields: object) -> None:
@@ -82,6 +88,7 @@ def _write_riding_out_outages(job: TableJob, patience: float = 60.0) -> None:
         try:
             fenced_write(
                 _storage(job.environment),
+                _leases(job.environment, job.leases),
                 job.table,
                 job.fencing_token,
                 {"request": job.request, "agent": job.agent},
