@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from plugin_distributions import install_distribution
 
 from fdcore import hookimpl
 from fdcore.abc import AgentLoad, ClaimPolicy
@@ -62,11 +63,8 @@ def test_disabling_by_entry_point_name(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _broken_distribution(folder: Path, distribution: str, module: str) -> None:
-    info = folder / f"{distribution.replace('-', '_')}-9.9.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 9.9\n")
-    (info / "entry_points.txt").write_text(f"[fdcore]\nbroken = {module}\n")
-    (folder / f"{module}.py").write_text("raise RuntimeError('plugin exploded on import')\n")
+    source = "raise RuntimeError('plugin exploded on import')\n"
+    install_distribution(folder, distribution, module, source, version="9.9")
 
 
 def test_plugin_that_fails_to_import_is_reported_with_its_distribution(tmp_path: Path) -> None:
