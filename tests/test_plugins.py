@@ -13,8 +13,9 @@ import pytest
 from plugin_distributions import install_distribution
 
 from fdcore import hookimpl
-from fdcore.abc import AgentLoad, ClaimPolicy
-from fdcore.errors import PluginError
+from fdcore.abc import AgentLoad, ClaimPolicy, Storage, StorageBackend
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.errors import EnvironmentNotFound, PluginError
 from fdcore.plugins.manager import CLAIM, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
 
 
@@ -138,3 +139,38 @@ def test_builtins_are_always_there() -> None:
     assert set(plugins.implementations(STORAGE)) == {"memory"}
     assert set(plugins.implementations(RUNNER)) == {"command", "python"}
     assert plugins.implementations(SLOT) == {}
+
+
+class _OldBackend:
+    """A backend written before ``create``: its open takes (url, options) only."""
+
+    name = "old"
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def accepts(self, url: str) -> bool:
+        return url.startswith("old://")
+
+    def open(self, url: str, options: dict[str, str]) -> Storage:
+        self.calls.append(url)
+        return MemoryStorage(url)
+
+
+class _OldBackends:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @hookimpl
+    def fdcore_storage_backends(self) -> Sequence[StorageBackend]:
+        return [_OldBackend(self.calls)]
+
+
+def test_a_backend_without_the_create_flag_is_opened_as_before() -> None:
+    old = _OldBackends()
+    plugins = load_plugins(extra=[("old", old)])
+    plugins.open_storage("old://a")
+    plugins.open_storage("old://b", create=False)
+    assert old.calls == ["old://a", "old://b"]
+    with pytest.raises(EnvironmentNotFound):  # and one that has it gets it
+        plugins.open_storage(f"memory://{os.getpid()}-never-made", create=False)
