@@ -53,6 +53,8 @@ def path_from_url(url: str) -> Path:
         if not path:
             raise ConfigError(url, None, "a file:// URL needs a path")
         return Path(path)
+    if not url.strip():  # Path("") is the working folder: never an environment by accident
+        raise ConfigError(repr(url), None, "an environment URL or path must not be empty")
     return Path(url).absolute()
 
 

@@ -346,3 +346,15 @@ def test_bad_file_url_is_a_one_line_config_error(url: str, message: str) -> None
         load_plugins().open_storage(url)
     assert str(caught.value).startswith(f"{url}: {message}")
     assert "\n" not in str(caught.value)
+
+
+def test_an_empty_url_is_refused_rather_than_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for create in (True, False):
+        with pytest.raises(
+            ConfigError, match=r"^'': an environment URL or path must not be empty$"
+        ):
+            load_plugins().open_storage("", create=create)
+    assert list(tmp_path.iterdir()) == []
