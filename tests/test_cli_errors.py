@@ -310,3 +310,16 @@ def test_a_reader_that_went_away_is_not_an_error() -> None:
     finally:
         os.close(write)
     assert (result.returncode, result.stderr) == (BROKEN_PIPE, "")
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_a_bug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*args: object) -> object:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(fdcore.cli.main, "load_plugins", broken)
+    assert main(["-v", "plugins"]) == BUG
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "fdcore: internal error: BrokenPipeError: [Errno 32] Broken pipe"
+    )

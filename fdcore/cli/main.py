@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import select
 import shlex
 import sys
 import tempfile
@@ -107,8 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ERROR
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return _reader_gone()
+    except BrokenPipeError as exc:
+        if _stdout_reader_gone():
+            return BROKEN_PIPE
+        return _bug(exc, verbose, sys.argv[1:] if argv is None else list(argv))
     except Exception as exc:
         return _bug(exc, verbose, sys.argv[1:] if argv is None else list(argv))
 
@@ -117,13 +120,21 @@ def _one_line(text: str) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _reader_gone() -> int:
-    """stdout's reader went away (``fdcore queue | head``): nothing to report. Point stdout at
-    /dev/null so the interpreter's final flush does not fail again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return BROKEN_PIPE
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader went away (``fdcore queue | head``): nothing to
+    report then, and stdout is pointed at /dev/null so the final flush does not fail again. Any
+    other broken pipe is a bug."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in a test)
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return gone
 
 
 def _bug(exc: Exception, verbose: bool, argv: list[str]) -> int:
