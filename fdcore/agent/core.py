@@ -111,7 +111,7 @@ class Agent:
         """Record finished tables, then start next ones (or hand requests back when stopping)."""
         # Running requests first, then waiting ones by age: a free worker goes to the oldest.
         for work in sorted(self.held.values(), key=lambda w: (not w.running, w.status.updated_at)):
-            if work.id not in self.held:
+            if not self.holdings.holds(work):
                 continue  # dropped while an earlier one moved
             if not self.tables.poll_run(work, now):
                 continue  # its table still runs, or the request is no longer ours
