@@ -114,16 +114,14 @@ class Agent:
             if not self.holdings.holds(work):
                 continue  # dropped while an earlier one moved
             if not self.tables.poll_run(work, now):
-                continue  # its table still runs, or the request is no longer ours
+                continue  # its table still runs (stopping lets it finish), or it is not ours
             if self.stopping:
                 self._hand_back(work, now)
             elif work.running or self.load().running < self.config.concurrency:
                 self.tables.next_table(work, now)
 
     def _hand_back(self, work: Work, now: datetime) -> None:
-        """While stopping: give a request without a running table back to the pool."""
-        if work.run is not None:
-            return  # let the table finish within the shutdown grace
+        """Give a request whose table ended (or was cancelled) back: its lease, then its status."""
         self.tables.release_lease(work, now)
         self.status_changes.hand_back(work, now)
 
