@@ -6,6 +6,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 PLUGINS := $(sort $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml)))
 PLUGIN_PACKAGES := $(sort $(filter-out %.egg-info,$(wildcard plugins/*/fdcore_*)))
+# contrib/plugin-template is type-checked but not installed: installed, its example names
+# (one_at_a_time, monthly, jsonl, monthly-slots) would be offered to every agent and command of
+# the dev environment, and would clash with a copy of the template under development. Its tests
+# install it on their own, alone with the core (contrib/plugin-template/tests/conftest.py).
+TEMPLATE_PACKAGE := contrib/plugin-template/fdcore_plugin_template
 STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 PYTEST_ARGS ?=
@@ -35,7 +40,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES)
+	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES) $(TEMPLATE_PACKAGE)
 
 pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -1,8 +1,8 @@
 """Every extension protocol of fdcore, with the value types that cross it.
 
 This is the one module a plugin author reads: the storage backend, claim policy, slot function,
-takeover policy, lease provider, notifier and table runner protocols, each with the data it is
-given and returns. Implementations are registered through the hooks of
+takeover policy, lease provider, notifier, table runner and command protocols, each with the data
+it is given and returns. Implementations are registered through the hooks of
 :mod:`fdcore.plugins.hookspecs` and chosen by name in ``agent.toml``. The errors a protocol's
 methods raise live in :mod:`fdcore.errors`.
 
@@ -11,6 +11,7 @@ Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -261,7 +262,7 @@ class LeaseProvider(Protocol):
 
 @attrs.frozen
 class Notification:
-    """What a notifier sends: one incident, opened or still open."""
+    """What a notifier sends: one incident, opened or still open, to the route named ``route``."""
 
     environment: str
     incident_id: str
@@ -273,8 +274,13 @@ class Notification:
 
 @runtime_checkable
 class NotifierChannel(Protocol):
+    """One route's channel, opened at start-up and used for every notification to the route."""
+
     def send(self, notification: Notification) -> None:
-        """Deliver one notification; raise on a failure that retrying here will not mend."""
+        """Deliver one notification; raise on a failure that retrying here will not mend.
+
+        Bound the time it takes (a network call needs a timeout): the caller waits for it.
+        """
 
 
 @runtime_checkable
@@ -284,7 +290,11 @@ class Notifier(Protocol):
     name: str
 
     def open(self, route: str, options: dict[str, Any]) -> NotifierChannel:
-        """A channel for the route ``route`` configured with ``options`` from agent.toml."""
+        """A channel for the route ``route``, configured with the route's other keys in agent.toml.
+
+        No I/O: this runs at start-up. Raise ValueError with a one-line message naming the
+        option for options it cannot use.
+        """
 
 
 # -- table runner -----------------------------------------------------------------------------
@@ -300,6 +310,7 @@ class TableJob:
     fencing_token: int  # the table lease's generation
     agent: str
     environment: str  # the environment URL
+    leases: str = "mailbox"  # the lease provider's name: a fenced write checks the token there
 
     def environ(self) -> dict[str, str]:
         """The variables a command runner puts in the table process's environment."""
@@ -310,6 +321,7 @@ class TableJob:
             "FDCORE_FENCING_TOKEN": str(self.fencing_token),
             "FDCORE_AGENT": self.agent,
             "FDCORE_ENVIRONMENT": self.environment,
+            "FDCORE_LEASES": self.leases,
         }
 
 
@@ -338,3 +350,24 @@ class TableRunner(Protocol):
 
     def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
         """Start running ``job``; ``options`` come from ``[runner]`` in agent.toml."""
+
+
+# -- command ----------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Command(Protocol):
+    """A subcommand a plugin adds to the ``fdcore`` command line: ``fdcore <name> ...``."""
+
+    name: str  # what follows ``fdcore``; must not be one of fdcore's own commands
+    help: str  # one line, shown in ``fdcore --help``
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the command's options and arguments to ``parser``, its own sub-parser."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Do the command's work; return the exit code (0 for success).
+
+        Raise :class:`fdcore.errors.FdcoreError` (a ConfigError for bad input) for an error the
+        user can fix: ``fdcore`` prints it as one line and exits 2.
+        """

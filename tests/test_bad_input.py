@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import fdcore_plugin_template
 import pytest
 from conftest import START, Fleet
 
 from fdcore.cli.config import load_config
 from fdcore.cli.main import main
 from fdcore.contract.models import State
-from fdcore.errors import ConfigError
+from fdcore.errors import ConfigError, PluginError
 from fdcore.mailbox.submit import submit
+from fdcore.plugins.manager import Plugins, load_plugins
 
 GOOD_STATUS = (
     b'{"request": "%s", "state": "running", "agent": "ghost", "updated_at": "2027-01-15T02:00:00Z"'
@@ -187,3 +189,63 @@ def test_submit_bad_input(
     assert main(["submit", "--env", env, *args]) == 2
     assert capsys.readouterr().err.startswith(f"fdcore: error: {expected}")
     assert not list((tmp_path / "env").glob("requests/*"))
+
+
+# -- schedule timing keys: the installed slot functions' names ---------------------------------
+
+WITH_MONTHLY = '[agent]\nname = "a"\nenvironment = "x"\n[[schedules]]\nid = "s"\n'
+
+
+@pytest.fixture
+def with_monthly() -> Plugins:
+    """The installed plugins and the template's, which adds the ``monthly`` slot function."""
+    return load_plugins(extra=[("plugin-template", fdcore_plugin_template)])
+
+
+def test_a_plugins_slot_function_is_a_timing_key(tmp_path: Path, with_monthly: Plugins) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(WITH_MONTHLY + 'monthly = "1 02:00"\ntimezone = "Europe/Berlin"\n')
+    [schedule] = load_config(path, with_monthly).schedules
+    assert (schedule.timing, schedule.spec) == ("monthly", "1 02:00")
+    assert schedule.options == {"timezone": "Europe/Berlin"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('monthy = "1 02:00"\n', "[[schedules]] #1 monthy: unknown key; did you mean 'monthly'?"),
+        ("", "[[schedules]] #1 (s): needs exactly one of every, cron, daily, weekly, monthly"),
+        (
+            'monthly = "1 02:00"\nevery = "1h"\n',
+            "[[schedules]] #1 (s): needs exactly one of every, cron, daily, weekly, monthly",
+        ),
+        ("monthly = 1\n", "[[schedules]] #1 monthly: expected a string, got 1"),
+    ],
+)
+def test_timing_key_mistakes_list_the_installed_slot_functions(
+    tmp_path: Path, with_monthly: Plugins, text: str, expected: str
+) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(WITH_MONTHLY + text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, with_monthly)
+    assert str(info.value) == f"{path}: {expected}"
+
+
+def test_without_the_slot_function_the_key_is_unknown(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(WITH_MONTHLY + 'monthly = "1 02:00"\n')
+    with pytest.raises(ConfigError, match="monthly: unknown key \\(known: id, shared"):
+        load_config(path)
+
+
+def test_a_timing_key_of_ours_not_installed_names_the_distribution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FDCORE_DISABLE_PLUGINS", "fdcore-slots")
+    path = tmp_path / "agent.toml"
+    path.write_text(WITH_MONTHLY + 'every = "1h"\n')
+    with pytest.raises(PluginError) as info:
+        load_config(path)
+    assert str(info.value).startswith("no installed plugin provides slot function 'every'")
+    assert str(info.value).endswith("; fdcore-slots is disabled by FDCORE_DISABLE_PLUGINS")

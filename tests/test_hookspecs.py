@@ -1,4 +1,4 @@
-"""Every hook is documented with its exact signature and exercised by a test (as datasette does)."""
+"""Every hook is documented with its exact signature and called by a test (as datasette does)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from fdcore.abc import (
+    ClaimPolicy,
+    Command,
+    LeaseProvider,
+    Notifier,
+    SlotFunction,
+    StorageBackend,
+    TableRunner,
+    TakeoverPolicy,
+)
 from fdcore.plugins import hookspecs
+from fdcore.plugins.manager import KINDS, load_plugins
 
 ROOT = Path(__file__).parents[1]
 HOOKS = sorted(
@@ -30,9 +41,23 @@ def signature(function: object) -> str:
     return f"{function.__name__}({params}) -> {returns}"  # type: ignore[attr-defined]
 
 
-def test_there_are_seven_extension_points() -> None:
+# what each hook's implementations are, checked on what the installed plugins return
+PROTOCOLS = {
+    "fdcore_claim_policies": ClaimPolicy,
+    "fdcore_commands": Command,
+    "fdcore_lease_providers": LeaseProvider,
+    "fdcore_notifiers": Notifier,
+    "fdcore_slot_functions": SlotFunction,
+    "fdcore_storage_backends": StorageBackend,
+    "fdcore_table_runners": TableRunner,
+    "fdcore_takeover_policies": TakeoverPolicy,
+}
+
+
+def test_there_are_eight_extension_points() -> None:
     assert [name for name, _ in HOOKS] == [
         "fdcore_claim_policies",
+        "fdcore_commands",
         "fdcore_lease_providers",
         "fdcore_notifiers",
         "fdcore_slot_functions",
@@ -54,11 +79,29 @@ def test_hook_has_a_docstring_saying_when_it_is_called(name: str, function: obje
     assert "Called once" in doc or "called once" in doc
 
 
+def test_every_hook_has_a_kind_and_a_protocol() -> None:
+    names = [name for name, _ in HOOKS]
+    assert sorted(kind.hook for kind in KINDS) == names
+    assert sorted(PROTOCOLS) == names
+
+
+@pytest.mark.parametrize(("name", "function"), HOOKS, ids=[name for name, _ in HOOKS])
+def test_hook_called_through_pluggy_returns_its_protocol(name: str, function: object) -> None:
+    """Call the hook as pluggy does: every installed implementation is what it says it is, and
+    the manager attributes exactly these to their plugins."""
+    plugins = load_plugins()
+    results = getattr(plugins.manager.hook, name)()
+    returned = [impl for result in results for impl in result]
+    assert returned, f"no installed plugin implements {name}"
+    for impl in returned:
+        assert isinstance(impl, PROTOCOLS[name]), f"{impl!r} is not a {PROTOCOLS[name].__name__}"
+    kind = next(kind for kind in KINDS if kind.hook == name)
+    assert sorted(impl.name for impl in returned) == sorted(plugins.implementations(kind))
+
+
 @pytest.mark.parametrize(("name", "function"), HOOKS, ids=[name for name, _ in HOOKS])
 def test_hook_is_implemented_in_a_test_or_by_a_tested_plugin(name: str, function: object) -> None:
     """A hook counts as exercised when a test implements it, or uses what it registers."""
-    from fdcore.plugins.manager import KINDS, load_plugins
-
     kind = next(kind for kind in KINDS if kind.hook == name)
     implemented_in_tests = any(name in path.read_text() for path in TEST_FILES)
     names = load_plugins().implementations(kind)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -12,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from fdcore import hookimpl
-from fdcore.abc import AgentLoad, ClaimPolicy
+from fdcore.abc import AgentLoad, ClaimPolicy, Command, Notifier
+from fdcore.builtin.notifiers import LogNotifier
+from fdcore.cli.main import build_parser
 from fdcore.errors import PluginError
-from fdcore.plugins.manager import CLAIM, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
+from fdcore.plugins.manager import CLAIM, COMMAND, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
 
 
 def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -30,11 +33,14 @@ def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 def test_plugins_lists_our_distributions_with_versions() -> None:
     result = fdcore_cli("plugins", "--json")
     assert result.returncode == 0, result.stderr
-    rows = {row["distribution"]: row for row in json.loads(result.stdout)}
+    listed = json.loads(result.stdout)
+    rows = {row["distribution"]: row for row in listed if row["distribution"] != "fdcore"}
     assert rows["fdcore-localfs"]["version"] == "0.1.0"
     assert rows["fdcore-localfs"]["provides"] == {"storage backend": ["file"]}
     assert rows["fdcore-claim"]["provides"] == {"claim policy": ["always", "when_free"]}
-    assert rows["fdcore"]["provides"]["lease provider"] == ["mailbox"]
+    core = {row["name"]: row for row in listed if row["distribution"] == "fdcore"}
+    assert core["builtin"]["provides"]["lease provider"] == ["mailbox"]
+    assert core["simulator"]["provides"] == {"command": ["simulate"]}
     human = fdcore_cli("plugins").stdout
     assert "fdcore-localfs" in human and "storage backend: file" in human
 
@@ -140,3 +146,111 @@ def test_builtins_are_always_there() -> None:
     assert set(plugins.implementations(STORAGE)) == {"memory"}
     assert set(plugins.implementations(RUNNER)) == {"command", "python"}
     assert plugins.implementations(SLOT) == {}
+
+
+class _Exploding:
+    @hookimpl
+    def fdcore_claim_policies(self) -> Sequence[ClaimPolicy]:
+        raise RuntimeError("claim policies exploded")
+
+    @hookimpl
+    def fdcore_notifiers(self) -> Sequence[Notifier]:
+        return [LogNotifier()]  # would clash with the built-in, but the plugin is failed first
+
+
+class _Nameless:
+    @hookimpl
+    def fdcore_claim_policies(self) -> Sequence[ClaimPolicy]:
+        return [object()]  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("plugin", "error"),
+    [
+        (_Exploding(), "RuntimeError: claim policies exploded"),
+        (_Nameless(), "TypeError: fdcore_claim_policies returned <object object"),
+    ],
+)
+def test_a_plugin_whose_hook_fails_is_recorded_not_raised(plugin: object, error: str) -> None:
+    plugins = load_plugins(extra=[("acme", plugin)])
+    info = next(info for info in plugins.infos if info.name == "acme")
+    assert info.error is not None and info.error.startswith(error)
+    assert info.provides == {}
+    assert plugins.provider(NOTIFIER, "log") == "builtin (fdcore)"  # nothing of acme's is used
+    assert plugins.manager.get_plugin("acme") is None  # and pm.hook no longer calls it
+    assert set(plugins.implementations(CLAIM)) == {"always", "when_free"}
+
+
+def test_each_implementation_is_attributed_to_its_plugin() -> None:
+    plugins = load_plugins(extra=[("acme", _Greeter())])
+    assert plugins.provider(CLAIM, "when_free") == "claim (fdcore-claim)"
+    assert plugins.provider(COMMAND, "greet") == "acme"
+    assert plugins.provider(COMMAND, "simulate") == "simulator (fdcore)"
+    info = next(info for info in plugins.infos if info.name == "acme")
+    assert info.provides == {"command": ["greet"]}
+
+
+# -- fdcore_commands: subcommands from plugins --------------------------------------------------
+
+
+class _Greet:
+    name = "greet"
+    help = "say hello"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--to", default="world")
+
+    def run(self, args: argparse.Namespace) -> int:
+        print(f"hello {args.to}")
+        return 3  # the command's own exit code reaches the shell
+
+
+class _Greeter:
+    @hookimpl
+    def fdcore_commands(self) -> Sequence[Command]:
+        return [_Greet()]
+
+
+def test_a_plugin_adds_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser(load_plugins(extra=[("acme", _Greeter())]))
+    args = parser.parse_args(["greet", "--to", "fleet"])
+    assert args.run(args) == 3
+    assert capsys.readouterr().out == "hello fleet\n"
+    assert "greet" in parser.format_help() and "say hello" in parser.format_help()
+
+
+class _Queue(_Greet):
+    name = "queue"
+
+
+class _QueueTaker:
+    @hookimpl
+    def fdcore_commands(self) -> Sequence[Command]:
+        return [_Queue()]
+
+
+def test_a_plugin_command_may_not_take_a_name_of_fdcores(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser(load_plugins(extra=[("acme", _QueueTaker())]))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "fdcore: error: command 'queue' of plugin acme is one of fdcore's own commands; "
+        "disable the plugin with FDCORE_DISABLE_PLUGINS\n"
+    )
+
+
+def test_a_command_provided_twice_is_an_error_naming_both() -> None:
+    with pytest.raises(PluginError) as info:
+        load_plugins(extra=[("acme", _Greeter()), ("other", _Greeter())])
+    assert str(info.value) == (
+        "command 'greet' is provided by two plugins: acme and other; "
+        "disable one with FDCORE_DISABLE_PLUGINS"
+    )
+
+
+def test_simulate_comes_from_the_simulator_entry_point() -> None:
+    assert "simulate" in fdcore_cli("--help").stdout
+    result = fdcore_cli("--help", env={"FDCORE_DISABLE_PLUGINS": "simulator"})
+    assert result.returncode == 0 and "simulate" not in result.stdout

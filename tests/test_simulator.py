@@ -24,10 +24,11 @@ from fdcore.builtin.leases import MailboxLeases
 from fdcore.cli.main import build_parser, main
 from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import ConfigError
-from fdcore.simulator import Checker, Scenario, default_checkers, simulate
+from fdcore.simulator import Checker, Scenario, Violation, default_checkers, simulate
 from fdcore.simulator import world as world_module
-from fdcore.simulator.cli import command_line, scenario_from_args
-from fdcore.simulator.world import AgentSlot, World, default_parts
+from fdcore.simulator.options import command_line, scenario_from_args
+from fdcore.simulator.plan import Plan
+from fdcore.simulator.world import AgentHost, World, default_parts
 
 # Small runs with every fault: short timings keep the virtual time (and so the polls) down.
 FAULTY: dict[str, Any] = {
@@ -83,6 +84,24 @@ def test_one_seed_gives_one_report() -> None:
     assert first.text().split("virtual time")[0] == second.text().split("virtual time")[0]
     other = simulate(attrs.evolve(scenario, seed=12))
     assert other.to_json(wall=False) != first.to_json(wall=False)
+
+
+def test_a_seed_fixes_the_plan_and_the_claim_policy_does_not_change_the_work() -> None:
+    scenario = Scenario(seed=4, requests=30, poison=2, crash_rate=5, pause_rate=5, skew=10)
+    plan, again = Plan(scenario), Plan(scenario)
+    assert plan.arrivals == again.arrivals == Plan(attrs.evolve(scenario, claim="always")).arrivals
+    assert len(plan.arrivals) == 32 and plan.poison == {"poison-001", "poison-002"}
+    assert all(1 <= len(arrival.entities) <= scenario.max_tables for arrival in plan.arrivals)
+
+    def draws(plan: Plan) -> list[tuple[float, ...]]:
+        return [
+            (agent.skew, agent.first_poll(), agent.poll_interval(), agent.pause_length())
+            for agent in plan.agents
+        ]
+
+    assert draws(plan) == draws(again)
+    assert len({agent.skew for agent in plan.agents}) == scenario.agents
+    assert Plan(attrs.evolve(scenario, seed=5)).arrivals != plan.arrivals
 
 
 def test_a_fault_free_run_finishes_every_request_and_holds_every_invariant() -> None:
@@ -343,12 +362,10 @@ def test_a_checker_plugs_in_as_one_more_object() -> None:
         def __init__(self) -> None:
             self.polls = 0
 
-        def after_poll(self, world: World, slot: AgentSlot) -> None:
+        def after_poll(self, world: World, host: AgentHost) -> None:
             self.polls += 1
 
-        def finish(self, world: World) -> list[Any]:
-            from fdcore.simulator import Violation
-
+        def finish(self, world: World) -> list[Violation]:
             return [Violation(self.invariant, world.now, f"{self.polls} polls")]
 
         def summary(self) -> dict[str, Any]:

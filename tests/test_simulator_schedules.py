@@ -20,10 +20,9 @@ from fdcore.agent.settings import AgentConfig
 from fdcore.cli.main import main
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.access import Mailbox
-from fdcore.simulator import Scenario, simulate
-from fdcore.simulator.report import build_report
-from fdcore.simulator.schedules import seconds
-from fdcore.simulator.world import World, default_schedules
+from fdcore.simulator import Scenario, simulate, simulate_world
+from fdcore.simulator.scenario import seconds
+from fdcore.simulator.world import default_schedules
 
 # Shared by three agents, polled every 30-60 s: crashes whose restarts take up to 6 hours (so
 # that now and then every agent is down past a slot's deadline), pauses, clocks up to +-30 s off.
@@ -58,8 +57,7 @@ def test_three_agents_share_a_schedule_through_crashes_restarts_pauses_and_skew(
         poison=1,
         **{k: v for k, v in FLEET.items() if k != "requests"},
     )
-    world = World(scenario).run()
-    report = build_report(world)
+    world, report = simulate_world(scenario)
     assert report.ok, report.text()
     figures = judged(report)
     assert figures["slots judged"] == 600 and figures["unshared slots judged"] == 200
@@ -72,8 +70,8 @@ def test_three_agents_share_a_schedule_through_crashes_restarts_pauses_and_skew(
     # One fingerprint for the shared schedule on every agent's status record.
     mailbox = Mailbox(world.store)
     fingerprints = set()
-    for slot in world.slots:
-        record = mailbox.read(AgentRecord, f"agents/{slot.name}.json")
+    for host in world.hosts:
+        record = mailbox.read(AgentRecord, f"agents/{host.name}.json")
         assert record is not None
         fingerprints |= {s.fingerprint for s in record.value.schedules if s.id == "s1"}
     assert len(fingerprints) == 1
@@ -110,8 +108,7 @@ def test_an_agent_a_whole_interval_behind_never_creates_a_slot_early() -> None:
             agent_skews=(("agent-1", skew),),
             **base,
         )
-        world = World(scenario).run()
-        report = build_report(world)
+        world, report = simulate_world(scenario)
         assert not [v for v in report.violations if v.invariant == "1"], report.text()
         creates[skew] = [c for c in world.trace.schedule_creates if c.agent == "agent-1"]
         assert len(creates[skew]) > 20

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import attrs
 
 from fdcore.abc import ClaimPolicy, Storage, TableJob, TableLeases, TableRun, TakeoverPolicy
+from fdcore.agent.notify import NotificationRoutes, open_routes
 from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.runners import resolve_function
 from fdcore.errors import ConfigError
@@ -23,6 +24,7 @@ class Components:
     takeover: TakeoverPolicy
     leases: TableLeases
     start_table: StartTable
+    notify: NotificationRoutes = attrs.field(factory=NotificationRoutes)
 
 
 def build_components(
@@ -32,18 +34,29 @@ def build_components(
     claim = plugins.get(CLAIM, config.claim)
     takeover = plugins.get(TAKEOVER, config.takeover_policy)
     leases = plugins.get(LEASES, config.leases).open(storage, {})
-    if start_table is None:
-        runner = plugins.get(RUNNER, config.runner)
-        options = dict(config.runner_options)
-        if config.runner == "command" and not options.get("command"):
-            raise ConfigError(config.source, "[runner] command", "missing (required)")
-        if config.runner == "python":
-            try:
-                options["function"] = resolve_function(options.get("function"))
-            except ValueError as exc:
-                raise ConfigError(config.source, "[runner] function", str(exc)) from None
+    notify = open_routes(config, plugins)
+    run = start_table or _runner(config, plugins)
 
-        def start_table(job: TableJob) -> TableRun:
-            return runner.start(job, options)
+    def start(job: TableJob) -> TableRun:
+        # The table's fenced write checks its token with the lease provider this agent uses.
+        return run(attrs.evolve(job, leases=config.leases))
 
-    return Components(claim, takeover, leases, start_table)
+    return Components(claim, takeover, leases, start, notify)
+
+
+def _runner(config: AgentConfig, plugins: Plugins) -> StartTable:
+    """The configured table runner with its options, checked now rather than at the first table."""
+    runner = plugins.get(RUNNER, config.runner)
+    options = dict(config.runner_options)
+    if config.runner == "command" and not options.get("command"):
+        raise ConfigError(config.source, "[runner] command", "missing (required)")
+    if config.runner == "python":
+        try:
+            options["function"] = resolve_function(options.get("function"))
+        except ValueError as exc:
+            raise ConfigError(config.source, "[runner] function", str(exc)) from None
+
+    def start_table(job: TableJob) -> TableRun:
+        return runner.start(job, options)
+
+    return start_table

@@ -11,8 +11,6 @@ from typing import Any
 
 import attrs
 
-TIMING_KEYS = ("every", "cron", "daily", "weekly")
-
 
 @attrs.frozen
 class ScheduleConfig:
@@ -20,10 +18,19 @@ class ScheduleConfig:
 
     id: str
     entities: tuple[str, ...]
-    timing: str  # the slot function's name: every, cron, daily or weekly
+    timing: str  # the slot function's name (every, cron, daily, weekly or a plugin's)
     spec: str  # its value, e.g. "1h"
     shared: bool = False
     options: Mapping[str, Any] = attrs.field(factory=dict)  # timezone, deadline
+
+
+@attrs.frozen
+class RouteConfig:
+    """One notification route, ``[notify.routes.<name>]``: a notifier and its options."""
+
+    name: str
+    notifier: str
+    options: Mapping[str, Any] = attrs.field(factory=dict)  # the route's other keys
 
 
 @attrs.frozen
@@ -46,6 +53,7 @@ class AgentConfig:
     runner: str = "command"
     runner_options: Mapping[str, Any] = attrs.field(factory=dict)
     schedules: tuple[ScheduleConfig, ...] = ()
+    routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
     source: str = "<config>"
 
     @property

@@ -25,9 +25,11 @@ class _LogChannel:
 
 
 class LogNotifier:
-    """``log``: write notifications to the agent's log."""
+    """``log``: write notifications to the agent's log (a warning on logger ``fdcore.notify``)."""
 
     name = "log"
 
     def open(self, route: str, options: dict[str, Any]) -> _LogChannel:
+        for option in options:
+            raise ValueError(f"{option}: unknown option (the log notifier takes none)")
         return _LogChannel(route)

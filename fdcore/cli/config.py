@@ -1,4 +1,8 @@
-"""``agent.toml``: parsed, validated, typed. Every mistake is one line naming the file and key."""
+"""``agent.toml``: parsed, validated, typed. Every mistake is one line naming the file and key.
+
+A schedule's timing keys are the names of the installed slot functions (``every``, ``cron``,
+``daily``, ``weekly`` from fdcore-slots, or a plugin's own), so parsing needs the plugins.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fdcore.agent.settings import TIMING_KEYS, AgentConfig, ScheduleConfig
+from fdcore.agent.settings import AgentConfig, RouteConfig, ScheduleConfig
 from fdcore.contract.ids import validate_id
 from fdcore.errors import ConfigError, InvalidId
+from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,19 +48,20 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "function": ((str,), "a string 'module:attribute'"),
         "cwd": ((str,), "a string"),
     },
+    # and one timing key per installed slot function (see _parse_schedules)
     "schedules": {
         "id": ((str,), "a string"),
         "shared": ((bool,), "true or false"),
         "entities": ((list,), "a list of table names"),
-        "every": ((str,), 'a duration such as "15m"'),
-        "cron": ((str,), "a cron expression"),
-        "daily": ((str,), 'a time such as "02:00"'),
-        "weekly": ((str,), 'a day and time such as "mon 02:00"'),
         "timezone": ((str,), 'an IANA time zone such as "Europe/Berlin"'),
         "deadline": ((str,), 'a duration such as "6h"'),
     },
+    "notify": {
+        "routes": ((dict,), "a table of routes, [notify.routes.<name>]"),
+    },
 }
-_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules")
+_SCHEDULE_OPTIONS = ("timezone", "deadline")
+_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules", "notify")
 
 
 def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError:
@@ -64,8 +70,9 @@ def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError
     return ConfigError(source, f"{where}{key}", f"unknown key{hint}")
 
 
-def _check_table(source: str, section: str, where: str, table: Mapping[str, Any]) -> None:
-    schema = _SCHEMA[section]
+def _check_table(
+    source: str, where: str, table: Mapping[str, Any], schema: Mapping[str, Any]
+) -> None:
     for key, value in table.items():
         if key not in schema:
             raise _unknown(source, where, key, list(schema))
@@ -88,19 +95,24 @@ def _ids(source: str, key: str, values: list[Any], what: str) -> tuple[str, ...]
         raise ConfigError(source, key, str(exc)) from None
 
 
-def parse_config(data: Mapping[str, Any], source: str = "<config>") -> AgentConfig:
-    """Validate a parsed agent.toml and build the typed config."""
+def parse_config(
+    data: Mapping[str, Any], source: str = "<config>", plugins: Plugins | None = None
+) -> AgentConfig:
+    """Validate a parsed agent.toml and build the typed config.
+
+    ``plugins`` (default: the installed ones) give the schedules' timing keys.
+    """
     for section in data:
         if section not in _SECTIONS:
             raise _unknown(source, "", f"[{section}]", [f"[{known}]" for known in _SECTIONS])
     agent = data.get("agent")
     if not isinstance(agent, Mapping):
         raise ConfigError(source, "[agent]", "missing section (needs name and environment)")
-    for section in ("agent", "pipeline", "runner"):
+    for section in ("agent", "pipeline", "runner", "notify"):
         table = data.get(section, {})
         if not isinstance(table, Mapping):
             raise ConfigError(source, f"[{section}]", "must be a table")
-        _check_table(source, section, f"[{section}] ", table)
+        _check_table(source, f"[{section}] ", table, _SCHEMA[section])
     for key in ("name", "environment"):
         if key not in agent:
             raise ConfigError(source, f"[agent] {key}", "missing (required)")
@@ -157,21 +169,32 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> AgentConf
         ),
         runner=kind,
         runner_options=runner,
-        schedules=_parse_schedules(source, data.get("schedules", [])),
+        schedules=_parse_schedules(source, data.get("schedules", []), plugins),
+        routes=_parse_routes(source, data.get("notify", {}).get("routes", {})),
         source=source,
     )
 
 
-def _parse_schedules(source: str, schedules: object) -> tuple[ScheduleConfig, ...]:
+def _parse_schedules(
+    source: str, schedules: object, plugins: Plugins | None
+) -> tuple[ScheduleConfig, ...]:
     if not isinstance(schedules, list):
         raise ConfigError(source, "[[schedules]]", "must be an array of tables")
+    if not schedules:
+        return ()
+    plugins = plugins or load_plugins()
+    timings = list(plugins.implementations(SLOT))
+    schema = {**_SCHEMA["schedules"], **{timing: ((str,), "a string") for timing in timings}}
     parsed: list[ScheduleConfig] = []
     seen: set[str] = set()
     for index, table in enumerate(schedules):
         where = f"[[schedules]] #{index + 1} "
         if not isinstance(table, Mapping):
             raise ConfigError(source, where.strip(), "must be a table")
-        _check_table(source, "schedules", where, table)
+        for key in table:
+            if key not in schema and key in SLOT.ours:  # one of ours, not installed: say which
+                plugins.get(SLOT, key)
+        _check_table(source, where, table, schema)
         if "id" not in table:
             raise ConfigError(source, f"{where}id", "missing (required)")
         try:
@@ -181,18 +204,17 @@ def _parse_schedules(source: str, schedules: object) -> tuple[ScheduleConfig, ..
         if schedule_id in seen:
             raise ConfigError(source, f"{where}id", f"schedule {schedule_id!r} appears twice")
         seen.add(schedule_id)
-        timings = [key for key in TIMING_KEYS if key in table]
-        if len(timings) != 1:
-            raise ConfigError(
-                source, f"{where}({schedule_id})", "needs exactly one of every, cron, daily, weekly"
-            )
-        options = {key: table[key] for key in ("timezone", "deadline") if key in table}
+        given = [key for key in timings if key in table]
+        if len(given) != 1:
+            known = ", ".join(timings) or "the slot functions' keys (none is installed)"
+            raise ConfigError(source, f"{where}({schedule_id})", f"needs exactly one of {known}")
+        options = {key: table[key] for key in _SCHEDULE_OPTIONS if key in table}
         parsed.append(
             ScheduleConfig(
                 id=schedule_id,
                 entities=_ids(source, f"{where}entities", table.get("entities", []), "table name"),
-                timing=timings[0],
-                spec=table[timings[0]],
+                timing=given[0],
+                spec=table[given[0]],
                 shared=table.get("shared", False),
                 options=options,
             )
@@ -200,8 +222,33 @@ def _parse_schedules(source: str, schedules: object) -> tuple[ScheduleConfig, ..
     return tuple(parsed)
 
 
-def load_config(path: str | Path) -> AgentConfig:
-    """Read and validate ``path``; a missing file or bad TOML is a one-line ConfigError too."""
+def _parse_routes(source: str, routes: Mapping[str, Any]) -> tuple[RouteConfig, ...]:
+    """``[notify.routes.<name>]`` tables: ``notifier`` names the notifier, other keys are its
+    options (checked by the notifier when the route is opened at start-up)."""
+    parsed = []
+    for name, table in routes.items():
+        where = f"[notify.routes.{name}]"
+        try:
+            validate_id(name, "route name")
+        except InvalidId as exc:
+            raise ConfigError(source, where, str(exc)) from None
+        if not isinstance(table, Mapping):
+            raise ConfigError(source, where, "must be a table")
+        options = dict(table)
+        notifier = options.pop("notifier", None)
+        if notifier is None:
+            raise ConfigError(source, f"{where} notifier", 'missing (required, e.g. "log")')
+        if not isinstance(notifier, str):
+            raise ConfigError(source, f"{where} notifier", f"expected a string, got {notifier!r}")
+        parsed.append(RouteConfig(name, notifier, options))
+    return tuple(parsed)
+
+
+def load_config(path: str | Path, plugins: Plugins | None = None) -> AgentConfig:
+    """Read and validate ``path``; a missing file or bad TOML is a one-line ConfigError too.
+
+    ``plugins`` (default: the installed ones) give the schedules' timing keys.
+    """
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -211,4 +258,4 @@ def load_config(path: str | Path) -> AgentConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, None, f"not valid TOML: {exc}") from None
-    return parse_config(data, source)
+    return parse_config(data, source, plugins)

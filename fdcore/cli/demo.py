@@ -18,14 +18,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fdcore.abc import Storage, TableJob
+from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.cli.fleet import AgentFleet
 from fdcore.cli.views import QueueRow, queue_rows
 from fdcore.contract.models import Outcome
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import load_plugins
+from fdcore.plugins.manager import LEASES, load_plugins
 
 SECTIONS: dict[str, Any] = {
     "agent": {"poll_seconds": 0.3, "stale_after": 3, "concurrency": 2, "shutdown_grace": 30},
@@ -41,11 +41,18 @@ def _storage(url: str) -> Storage:
     return load_plugins().open_storage(url)
 
 
+@functools.cache
+def _leases(url: str, provider: str) -> TableLeases:
+    return load_plugins().get(LEASES, provider).open(_storage(url), {})
+
+
 def demo_table(job: TableJob) -> None:
     """The demo's table: a short piece of work, then a fenced write of the table's output."""
     time.sleep(random.uniform(0.2, 0.8))
     payload = {"request": job.request, "agent": job.agent, "attempt": job.attempt}
-    fenced_write(_storage(job.environment), job.table, job.fencing_token, payload)
+    storage = _storage(job.environment)
+    leases = _leases(job.environment, job.leases)
+    fenced_write(storage, leases, job.table, job.fencing_token, payload)
 
 
 def _progress(rows: list[QueueRow], elapsed: float) -> str:

@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fdcore import __version__
+from fdcore.cli import commands as cli_commands
+from fdcore.cli import demo, doctor, notify
 from fdcore.cli.output import format_table
-from fdcore.errors import FdcoreError
-from fdcore.plugins.manager import load_plugins
+from fdcore.errors import FdcoreError, PluginError
+from fdcore.plugins.manager import COMMAND, DISABLE_VARIABLE, Plugins, load_plugins
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -47,35 +49,39 @@ def _plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
+    """The ``fdcore`` parser: fdcore's commands and those of ``plugins`` (default: installed)."""
     parser = argparse.ArgumentParser(prog="fdcore", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fdcore {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    plugins = commands.add_parser("plugins", help="list installed plugins and what they provide")
-    plugins.add_argument("--json", action="store_true", help="machine-readable output")
-    plugins.set_defaults(run=_plugins)
+    listing = commands.add_parser("plugins", help="list installed plugins and what they provide")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(run=_plugins)
 
-    for register in _registrars():
+    # fdcore's own commands, each defined next to its work with ``register(commands)``; plugins
+    # add theirs through the ``fdcore_commands`` hook (``simulate`` is the simulator's)
+    for register in (cli_commands.register, demo.register, doctor.register, notify.register):
         register(commands)
+    try:
+        _add_plugin_commands(commands, plugins or load_plugins())
+    except PluginError as exc:  # the parser cannot be built: say why, as a failed command would
+        parser.exit(2, f"fdcore: error: {exc}\n")
     return parser
 
 
-def _registrars() -> list[Callable[[Any], None]]:
-    """Subcommands defined next to their work; each module has ``register(commands)``."""
-    import importlib
-
-    found = []
-    for name in ("fdcore.cli.commands", "fdcore.cli.demo", "fdcore.cli.doctor", "fdcore.simulator"):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        found.append(module.register)
-    return found
+def _add_plugin_commands(commands: Any, plugins: Plugins) -> None:
+    """The commands plugins add through ``fdcore_commands``; fdcore's own names are taken."""
+    for name, command in plugins.implementations(COMMAND).items():
+        if name in commands.choices:
+            raise PluginError(
+                f"command {name!r} of plugin {plugins.provider(COMMAND, name)} is one of "
+                f"fdcore's own commands; disable the plugin with {DISABLE_VARIABLE}"
+            )
+        parser = commands.add_parser(name, help=command.help, description=command.help)
+        command.add_arguments(parser)
+        parser.set_defaults(run=command.run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

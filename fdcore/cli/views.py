@@ -1,7 +1,7 @@
 """What the operator commands show: the queue and the agents, as plain rows.
 
-The same rows feed the human table and the ``--json`` output (documented in docs/cli.md), so the
-two never disagree.
+The same rows feed the human table and the ``--json`` output (docs/agents.md, "``--json``
+output"), so the two never disagree.
 """
 
 from __future__ import annotations

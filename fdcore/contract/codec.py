@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -29,6 +30,11 @@ T = TypeVar("T")
 converter = cattrs.Converter(detailed_validation=True)
 
 
+#: Times an agent can compute with: adding a lease's or a record's seconds must not overflow.
+EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
+
+
 def parse_time(value: object) -> datetime:
     """An ISO 8601 time; a time without an offset is taken as UTC."""
     if isinstance(value, datetime):
@@ -39,7 +45,13 @@ def parse_time(value: object) -> datetime:
         raise TypeError(f"expected an ISO 8601 time string, got {type(value).__name__}")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+    try:
+        parsed = parsed.astimezone(timezone.utc)
+    except OverflowError:
+        parsed = datetime.max.replace(tzinfo=timezone.utc)  # refused just below
+    if not EARLIEST <= parsed <= LATEST:
+        raise ValueError(f"time {value!r} is out of range ({EARLIEST.year} to {LATEST.year})")
+    return parsed
 
 
 def format_time(value: datetime) -> str:
@@ -168,12 +180,53 @@ def _first_problem(exc: BaseException) -> tuple[str | None, str]:
     return None, str(exc)
 
 
+#: Bounds on what a mailbox file may hold. Files are written by other processes and by hand:
+#: reading one must cost little and must not raise anything but MailboxFileError.
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 32
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_values(raw: object, path: str) -> None:
+    """Depth within MAX_DEPTH, every text valid Unicode (no lone surrogates), numbers finite."""
+    pending: list[tuple[object, int]] = [(raw, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise MailboxFileError(path, None, f"nested deeper than {MAX_DEPTH} levels")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str):
+                    pending.append((key, depth))
+                pending.append((item, depth + 1))
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise MailboxFileError(path, None, "holds text that is not valid Unicode") from None
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise MailboxFileError(path, None, f"holds a number out of range ({value})")
+
+
 def decode(cls: type[T], data: bytes, path: str) -> T:
-    """Parse ``data`` read from ``path`` as ``cls``; raise MailboxFileError naming the field."""
+    """Parse ``data`` read from ``path`` as ``cls``; raise MailboxFileError naming the field.
+
+    Nothing else escapes, whatever the bytes: oversized, deeply nested, invalid UTF-8, lone
+    surrogates, NaN or infinite numbers, integers too long to parse, out-of-range times.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        raise MailboxFileError(
+            path, None, f"is {len(data)} bytes, over the bound of {MAX_FILE_BYTES} bytes"
+        )
     try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = json.loads(data, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int digits
         raise MailboxFileError(path, None, f"not valid JSON ({exc})") from None
+    _check_values(raw, path)
     if not isinstance(raw, dict):
         raise MailboxFileError(path, None, f"expected a JSON object, got {type(raw).__name__}")
     try:
@@ -185,7 +238,7 @@ def decode(cls: type[T], data: bytes, path: str) -> T:
             if invalid is not None:
                 field, message = invalid.field, str(invalid)
         raise MailboxFileError(path, field, message) from None
-    except (InvalidId, TypeError, ValueError) as exc:
+    except (InvalidId, TypeError, ValueError, OverflowError) as exc:
         raise MailboxFileError(path, None, str(exc)) from None
 
 

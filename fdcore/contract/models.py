@@ -39,6 +39,15 @@ def _ids(what: str) -> Any:
     return check
 
 
+#: The longest span of seconds a file may state (``stale_after``): ten years.
+MAX_SECONDS = 10 * 365 * 86400
+
+
+def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not 0 < value <= MAX_SECONDS:
+        raise ValueError(f"{attribute.name} must be in (0, {MAX_SECONDS}] seconds, got {value!r}")
+
+
 def _extra() -> Any:
     return attrs.field(factory=dict, kw_only=True, repr=False)
 
@@ -143,7 +152,7 @@ class AgentRecord:
 
     name: str = attrs.field(validator=_id("agent name"))
     updated_at: datetime
-    stale_after: float
+    stale_after: float = attrs.field(validator=_seconds)
     contract: int = 1
     version: str | None = None
     instance: str | None = None  # random per process: a second process of one name is refused

@@ -3,7 +3,8 @@
 A table runner is handed the table lease's generation (``FDCORE_FENCING_TOKEN``). Writing through
 :func:`fenced_write` stores the output only if
 
-1. the token is the lease's current generation (a newer holder has not taken the lease), and
+1. the token is the lease's current generation (a newer holder has not taken the lease), as the
+   environment's lease provider (``[pipeline] leases``, ``FDCORE_LEASES``) has it, and
 2. no write with a newer token has landed (the output file remembers the highest token written,
    and is replaced only with ``If-Match``, so the check and the write are one atomic step).
 
@@ -17,8 +18,7 @@ import json
 import os
 from typing import Any
 
-from fdcore.abc import Storage
-from fdcore.builtin.leases import MailboxLeases
+from fdcore.abc import Storage, TableLeases
 from fdcore.contract.layout import table_key
 from fdcore.errors import (
     AlreadyExists,
@@ -26,11 +26,20 @@ from fdcore.errors import (
     PreconditionFailed,
     StaleFencingToken,
 )
+from fdcore.plugins.manager import LEASES, Plugins, load_plugins
+
+DEFAULT_LEASES = "mailbox"  # a table process started without FDCORE_LEASES
 
 
-def fenced_write(storage: Storage, table: str, token: int, payload: dict[str, Any]) -> str:
-    """Write ``payload`` as the table's output under fencing ``token``; return the new etag."""
-    current = MailboxLeases(storage).current(table)
+def fenced_write(
+    storage: Storage, leases: TableLeases, table: str, token: int, payload: dict[str, Any]
+) -> str:
+    """Write ``payload`` as the table's output in ``storage`` under fencing ``token``.
+
+    ``leases`` are the environment's table leases, from the provider its agents use. Returns the
+    new etag; raises StaleFencingToken when the token is not (or no longer) the current one.
+    """
+    current = leases.current(table)
     if current is None or current.generation != token:
         now = current.generation if current else None
         raise StaleFencingToken(f"table {table}: token {token} rejected (lease generation {now})")
@@ -51,14 +60,22 @@ def fenced_write(storage: Storage, table: str, token: int, payload: dict[str, An
             continue  # another write landed between our read and write: check again
 
 
-def fenced_write_from_env(payload: dict[str, Any], storage: Storage | None = None) -> str:
-    """:func:`fenced_write` for a table process started by the command runner."""
-    if storage is None:
-        from fdcore.plugins.manager import load_plugins
+def fenced_write_from_env(
+    payload: dict[str, Any], storage: Storage | None = None, plugins: Plugins | None = None
+) -> str:
+    """:func:`fenced_write` for a table process started by the command runner.
 
-        storage = load_plugins().open_storage(os.environ["FDCORE_ENVIRONMENT"])
+    The environment, its lease provider, the table and the token come from the ``FDCORE_*``
+    variables the runner set; the storage and the provider are found through ``plugins``
+    (default: the installed ones).
+    """
+    plugins = plugins or load_plugins()
+    if storage is None:
+        storage = plugins.open_storage(os.environ["FDCORE_ENVIRONMENT"])
+    provider = plugins.get(LEASES, os.environ.get("FDCORE_LEASES", DEFAULT_LEASES))
     return fenced_write(
         storage,
+        provider.open(storage, {}),
         os.environ["FDCORE_TABLE"],
         int(os.environ["FDCORE_FENCING_TOKEN"]),
         payload,

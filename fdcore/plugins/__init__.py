@@ -10,6 +10,7 @@ Layer 3: imports :mod:`fdcore.errors`, :mod:`fdcore.contract` and :mod:`fdcore.a
 from fdcore.plugins.hookspecs import hookimpl, hookspec
 from fdcore.plugins.manager import (
     CLAIM,
+    COMMAND,
     KINDS,
     LEASES,
     NOTIFIER,
@@ -25,6 +26,7 @@ from fdcore.plugins.manager import (
 
 __all__ = [
     "CLAIM",
+    "COMMAND",
     "KINDS",
     "LEASES",
     "NOTIFIER",

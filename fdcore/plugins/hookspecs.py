@@ -19,6 +19,7 @@ import pluggy
 if TYPE_CHECKING:
     from fdcore.abc import (
         ClaimPolicy,
+        Command,
         LeaseProvider,
         Notifier,
         SlotFunction,
@@ -74,7 +75,9 @@ def fdcore_takeover_policies() -> Sequence[TakeoverPolicy]:
 def fdcore_notifiers() -> Sequence[Notifier]:
     """Return the notifiers this plugin provides (``log``, ``teams``).
 
-    Called once at start-up; a notification route in agent.toml names the notifier it uses.
+    Called once at start-up; each notification route in agent.toml
+    (``[notify.routes.<name>] notifier = "log"``) names the notifier it uses, and the agent opens
+    the route's channel with the route's other keys as options.
     """
 
 
@@ -93,4 +96,15 @@ def fdcore_table_runners() -> Sequence[TableRunner]:
 
     Called once at start-up; the agent starts each table with the one named by
     ``[runner] kind``.
+    """
+
+
+@hookspec
+def fdcore_commands() -> Sequence[Command]:
+    """Return the subcommands this plugin adds to the ``fdcore`` command line (``simulate``).
+
+    Called once, when ``fdcore`` builds its argument parser (so on every ``fdcore`` invocation,
+    before the arguments are read). The commands of every plugin are collected; a command name
+    that two plugins provide, or that is one of fdcore's own commands (``agent``, ``queue``...),
+    is an error naming the plugin(s).
     """

@@ -2,7 +2,9 @@
 
 The core never calls ``pm.hook`` itself: it asks :class:`Plugins` for an implementation by kind
 and name, and gets a typed object or a one-line :class:`~fdcore.errors.PluginError` that lists
-what is installed and names the distribution to install when the name is one of ours.
+what is installed and names the distribution to install when the name is one of ours. The hooks
+are called here, through pluggy, once per plugin (``pm.subset_hook_caller``), so that every
+implementation is attributed to the plugin that provides it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pluggy
 
 from fdcore.abc import (
     ClaimPolicy,
+    Command,
     LeaseProvider,
     Notifier,
     SlotFunction,
@@ -73,14 +76,15 @@ TAKEOVER: Kind[TakeoverPolicy] = Kind(
     {"stale_record": "fdcore-takeover"},
 )
 NOTIFIER: Kind[Notifier] = Kind(
-    "notifier", "fdcore_notifiers", "[notify.routes]", {"teams": "fdcore-teams"}
+    "notifier", "fdcore_notifiers", "[notify.routes.<name>] notifier", {"teams": "fdcore-teams"}
 )
 LEASES: Kind[LeaseProvider] = Kind(
     "lease provider", "fdcore_lease_providers", "[pipeline] leases", {}
 )
 RUNNER: Kind[TableRunner] = Kind("table runner", "fdcore_table_runners", "[runner] kind", {})
+COMMAND: Kind[Command] = Kind("command", "fdcore_commands", "fdcore COMMAND", {})
 
-KINDS: tuple[Kind[Any], ...] = (STORAGE, CLAIM, SLOT, TAKEOVER, NOTIFIER, LEASES, RUNNER)
+KINDS: tuple[Kind[Any], ...] = (STORAGE, CLAIM, SLOT, TAKEOVER, NOTIFIER, LEASES, RUNNER, COMMAND)
 
 
 def guess_storage_backend(url: str) -> str:
@@ -116,14 +120,18 @@ class Plugins:
         self.manager = manager
         self.infos = infos
         self._impls: dict[str, dict[str, tuple[Any, PluginInfo]]] = {}
-        for info in infos:
+        for index, info in enumerate(infos):
             if info.error:
                 continue
-            plugin = manager.get_plugin(info.name)
+            try:
+                provided = {kind.label: self._provided_by(info.name, kind) for kind in KINDS}
+            except Exception as exc:  # a plugin whose hook fails must not take the core down
+                manager.unregister(name=info.name)
+                infos[index] = attrs.evolve(info, error=_one_line(exc))
+                continue
             for kind in KINDS:
-                found = self._provided_by(plugin, kind)
                 table = self._impls.setdefault(kind.label, {})
-                for impl in found:
+                for impl in provided[kind.label]:
                     if impl.name in table:
                         other = table[impl.name][1]
                         raise PluginError(
@@ -132,18 +140,25 @@ class Plugins:
                             f"disable one with {DISABLE_VARIABLE}"
                         )
                     table[impl.name] = (impl, info)
-                if found:
-                    info.provides[kind.label] = [impl.name for impl in found]
+                if provided[kind.label]:
+                    info.provides[kind.label] = [impl.name for impl in provided[kind.label]]
 
-    def _provided_by(self, plugin: object, kind: Kind[Any]) -> list[Any]:
-        hook = getattr(self.manager.hook, kind.hook)
-        for impl in hook.get_hookimpls():
-            if impl.plugin is plugin:
-                return list(impl.function() or [])
-        return []
+    def _provided_by(self, name: str, kind: Kind[Any]) -> list[Any]:
+        """What the plugin called ``name`` returns from ``kind``'s hook, called through pluggy."""
+        others = [plugin for other, plugin in self.manager.list_name_plugin() if other != name]
+        hook = self.manager.subset_hook_caller(kind.hook, remove_plugins=others)
+        found = [impl for result in hook() for impl in result]
+        for impl in found:
+            if not isinstance(getattr(impl, "name", None), str):
+                raise TypeError(f"{kind.hook} returned {impl!r}, which has no name")
+        return found
 
     def implementations(self, kind: Kind[T]) -> dict[str, T]:
         return {name: impl for name, (impl, _) in self._impls.get(kind.label, {}).items()}
+
+    def provider(self, kind: Kind[Any], name: str) -> str:
+        """The plugin (and its distribution) that provides ``kind`` ``name``, for messages."""
+        return _describe(self._impls[kind.label][name][1])
 
     def get(self, kind: Kind[T], name: str) -> T:
         """The implementation of ``kind`` called ``name``, or a PluginError saying what to do."""
@@ -188,6 +203,10 @@ def _describe(info: PluginInfo) -> str:
     return f"{info.name} ({info.distribution})" if info.distribution else info.name
 
 
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
 def _disabled_names() -> set[str]:
     raw = os.environ.get(DISABLE_VARIABLE, "")
     return {part.strip() for part in raw.split(",") if part.strip()}
@@ -203,8 +222,8 @@ def load_plugins(
     """Set up the plugin manager: built-ins, installed entry points, then ``extra`` plugins.
 
     Entry points or distributions named in ``FDCORE_DISABLE_PLUGINS`` (comma-separated) are not
-    loaded. A plugin that fails to import is recorded with its error, not raised: it shows in
-    ``fdcore plugins`` and in the error for anything only it would provide.
+    loaded. A plugin that fails to import, or whose hook raises, is recorded with its error, not
+    raised: it shows in ``fdcore plugins`` and in the error for anything only it would provide.
     """
     builtin = importlib.import_module(BUILTIN_PLUGIN)
     manager = pluggy.PluginManager(hookspecs.PROJECT)
@@ -221,8 +240,7 @@ def load_plugins(
         try:
             plugin = ep.load()
         except Exception as exc:  # any import failure must not take the core down
-            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            infos.append(PluginInfo(ep.name, distribution, version, {}, error))
+            infos.append(PluginInfo(ep.name, distribution, version, {}, _one_line(exc)))
             continue
         try:
             manager.register(plugin, name=ep.name)

@@ -1,35 +1,21 @@
 """The deterministic simulator: real agents under virtual time, seeded faults, checked invariants.
 
-``fdcore simulate`` runs one seeded :class:`World`; see docs/simulator.md.
+``fdcore simulate`` runs one seeded :class:`World`; see docs/simulator.md. The modules, each
+importing only those before it: :mod:`.scenario` (what to run), :mod:`.options` (a scenario on
+the command line), :mod:`.plan` (what the seed fixes), :mod:`.trace` (what happened),
+:mod:`.store` (each agent's faulty view of the store), :mod:`.world` (plays a plan out),
+:mod:`.invariants` and :mod:`.schedules` (the checkers that judge it), :mod:`.report`,
+:mod:`.simulation` (a run put together) and :mod:`.cli`. No module imports this package.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from fdcore.simulator.cli import register
-from fdcore.simulator.invariants import Checker, Violation, default_checkers
-from fdcore.simulator.report import Report, build_report
+from fdcore.simulator.invariants import Checker, Violation
+from fdcore.simulator.report import Report
 from fdcore.simulator.scenario import Scenario
-from fdcore.simulator.world import PartsFactory, SchedulesFactory, World
-
-
-def simulate(
-    scenario: Scenario,
-    *,
-    checkers: Sequence[Checker] | None = None,
-    parts: PartsFactory | None = None,
-    schedules: SchedulesFactory | None = None,
-) -> Report:
-    """Run one seeded world and report on it.
-
-    ``checkers`` replaces :func:`default_checkers`; ``parts`` builds each agent's components
-    (claim and takeover policies, leases, runner) instead of the plugins its config names;
-    ``schedules`` builds each agent process's schedules instead of the installed slot functions.
-    """
-    world = World(scenario, checkers=checkers, parts=parts, schedules=schedules)
-    return build_report(world.run())
-
+from fdcore.simulator.simulation import default_checkers, simulate, simulate_world
+from fdcore.simulator.world import World
 
 __all__ = [
     "Checker",
@@ -40,4 +26,5 @@ __all__ = [
     "default_checkers",
     "register",
     "simulate",
+    "simulate_world",
 ]

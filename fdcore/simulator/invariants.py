@@ -1,8 +1,11 @@
 """The invariant checkers: each reads the trace (and may watch polls live) and returns violations.
 
-A checker is any object with the four methods of :class:`Checker`; a run checks the list it is
-given (:func:`default_checkers` by default), so a new invariant is a new class in that list.
-Numbers follow DESIGN.md's "Invariants"; the extra checks have names instead of numbers.
+A checker is any object with the four methods of :class:`Checker`. The world calls the live
+hooks of the checkers it is given; whoever built it then asks each for its violations
+(``finish``). :func:`fdcore.simulator.simulation.default_checkers` is the list a run checks by
+default, so a new invariant is a new class in that list. Numbers and names are the ids of the
+table in docs/simulator.md, "What is checked"; shared schedules (1) are judged in
+:mod:`fdcore.simulator.schedules`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import bisect
 import itertools
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -24,14 +27,12 @@ from fdcore.simulator.trace import (
     TableWrite,
     Trace,
 )
-
-if TYPE_CHECKING:
-    from fdcore.simulator.world import AgentSlot, World
+from fdcore.simulator.world import AgentHost, World
 
 
 @attrs.frozen
 class Violation:
-    invariant: str  # "2".."6", or a name: "final", "once", "agent"
+    invariant: str  # "1".."6", or a name: "final", "once", "agent", ...
     time: float  # virtual seconds
     message: str
 
@@ -45,14 +46,14 @@ class Checker:
     invariant = ""
     title = ""
 
-    def after_poll(self, world: World, slot: AgentSlot) -> None:
-        """Called after every agent poll (state is consistent here)."""
+    def after_poll(self, world: World, host: AgentHost) -> None:
+        """Called after every agent poll that did not raise (state is consistent here)."""
 
     def after_change(self, world: World) -> None:
         """Called after an agent starts, crashes, pauses or resumes."""
 
     def finish(self, world: World) -> list[Violation]:
-        """Read the finished trace; return what broke."""
+        """Read the finished world's trace; return what broke."""
         return []
 
     def summary(self) -> dict[str, Any]:
@@ -199,8 +200,8 @@ class TableOncePerAttempt(Checker):
     The one exception is a run whose lease another holder took meanwhile (a lease that lapsed
     while its agent was slow or paused): its result cannot be trusted, so the attempt runs the
     table again under a new lease. That shows as a token more than one above the first run's.
-    (Not in DESIGN's list: a table writer whose side effects do not check the fencing token
-    would repeat them.)
+    (Not one of the numbered invariants: a table writer whose side effects do not check the
+    fencing token would repeat them.)
     """
 
     invariant = "once-per-attempt"
@@ -235,8 +236,8 @@ class RunsOncePerRequest(Checker):
     No table run starts once the request's status records the table done, and the run log
     holds at most one succeeded record per table of a request (it is written only after the
     status update, so a table whose result was never recorded may run again in a later attempt,
-    but is then recorded once). With :class:`SucceedsOnce` this is DESIGN's "at most one
-    successful run" (invariant 1), checked for every request.
+    but is then recorded once). With :class:`SucceedsOnce` this is invariant 1's "at most one
+    successful run", checked for every request.
     """
 
     invariant = "once-per-request"
@@ -280,7 +281,8 @@ class TakeoverInTime(Checker):
     way: taken over, or its own whose answers were lost), and that may move it: another agent (with
     ``take_over``) whose own clock puts the crashed agent's record past stale_after + grace, or the
     crashed agent's restarted process (every poll with ``take_over``; its first poll without).
-    Taken together with the poll interval this is DESIGN's "stale_after + grace + one poll".
+    Taken together with the poll interval this is invariant 3's "stale_after + grace + one poll"
+    (docs/takeover.md, "Time to take over").
 
     A poll by an agent that still holds the request in memory (an attempt of its own from before
     a pause, which it gives up only at its next status update) counts as one that could: the
@@ -412,9 +414,9 @@ class NoTakeoverFromLiveAgent(Checker):
 class RecordEveryPoll(Checker):
     """An agent rewrites its status record at every poll that met no store error.
 
-    DESIGN: "each agent rewrites its own record every poll". Others judge it lost by that
-    record alone, so a poll that claims or takes over work without refreshing it hands that
-    work to whoever reads the record next.
+    Every agent rewrites its own record every poll (docs/takeover.md, "Lost agents"); others
+    judge it lost by that record alone, so a poll that claims or takes over work without
+    refreshing it hands that work to whoever reads the record next.
     """
 
     invariant = "record"
@@ -485,13 +487,13 @@ class PausedAgentStops(Checker):
         # (agent, process, request) -> when its status update failed on the etag
         self.failed_updates: dict[tuple[str, int, str], float] = {}
 
-    def after_poll(self, world: World, slot: AgentSlot) -> None:
-        agent = slot.agent
+    def after_poll(self, world: World, host: AgentHost) -> None:
+        agent = host.agent
         assert agent is not None
-        for request in slot.store.lost_status_writes:
-            self.failed_updates.setdefault((slot.name, slot.incarnation, request), world.now)
+        for request in host.store.lost_status_writes:
+            self.failed_updates.setdefault((host.name, host.incarnation, request), world.now)
         for key, failed in list(self.failed_updates.items()):
-            if key[:2] != (slot.name, slot.incarnation):
+            if key[:2] != (host.name, host.incarnation):
                 continue
             request = key[2]
             work = agent.held.get(request)
@@ -499,16 +501,16 @@ class PausedAgentStops(Checker):
             if (
                 work is None
                 or latest is None
-                or (latest.agent == slot.name and latest.attempt == work.status.attempt)
+                or (latest.agent == host.name and latest.attempt == work.status.attempt)
             ):
                 del self.failed_updates[key]  # let go, or still its own (a lost answer)
-            elif not slot.store.poll_errors:
+            elif not host.store.poll_errors:
                 del self.failed_updates[key]
                 self.live.append(
                     Violation(
                         self.invariant,
                         world.now,
-                        f"{_who(slot.name, slot.incarnation)} still holds {request} (attempt "
+                        f"{_who(host.name, host.incarnation)} still holds {request} (attempt "
                         f"{work.status.attempt}) after its status update failed at "
                         f"t={failed:.1f}s; the status names {latest.agent} attempt "
                         f"{latest.attempt}",
@@ -646,22 +648,22 @@ class NoStrandedRequests(Checker):
         self.enforced = claim == "when_free"
         self.stranded: dict[str, tuple[float, str]] = {}
 
-    def after_poll(self, world: World, slot: AgentSlot) -> None:
+    def after_poll(self, world: World, host: AgentHost) -> None:
         self.after_change(world)
 
     def after_change(self, world: World) -> None:
-        live = [slot for slot in world.slots if slot.live]
-        loads = {slot.name: slot.agent.load() for slot in live if slot.agent}
+        live = [host for host in world.hosts if host.live]
+        loads = {host.name: host.agent.load() for host in live if host.agent}
         roomy = {n for n, load in loads.items() if load.running + load.waiting < load.concurrency}
         if not roomy:
             return
-        for slot in live:
-            load = loads[slot.name]
-            if load.waiting and load.running >= load.concurrency and roomy - {slot.name}:
-                assert slot.agent is not None
-                for request, work in slot.agent.held.items():
+        for host in live:
+            load = loads[host.name]
+            if load.waiting and load.running >= load.concurrency and roomy - {host.name}:
+                assert host.agent is not None
+                for request, work in host.agent.held.items():
                     if not work.running:
-                        self.stranded.setdefault(request, (world.now, slot.name))
+                        self.stranded.setdefault(request, (world.now, host.name))
 
     def finish(self, world: World) -> list[Violation]:
         if not self.enforced:
@@ -727,26 +729,3 @@ class SucceedsOnce(Checker):
                     )
                 )
         return found
-
-
-def default_checkers(scenario: Scenario) -> list[Checker]:
-    """Every invariant the simulator checks."""
-    from fdcore.simulator.schedules import SharedSchedules, installed_plugins, plan_schedules
-
-    return [
-        SharedSchedules(plan_schedules(scenario, installed_plugins())),
-        AgentsNeverRaise(),
-        OneWriterPerTable(),
-        LeaseHeldUntilItRunsOut(),
-        TableOncePerAttempt(),
-        RunsOncePerRequest(),
-        TakeoverInTime(),
-        NoTakeoverFromLiveAgent(),
-        RecordEveryPoll(),
-        OwnAttemptsNotLost(),
-        PausedAgentStops(),
-        LostRequestsFail(),
-        NoStrandedRequests(scenario.claim),
-        EveryRequestFinal(),
-        SucceedsOnce(),
-    ]

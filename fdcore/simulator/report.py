@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
-from fdcore.simulator.invariants import Violation
-
-if TYPE_CHECKING:
-    from fdcore.simulator.world import World
+from fdcore.simulator.invariants import Checker, Violation
+from fdcore.simulator.options import command_line
+from fdcore.simulator.world import World
 
 WRITES = ("create", "replace", "delete")
 SCHEDULE_FIGURES = ("slot", "unshared slot")  # checks shown on the report's schedules line
@@ -126,10 +126,14 @@ def _figure(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
-def build_report(world: World) -> Report:
-    """The report of a finished :class:`~fdcore.simulator.world.World`."""
-    from fdcore.simulator.cli import command_line
-
+def build_report(
+    world: World,
+    checkers: Sequence[Checker],
+    violations: list[Violation],
+    wall_seconds: float,
+) -> Report:
+    """The report of a finished :class:`~fdcore.simulator.world.World`: its figures, what its
+    ``checkers`` measured, and the ``violations`` they found."""
     trace = world.trace
     states: Counter[str] = Counter()
     for request in trace.created:
@@ -138,11 +142,11 @@ def build_report(world: World) -> Report:
     operations: Counter[str] = Counter()
     folders: Counter[str] = Counter()
     errors = ambiguous = 0
-    for slot in world.slots:
-        operations.update(slot.store.operations)
-        folders.update(slot.store.writes)
-        errors += slot.store.errors
-        ambiguous += slot.store.ambiguous_writes
+    for host in world.hosts:
+        operations.update(host.store.operations)
+        folders.update(host.store.writes)
+        errors += host.store.errors
+        ambiguous += host.store.ambiguous_writes
     store = {kind: operations[kind] for kind in ("read", "list", *WRITES)}
     store["total"] = sum(operations.values())
     store["errors"] = errors
@@ -155,7 +159,7 @@ def build_report(world: World) -> Report:
         if request not in trace.poison
     ]
     checks: dict[str, Any] = {}
-    for checker in world.checkers:
+    for checker in checkers:
         checks.update(checker.summary())
     stats = world.stats
     checks.update(
@@ -185,8 +189,8 @@ def build_report(world: World) -> Report:
         writes_by_folder=dict(sorted(folders.items())),
         writes_per_completed=writes / succeeded if succeeded else 0.0,
         virtual_seconds=world.now,
-        wall_seconds=world.wall_seconds,
+        wall_seconds=wall_seconds,
         checks=checks,
-        violations=sorted(world.violations, key=lambda v: (v.time, v.invariant, v.message)),
+        violations=sorted(violations, key=lambda v: (v.time, v.invariant, v.message)),
         command=command_line(world.scenario),
     )

@@ -1,4 +1,4 @@
-"""What one simulation run is made of: fleet, workload and faults, all seeded."""
+"""What one simulation run is made of: fleet, workload and faults, all seeded; and virtual time."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import attrs
 
-from fdcore.agent.settings import TIMING_KEYS
 from fdcore.errors import ConfigError
+from fdcore.plugins.manager import SLOT, load_plugins
 
 EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)  # virtual time 0, a Friday, 00:00 UTC
 ARRIVALS = ("poisson", "all")
@@ -98,14 +98,20 @@ class Scenario:
         return 4 * (span + work) + drain + scheduled
 
 
+def seconds(when: datetime) -> float:
+    """Virtual seconds since the start of the run (:data:`EPOCH`)."""
+    return (when - EPOCH).total_seconds()
+
+
 def split_timing(text: str, option: str) -> tuple[str, str]:
     """``"every=1h"`` -> ("every", "1h"); a ConfigError naming ``option`` otherwise."""
     timing, equals, spec = text.partition("=")
-    if not equals or timing not in TIMING_KEYS or not spec.strip():
+    timings = list(load_plugins().implementations(SLOT))  # the installed slot functions' keys
+    if not equals or timing not in timings or not spec.strip():
         raise ConfigError(
             "fdcore simulate",
             option,
-            f"expected TIMING=SPEC with TIMING one of {', '.join(TIMING_KEYS)} "
+            f"expected TIMING=SPEC with TIMING one of {', '.join(timings)} "
             f"(e.g. every=1h), got {text!r}",
         )
     return timing, spec

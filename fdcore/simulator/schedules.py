@@ -1,103 +1,32 @@
-"""Shared schedules in the simulator: who is given which schedule, and invariant (1).
+"""Invariant (1), shared schedules: each due slot has exactly one request and at most one
+successful run.
 
 Every agent is given the scenario's shared schedules (``--schedule every=1h``: same id, entities
-and timing, so the same fingerprint); agent-1 alone is also given the unshared ones. What the
-agents create comes from their own slot functions (the installed plugins, or a broken one a test
-plugs in); :class:`SharedSchedules` judges the trace against the installed slot function's
-timetable for the same spec, and against DESIGN.md's rules, not against the agent's code.
+and timing, so the same fingerprint); agent-1 alone is also given the unshared ones (see
+:mod:`fdcore.simulator.plan`). What the agents create comes from their own slot functions (the
+installed plugins, or a broken one a test plugs in); :class:`SharedSchedules` judges the trace
+against the installed slot function's timetable for the same spec, and against the rules of
+docs/schedules.md ("Shared schedules on agents"), not against the agent's code. What it judges
+and the figures it reports: docs/simulator.md, "Shared schedules (invariant 1)".
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
-import random
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import Any
 
-import attrs
-
-from fdcore.abc import Slot, Timetable
-from fdcore.agent.settings import ScheduleConfig
-from fdcore.errors import ConfigError
-from fdcore.plugins.manager import SLOT, Plugins, load_plugins
+from fdcore.abc import Slot
 from fdcore.simulator.invariants import Checker, Violation
-from fdcore.simulator.scenario import EPOCH, Scenario, split_timing
+from fdcore.simulator.plan import SimSchedule
+from fdcore.simulator.scenario import EPOCH, seconds
 from fdcore.simulator.trace import ScheduleCreate, Trace
+from fdcore.simulator.world import World
 
-if TYPE_CHECKING:
-    from fdcore.simulator.world import World
-
-UNSHARED_OWNER = "agent-1"
 # what the report counts of the judged slots, shared and unshared apart
 FIGURES = ("judged", "with a request", "missed, all agents down", "missed, no poll in window")
-
-
-@functools.cache
-def installed_plugins() -> Plugins:
-    """Loaded once per process, before any run's wall clock starts."""
-    return load_plugins()
-
-
-@functools.cache
-def table_names(pool: int) -> tuple[str, ...]:
-    return tuple(f"t{n:03d}" for n in range(pool))
-
-
-def seconds(when: datetime) -> float:
-    """Virtual seconds since the start of the run."""
-    return (when - EPOCH).total_seconds()
-
-
-@attrs.frozen
-class SimSchedule:
-    """One schedule of the scenario, with the reference timetable the checker judges by."""
-
-    config: ScheduleConfig
-    owner: str | None  # the one agent given an unshared schedule; None: every agent
-    timetable: Timetable
-
-    def given_to(self, agent: str) -> bool:
-        return self.owner is None or self.owner == agent
-
-    def request_id(self, slot: str) -> str:
-        """DESIGN.md's name for a slot's request."""
-        base = f"sched-{self.config.id}-{slot}"
-        return base if self.owner is None else f"{base}-{self.owner}"
-
-    def slots(self, until: float) -> list[Slot]:
-        """Every slot due in [0, until) virtual seconds."""
-        found = []
-        slot = self.timetable.next_due(EPOCH - timedelta(microseconds=1))
-        while seconds(slot.due_at) < until:
-            found.append(slot)
-            slot = self.timetable.next_due(slot.due_at)
-        return found
-
-
-def plan_schedules(scenario: Scenario, plugins: Plugins) -> list[SimSchedule]:
-    """The scenario's schedules, ids ``s1..`` (shared) and ``u1..`` (unshared), with entities
-    drawn from the table pool, so scheduled runs contend with other requests for tables."""
-    tables = table_names(scenario.table_pool)
-    plan: list[SimSchedule] = []
-    for option, prefix, owner, texts in (
-        ("--schedule", "s", None, scenario.schedules),
-        ("--unshared-schedule", "u", UNSHARED_OWNER, scenario.unshared_schedules),
-    ):
-        for n, text in enumerate(texts):
-            schedule_id = f"{prefix}{n + 1}"
-            timing, spec = split_timing(text, option)
-            try:
-                timetable = plugins.get(SLOT, timing).parse(spec, {})
-            except ValueError as exc:
-                raise ConfigError("fdcore simulate", option, f"{text}: {exc}") from None
-            rng = random.Random(f"{scenario.seed}:schedule:{schedule_id}")
-            entities = tuple(rng.sample(tables, rng.randint(1, scenario.max_tables)))
-            config = ScheduleConfig(schedule_id, entities, timing, spec, shared=owner is None)
-            plan.append(SimSchedule(config, owner, timetable))
-    return plan
 
 
 def _down_intervals(trace: Trace, agent: str) -> list[tuple[float, float]]:
@@ -147,12 +76,12 @@ class SharedSchedules(Checker):
     invariant = "1"
     title = "each due slot has exactly one request and at most one successful run"
 
-    def __init__(self, plan: list[SimSchedule]) -> None:
-        self.plan = {schedule.config.id: schedule for schedule in plan}
+    def __init__(self, schedules: list[SimSchedule]) -> None:
+        self.schedules = {schedule.config.id: schedule for schedule in schedules}
         self.figures: dict[str, Any] = {}
 
     def finish(self, world: World) -> list[Violation]:
-        if not self.plan:
+        if not self.schedules:
             return []
         trace = world.trace
         found: list[Violation] = []
@@ -164,7 +93,7 @@ class SharedSchedules(Checker):
             by_process[(create.request, create.agent, create.incarnation)].append(create)
             if create.landed:
                 landed[create.request].append(create)
-            schedule = self.plan.get(create.schedule or "")
+            schedule = self.schedules.get(create.schedule or "")
             if schedule is None:
                 found.append(
                     Violation(
@@ -298,7 +227,7 @@ class SharedSchedules(Checker):
         down = {agent: _down_intervals(trace, agent) for agent in skews}
         found: list[Violation] = []
         counts: Counter[str] = Counter()
-        for schedule in self.plan.values():
+        for schedule in self.schedules.values():
             holders = [agent for agent in skews if schedule.given_to(agent)]
             kind = "slots" if schedule.owner is None else "unshared slots"
             for slot in schedule.slots(until):

@@ -1,13 +1,13 @@
 """Each agent's view of the one in-memory store: counted, tapped, and (optionally) failing.
 
 The wrapper sits between an agent (its mailbox and its table leases) and the shared
-:class:`~fdcore.memory.MemoryStorage`. It
+:class:`~fdcore.builtin.memory.MemoryStorage`. It
 
 * counts every operation and, with a latency, adds a seeded duration per operation to the
   poll's elapsed time, by which the agent's next poll comes later;
 * reports every write that landed to the world, which keeps the trace the checkers read, and
   every create of a request (a schedule's), landed or not;
-* raises :class:`~fdcore.storage.StorageUnavailable` with the scenario's probability: before
+* raises :class:`~fdcore.errors.StorageUnavailable` with the scenario's probability: before
   the operation, or for a write, sometimes *after* applying it (an ambiguous write: the agent
   cannot tell whether it landed).
 """
@@ -28,7 +28,7 @@ CreateTap = Callable[[str, bytes, str], None]
 
 
 class FaultyStore:
-    """:class:`fdcore.storage.Storage` for one agent over the shared store."""
+    """:class:`fdcore.abc.Storage` for one agent over the shared store."""
 
     def __init__(
         self,

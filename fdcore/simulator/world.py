@@ -1,17 +1,23 @@
-"""The seeded discrete-event world: real agents, one virtual clock, one in-memory store.
+"""The seeded discrete-event world: it plays a :class:`~fdcore.simulator.plan.Plan` out with
+real agents, one virtual clock and one in-memory store, and records what happened.
 
-Each agent is a real :class:`fdcore.agent.Agent`, unchanged, built the way the runtime builds
-one (:func:`fdcore.runtime.build_components`), with three things swapped for simulated ones:
+Each agent is a real :class:`fdcore.agent.core.Agent`, unchanged, built the way the runtime
+builds one (:func:`fdcore.agent.components.build_components`), with three things swapped for
+simulated ones:
 
 * its clock is a view of the world's virtual clock, off by the agent's skew;
 * its storage is a :class:`~fdcore.simulator.store.FaultyStore` over the shared in-memory store;
-* its table runner starts :class:`SimRun` objects that end at a seeded virtual time and then
-  write the table through :func:`fdcore.fencing.fenced_write`, as a real table would.
+* its table runner starts :class:`SimRun` objects that end at a planned virtual time and then
+  write the table through :func:`fdcore.mailbox.fencing.fenced_write`, as a real table would.
 
 Events (agent polls, run ends, request arrivals, crashes, restarts, pauses, resumes) sit in one
 heap ordered by (virtual time, sequence number), so a seed fixes the whole run. A poll is atomic
 in virtual time: the store latency it met only delays that agent's next poll. Agents given
-schedules (:mod:`fdcore.simulator.schedules`) create those requests themselves, in their polls.
+schedules create those requests themselves, in their polls.
+
+The world writes the :class:`~fdcore.simulator.trace.Trace` and calls the live hooks of the
+checkers it is given (:class:`Watcher`); it imports none of them. Judging the finished run is
+the checkers' ``finish``, called by whoever built the world (:mod:`fdcore.simulator.simulation`).
 """
 
 from __future__ import annotations
@@ -19,13 +25,10 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
-import math
-import random
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -34,6 +37,7 @@ from fdcore.agent.components import Components, StartTable, build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.schedules import Schedule, build_schedules
 from fdcore.agent.settings import AgentConfig
+from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.codec import parse_time
 from fdcore.contract.layout import agent_key, request_key, status_key
@@ -41,8 +45,8 @@ from fdcore.errors import NotFound, StaleFencingToken
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
-from fdcore.simulator.scenario import EPOCH, Scenario
-from fdcore.simulator.schedules import installed_plugins, plan_schedules, table_names
+from fdcore.simulator.plan import AgentPlan, Arrival, Plan, installed_plugins
+from fdcore.simulator.scenario import EPOCH, seconds
 from fdcore.simulator.store import FaultyStore
 from fdcore.simulator.trace import (
     Crash,
@@ -75,6 +79,15 @@ def default_schedules(config: AgentConfig) -> list[Schedule]:
     return build_schedules(config, installed_plugins())
 
 
+class Watcher(Protocol):
+    """What the world calls while it runs (every :class:`fdcore.simulator.invariants.Checker`
+    has these hooks): state is consistent at each call."""
+
+    def after_poll(self, world: World, host: AgentHost) -> None: ...
+
+    def after_change(self, world: World) -> None: ...
+
+
 class VirtualClock:
     """An agent's view of the world's clock: virtual time plus the agent's skew.
 
@@ -93,10 +106,10 @@ class VirtualClock:
 class SimRun:
     """A simulated table run: ends at a virtual time, then writes its table fenced."""
 
-    def __init__(self, slot: AgentSlot, job: TableJob, started: float, end: float) -> None:
-        self.slot = slot
+    def __init__(self, host: AgentHost, job: TableJob, started: float, end: float) -> None:
+        self.host = host
         self.job = job
-        self.incarnation = slot.incarnation
+        self.incarnation = host.incarnation
         self.started = started
         self.end = end
         self.remaining = 0.0  # while frozen by a pause
@@ -110,8 +123,8 @@ class SimRun:
     def cancel(self) -> None:
         if self.state == "running":
             self.state = "cancelled"
-            self.slot.runs.pop(id(self), None)
-            self.slot.world.stats["runs cancelled"] += 1
+            self.host.runs.pop(id(self), None)
+            self.host.world.stats["runs cancelled"] += 1
 
 
 class WatchedClaim:
@@ -121,43 +134,40 @@ class WatchedClaim:
     comes before claims: a "no" then means the poll's room went to such requests.
     """
 
-    def __init__(self, inner: ClaimPolicy, slot: AgentSlot) -> None:
+    def __init__(self, inner: ClaimPolicy, host: AgentHost) -> None:
         self.inner = inner
         self.name = inner.name
-        self.slot = slot
+        self.host = host
 
     def may_claim(self, load: AgentLoad) -> bool:
         allowed = self.inner.may_claim(load)
-        slot = self.slot
-        if not allowed and slot.polling and not slot.claimed:
-            slot.room_spent = True
+        host = self.host
+        if not allowed and host.polling and not host.claimed:
+            host.room_spent = True
         return allowed
 
 
-class AgentSlot:
-    """One agent name: its machine (skew, store view, random streams) and current process."""
+class AgentHost:
+    """The machine behind one agent name: its clock skew, store view and seeded streams (its
+    :class:`~fdcore.simulator.plan.AgentPlan`), and the agent process running on it now."""
 
-    def __init__(self, world: World, name: str) -> None:
-        seed = world.scenario.seed
+    def __init__(self, world: World, plan: AgentPlan) -> None:
+        scenario = world.scenario
         self.world = world
-        self.name = name
-        self.skew = random.Random(f"{seed}:skew:{name}").uniform(
-            -world.scenario.skew, world.scenario.skew
-        )
-        self.skew = dict(world.scenario.agent_skews).get(name, self.skew)
-        self.rng = random.Random(f"{seed}:agent:{name}")  # poll jitter and latency
-        self.faults = random.Random(f"{seed}:faults:{name}")  # crash and pause times
+        self.plan = plan
+        self.name = plan.name
+        self.skew = plan.skew
         self.store = FaultyStore(
             world.store,
             self._tap,
-            random.Random(f"{seed}:store:{name}"),
-            world.scenario.error_rate,
-            world.scenario.ambiguous,
-            world.scenario.latency,
+            plan.store,
+            scenario.error_rate,
+            scenario.ambiguous,
+            scenario.latency,
             self._created,
         )
         self.clock = VirtualClock(world, self.skew)
-        self.record_key = agent_key(name)
+        self.record_key = agent_key(self.name)
         self.agent: Agent | None = None
         self.incarnation = 0
         self.polls = 0  # in this incarnation
@@ -180,47 +190,37 @@ class AgentSlot:
 
 
 class World:
-    """One seeded run: ``run()`` plays it out and checks it; ``build_report`` reads it."""
+    """One seeded run: ``run()`` plays its plan out; then its checkers judge it (``finish``)."""
 
     def __init__(
         self,
-        scenario: Scenario,
+        plan: Plan,
+        checkers: Sequence[Watcher],
         *,
-        checkers: Sequence[Any] | None = None,
         parts: PartsFactory | None = None,
         schedules: SchedulesFactory | None = None,
     ) -> None:
-        from fdcore.simulator.invariants import default_checkers
-
-        self.scenario = scenario
+        self.plan = plan
+        self.scenario = plan.scenario
+        self.checkers = list(checkers)
         self.parts = parts or default_parts
         self.schedules = schedules or default_schedules
-        self.plan = plan_schedules(scenario, installed_plugins())
-        self.checkers = list(checkers) if checkers is not None else default_checkers(scenario)
         self.now = 0.0
         self.seq = 0
         self.store = MemoryStorage.fresh("fdcore-simulator")
-        self.trace = Trace()
+        self.trace = Trace(poison=set(plan.poison))
         self.stats: Counter[str] = Counter()
         self.agent_errors: list[tuple[float, str]] = []
         self.active: dict[str, StatusWrite] = {}  # latest status of unfinished requests
         self.finished = 0
         self.arrived = 0
-        self.total = scenario.requests + scenario.poison
+        self.total = len(plan.arrivals)
         self.scheduled = 0  # schedule requests the agents created
         self.deadlines: dict[str, float] = {}  # schedule request -> deadline, virtual seconds
         self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._order = 0
-        self.durations: dict[str, dict[str, float]] = {}
-        self.slots = [AgentSlot(self, f"agent-{n + 1}") for n in range(scenario.agents)]
-        self.trace.skews = {slot.name: slot.skew for slot in self.slots}
-        # Schedules run this long: past the judged period by the widest clock skew, so every
-        # judged slot's window is over on every agent's clock.
-        self.schedule_until = 0.0
-        if self.plan:
-            widest = max(abs(slot.skew) for slot in self.slots)
-            self.schedule_until = scenario.schedule_hours * 3600 + widest
-        self.wall_seconds = 0.0
+        self.hosts = [AgentHost(self, agent) for agent in plan.agents]
+        self.trace.skews = {host.name: host.skew for host in self.hosts}
 
     # -- the event loop ----------------------------------------------------------------------
 
@@ -233,15 +233,13 @@ class World:
         return self.seq
 
     def run(self) -> World:
-        """Simulate until every request is final or the time limit; then run the checkers."""
-        began = time.perf_counter()
-        self._plan_requests()
-        s = self.scenario
-        for slot in self.slots:
-            self.at(slot.rng.uniform(0, s.poll_seconds), self._restart, slot)
-            if s.pause_rate:
-                self._plan_pause(slot, 0.0)
-        limit = s.time_limit
+        """Play the plan out until every request is final or the time limit."""
+        for arrival in self.plan.arrivals:
+            self.at(arrival.time, self._arrive, arrival)
+        for host in self.hosts:
+            self.at(host.plan.first_poll(), self._restart, host)
+            self._next_pause(host, 0.0)
+        limit = self.scenario.time_limit
         while self._queue and not self._done():
             when, _, action, args = heapq.heappop(self._queue)
             if when > limit:
@@ -249,8 +247,6 @@ class World:
                 break
             self.now = when
             action(*args)
-        self.violations = [v for checker in self.checkers for v in checker.finish(self)]
-        self.wall_seconds = time.perf_counter() - began
         return self
 
     def _done(self) -> bool:
@@ -258,47 +254,23 @@ class World:
         return (
             self.arrived == self.total
             and self.finished == self.total + self.scheduled
-            and self.now >= self.schedule_until
+            and self.now >= self.plan.schedule_until
         )
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _plan_requests(self) -> None:
-        s = self.scenario
-        rng = random.Random(f"{s.seed}:workload")
-        tables = table_names(s.table_pool)
-        mu = math.log(s.table_median)
-        when = 0.0
-        plan: list[tuple[float, str, bool]] = []
-        for n in range(s.requests):
-            if s.arrival == "poisson":
-                when += rng.expovariate(s.arrival_rate)
-            plan.append((when, f"r{n + 1:06d}", False))
-        span = when
-        for n in range(s.poison):
-            plan.append((rng.uniform(0, span), f"poison-{n + 1:03d}", True))
-        for when, request, poison in plan:
-            count = 1 if poison else rng.randint(1, s.max_tables)
-            entities = rng.sample(tables, count)
-            self.durations[request] = {
-                table: rng.lognormvariate(mu, s.table_sigma) for table in entities
-            }
-            if poison:
-                self.trace.poison.add(request)
-            self.at(when, self._arrive, request, entities)
-
-    def _arrive(self, request: str, entities: list[str]) -> None:
+    def _arrive(self, arrival: Arrival) -> None:
         submit(
             Mailbox(self.store),
-            entities,
-            request_id=request,
+            arrival.entities,
+            request_id=arrival.request,
             now=EPOCH + timedelta(seconds=self.now),
         )
-        self.trace.created[request] = self.now
-        self.trace.max_attempts[request] = self.scenario.max_attempts
+        self.trace.created[arrival.request] = self.now
+        self.trace.max_attempts[arrival.request] = self.scenario.max_attempts
         self.arrived += 1
 
-    def request_created(self, slot: AgentSlot, key: str, data: bytes, outcome: str) -> None:
+    def request_created(self, host: AgentHost, key: str, data: bytes, outcome: str) -> None:
         """An agent tried to create a request: a schedule's (the world submits the others)."""
         doc: dict[str, Any] = json.loads(data)
         request = doc["id"]
@@ -307,9 +279,9 @@ class World:
         create = ScheduleCreate(
             seq=self.next_seq(),
             time=self.now,
-            agent=slot.name,
-            incarnation=slot.incarnation,
-            clock=slot.clock.now(),
+            agent=host.name,
+            incarnation=host.incarnation,
+            clock=host.clock.now(),
             request=key[len("requests/") : -len(".json")],
             schedule=schedule.get("id"),
             slot=schedule.get("slot"),
@@ -325,20 +297,10 @@ class World:
         self.trace.created[request] = self.now
         self.trace.max_attempts[request] = self.scenario.max_attempts
         if create.deadline is not None:
-            self.deadlines[request] = (create.deadline - EPOCH).total_seconds()
+            self.deadlines[request] = seconds(create.deadline)
         if doc.get("affinity"):
             self.trace.affinity[request] = doc["affinity"]
         self.trace.schedule_writes[request] += 1
-
-    def _table_seconds(self, request: str, table: str) -> float:
-        """A table's run time: drawn up front for submitted requests; for a schedule's request
-        drawn from its id, so it does not depend on which agent created it."""
-        planned = self.durations.get(request)
-        if planned is not None:
-            return planned[table]
-        s = self.scenario
-        rng = random.Random(f"{s.seed}:table:{request}:{table}")
-        return rng.lognormvariate(math.log(s.table_median), s.table_sigma)
 
     def _archive_time(self, request: str) -> float:
         """When the retention job removes a finished request: ``archive_after`` later, and for a
@@ -347,8 +309,7 @@ class World:
         when = self.now + self.scenario.archive_after
         deadline = self.deadlines.get(request)
         if deadline is not None:
-            widest = max(abs(skew) for skew in self.trace.skews.values())
-            when = max(when, deadline + widest + 1)
+            when = max(when, deadline + self.plan.widest_skew + 1)
         return when
 
     def _archive(self, request: str) -> None:
@@ -359,100 +320,81 @@ class World:
 
     # -- agents: start, poll, crash, pause -------------------------------------------------------
 
-    def _config(self, name: str) -> AgentConfig:
-        s = self.scenario
-        return AgentConfig(
-            name=name,
-            environment=self.store.url,
-            poll_seconds=s.poll_seconds,
-            stale_after=s.stale_after,
-            concurrency=s.concurrency,
-            claim=s.claim,
-            take_over=s.take_over,
-            grace_seconds=s.grace_seconds,
-            max_attempts=s.max_attempts,
-            runner="python",
-            schedules=tuple(p.config for p in self.plan if p.given_to(name)),
-            source="<simulator>",
-        )
-
-    def _restart(self, slot: AgentSlot) -> None:
+    def _restart(self, host: AgentHost) -> None:
         """Start (or restart after a crash) the agent's process: a new Agent, same name."""
-        slot.incarnation += 1
-        slot.polls = 0
-        config = self._config(slot.name)
-        self.trace.starts.append(Start(self.next_seq(), self.now, slot.name, slot.incarnation))
+        host.incarnation += 1
+        host.polls = 0
+        config = self.plan.agent_config(host.name, self.store.url)
+        self.trace.starts.append(Start(self.next_seq(), self.now, host.name, host.incarnation))
 
         def start_table(job: TableJob) -> TableRun:
-            return self._start_table(slot, job)
+            return self._start_table(host, job)
 
-        parts = self.parts(config, slot.store, start_table)
-        slot.agent = Agent(
+        parts = self.parts(config, host.store, start_table)
+        host.agent = Agent(
             config,
-            Mailbox(slot.store, ProblemLog(slot.name)),
-            attrs.evolve(parts, claim=WatchedClaim(parts.claim, slot)),
-            slot.clock,
-            instance=f"{slot.name}.{slot.incarnation}",
+            Mailbox(host.store, ProblemLog(host.name)),
+            attrs.evolve(parts, claim=WatchedClaim(parts.claim, host)),
+            host.clock,
+            instance=f"{host.name}.{host.incarnation}",
             previous_process_gone=lambda record: True,  # the simulator killed it
             schedules=self.schedules(config),  # a new process: it remembers no slot
         )
-        self._poll_chain(slot, self.now)
-        if self.scenario.crash_rate:
-            gap = slot.faults.expovariate(self.scenario.crash_rate / 3600)
-            self.at(self.now + gap, self._crash_fault, slot, slot.incarnation)
+        self._poll_chain(host, self.now)
+        crash_after = host.plan.crash_after()
+        if crash_after is not None:
+            self.at(self.now + crash_after, self._crash_fault, host, host.incarnation)
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _poll_chain(self, slot: AgentSlot, when: float) -> None:
-        slot.poll_token += 1
-        self.at(when, self._poll, slot, slot.poll_token)
+    def _poll_chain(self, host: AgentHost, when: float) -> None:
+        host.poll_token += 1
+        self.at(when, self._poll, host, host.poll_token)
 
-    def _poll(self, slot: AgentSlot, token: int) -> None:
-        agent = slot.agent
-        if token != slot.poll_token or agent is None or slot.paused is not None:
+    def _poll(self, host: AgentHost, token: int) -> None:
+        agent = host.agent
+        if token != host.poll_token or agent is None or host.paused is not None:
             return
-        s = self.scenario
-        store = slot.store
+        store = host.store
         store.begin_poll()
         free_before = agent.parts.claim.may_claim(agent.load())
-        stale_held = self._stale_held(slot.name, agent)
+        stale_held = self._stale_held(host.name, agent)
         seq_start = self.next_seq()
         failure: Exception | None = None
-        slot.polling, slot.claimed, slot.room_spent = True, False, False
+        host.polling, host.claimed, host.room_spent = True, False, False
         try:
             agent.poll()
         except Exception as exc:  # the agent must never raise out of a poll: report it
             failure = exc
-        slot.polling = False
+        host.polling = False
         elapsed = store.poll_seconds  # what the poll's store calls took: delays the next one
         self.trace.polls.append(
             PollRecord(
                 seq_start=seq_start,
                 seq_end=self.next_seq(),
                 time=self.now,
-                agent=slot.name,
-                incarnation=slot.incarnation,
-                first=slot.polls == 0,
-                clock=self.now + slot.skew,
+                agent=host.name,
+                incarnation=host.incarnation,
+                first=host.polls == 0,
+                clock=self.now + host.skew,
                 errors=store.poll_errors,
                 free_before=free_before,
-                room_spent=slot.room_spent,
+                room_spent=host.room_spent,
                 lost_status_writes=tuple(store.lost_status_writes),
                 stale_held=stale_held,
             )
         )
-        slot.polls += 1
+        host.polls += 1
         self.stats["polls"] += 1
         if failure is not None:
             self.agent_errors.append(
-                (self.now, f"{slot.name} raised {type(failure).__name__}: {failure}")
+                (self.now, f"{host.name} raised {type(failure).__name__}: {failure}")
             )
-            self._crash(slot, "exception")
+            self._crash(host, "exception")
             return
         for checker in self.checkers:
-            checker.after_poll(self, slot)
-        interval = s.poll_seconds * slot.rng.uniform(1 - s.poll_jitter, 1 + s.poll_jitter)
-        self.at(self.now + elapsed + interval, self._poll, slot, token)
+            checker.after_poll(self, host)
+        self.at(self.now + elapsed + host.plan.poll_interval(), self._poll, host, token)
 
     def _stale_held(self, name: str, agent: Agent) -> tuple[str, ...]:
         """Requests the agent holds in memory whose status names another agent or attempt."""
@@ -464,129 +406,120 @@ class World:
             and (status.agent != name or status.attempt != work.status.attempt)
         )
 
-    def _crash_fault(self, slot: AgentSlot, incarnation: int) -> None:
-        if slot.agent is not None and slot.incarnation == incarnation:
-            self._crash(slot, "fault")
+    def _crash_fault(self, host: AgentHost, incarnation: int) -> None:
+        if host.agent is not None and host.incarnation == incarnation:
+            self._crash(host, "fault")
 
-    def _crash(self, slot: AgentSlot, cause: str) -> None:
+    def _crash(self, host: AgentHost, cause: str) -> None:
         """Drop the agent's process mid-work: its runs die with it; restart it later."""
-        if slot.agent is None:
+        if host.agent is None:
             return
-        held = self._held_in_store(slot)
-        for run in slot.runs.values():
+        held = self._held_in_store(host)
+        for run in host.runs.values():
             run.state = "died"
             run.version += 1
-        self.stats["runs died"] += len(slot.runs)
-        slot.runs.clear()
-        slot.agent = None
-        slot.paused = None
-        slot.poll_token += 1
+        self.stats["runs died"] += len(host.runs)
+        host.runs.clear()
+        host.agent = None
+        host.paused = None
+        host.poll_token += 1
         self.trace.crashes.append(
-            Crash(self.next_seq(), self.now, slot.name, slot.incarnation, cause, held)
+            Crash(self.next_seq(), self.now, host.name, host.incarnation, cause, held)
         )
         self.stats[f"crashes ({cause})"] += 1
-        s = self.scenario
-        longest = s.restart_after if s.restart_after is not None else 2 * s.takeover_seconds
-        self.at(
-            self.now + slot.faults.uniform(s.poll_seconds, max(longest, s.poll_seconds)),
-            self._restart,
-            slot,
-        )
+        self.at(self.now + host.plan.restart_after(), self._restart, host)
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _held_in_store(self, slot: AgentSlot) -> tuple[tuple[str, int], ...]:
+    def _held_in_store(self, host: AgentHost) -> tuple[tuple[str, int], ...]:
         """(request, attempt) of every unfinished request whose status names the agent."""
         return tuple(
             (request, write.attempt)
             for request, write in self.active.items()
-            if write.agent == slot.name
+            if write.agent == host.name
         )
 
-    def _plan_pause(self, slot: AgentSlot, after: float) -> None:
-        gap = slot.faults.expovariate(self.scenario.pause_rate / 3600)
-        self.at(after + gap, self._pause, slot)
+    def _next_pause(self, host: AgentHost, after: float) -> None:
+        gap = host.plan.pause_after()
+        if gap is not None:
+            self.at(after + gap, self._pause, host)
 
-    def _pause(self, slot: AgentSlot) -> None:
+    def _pause(self, host: AgentHost) -> None:
         """Stop polling the agent (and freeze its runs) for a while: a stopped VM, a GC storm."""
-        if not slot.live:
-            self._plan_pause(slot, self.now)
+        if not host.live:
+            self._next_pause(host, self.now)
             return
-        s = self.scenario
-        longest = s.pause_max if s.pause_max is not None else 3 * s.takeover_seconds
-        if slot.faults.random() < 0.5:  # half short (under stale_after), half long
-            length = slot.faults.uniform(s.poll_seconds, min(s.stale_after, longest))
-        else:
-            length = slot.faults.uniform(min(s.takeover_seconds, longest), longest)
         pause = Pause(
             self.next_seq(),
             self.now,
-            self.now + length,
-            slot.name,
-            slot.incarnation,
-            self._held_in_store(slot),
+            self.now + host.plan.pause_length(),
+            host.name,
+            host.incarnation,
+            self._held_in_store(host),
         )
-        slot.paused = pause
+        host.paused = pause
         self.trace.pauses.append(pause)
         self.stats["pauses"] += 1
-        for run in slot.runs.values():
+        for run in host.runs.values():
             run.remaining = run.end - self.now
             run.version += 1
-        self.at(pause.end, self._resume, slot, pause)
+        self.at(pause.end, self._resume, host, pause)
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _resume(self, slot: AgentSlot, pause: Pause) -> None:
-        if slot.paused is not pause:
+    def _resume(self, host: AgentHost, pause: Pause) -> None:
+        if host.paused is not pause:
             return  # it crashed while paused
-        slot.paused = None
+        host.paused = None
         pause.resume_seq = self.next_seq()
-        for run in slot.runs.values():
+        for run in host.runs.values():
             run.end = self.now + run.remaining
             self.at(run.end, self._end_run, run, run.version)
-        self._poll_chain(slot, self.now)
-        self._plan_pause(slot, self.now)
+        self._poll_chain(host, self.now)
+        self._next_pause(host, self.now)
         for checker in self.checkers:
             checker.after_change(self)
 
     # -- table runs ------------------------------------------------------------------------------
 
-    def _start_table(self, slot: AgentSlot, job: TableJob) -> SimRun:
-        duration = self._table_seconds(job.request, job.table)
-        run = SimRun(slot, job, self.now, self.now + duration)
+    def _start_table(self, host: AgentHost, job: TableJob) -> SimRun:
+        duration = self.plan.table_seconds(job.request, job.table)
+        run = SimRun(host, job, self.now, self.now + duration)
         status = self.trace.latest.get(job.request)
         self.trace.table_starts.append(
             TableStart(
                 seq=self.next_seq(),
                 time=self.now,
-                agent=slot.name,
-                incarnation=slot.incarnation,
+                agent=host.name,
+                incarnation=host.incarnation,
                 request=job.request,
                 table=job.table,
                 attempt=job.attempt,
                 recorded_done=status is not None and job.table in status.tables_done,
             )
         )
-        slot.runs[id(run)] = run
+        host.runs[id(run)] = run
         self.trace.first_start.setdefault(job.request, self.now)
         self.stats["runs started"] += 1
         if job.request in self.trace.poison:
-            run.end = self.now + duration * slot.faults.uniform(0.1, 0.9)
+            run.end = self.now + duration * host.plan.poison_share()
         self.at(run.end, self._end_run, run, run.version)
         return run
 
     def _end_run(self, run: SimRun, version: int) -> None:
         if run.version != version or run.state != "running":
             return
-        slot = run.slot
+        host = run.host
         job = run.job
         if job.request in self.trace.poison:
-            self._crash(slot, "poison")  # the table takes its agent down with it
+            self._crash(host, "poison")  # the table takes its agent down with it
             return
         lease = self.trace.leases.get(job.table)
         payload = {"request": job.request, "agent": job.agent, "attempt": job.attempt}
         try:
-            fenced_write(self.store, job.table, job.fencing_token, payload)
+            fenced_write(
+                self.store, MailboxLeases(self.store), job.table, job.fencing_token, payload
+            )
             run.result = TableResult(True)
             accepted = True
         except StaleFencingToken as exc:
@@ -599,7 +532,7 @@ class World:
                 time=self.now,
                 table=job.table,
                 token=job.fencing_token,
-                agent=slot.name,
+                agent=host.name,
                 incarnation=run.incarnation,
                 request=job.request,
                 attempt=job.attempt,
@@ -611,24 +544,24 @@ class World:
             )
         )
         run.state = "ended"
-        slot.runs.pop(id(run), None)
+        host.runs.pop(id(run), None)
 
     # -- the trace -------------------------------------------------------------------------------
 
-    def tap(self, slot: AgentSlot, key: str, data: bytes | None) -> None:
-        """A write by ``slot``'s agent landed (``data`` None: a delete): keep what checkers need."""
+    def tap(self, host: AgentHost, key: str, data: bytes | None) -> None:
+        """A write by ``host``'s agent landed (``data`` None: a delete): keep what checkers need."""
         seq = self.next_seq()
         if data is None:
             if key.startswith("status/"):
-                self.agent_errors.append((self.now, f"{slot.name} deleted {key}"))
+                self.agent_errors.append((self.now, f"{host.name} deleted {key}"))
             return
         if key.startswith("agents/"):
             # Every poll writes one: the key says whose it is, no need to decode it.
-            if key == slot.record_key:
-                beats = self.trace.heartbeats.setdefault((slot.name, slot.incarnation), [])
+            if key == host.record_key:
+                beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
                 beats.append((seq, self.now))
-                writes = self.trace.record_writes.setdefault(slot.name, [])
-                writes.append((seq, self.now, self.now + slot.skew))
+                writes = self.trace.record_writes.setdefault(host.name, [])
+                writes.append((seq, self.now, self.now + host.skew))
             return
         if key.startswith("requests/"):
             return  # a schedule's request: see request_created
@@ -636,17 +569,17 @@ class World:
         if doc.get("request", "").startswith("sched-"):
             self.trace.schedule_writes[doc["request"]] += 1
         if key.startswith("status/"):
-            self._tap_status(slot, seq, doc)
+            self._tap_status(host, seq, doc)
         elif key.startswith("leases/"):
-            self._tap_lease(slot, seq, doc)
+            self._tap_lease(host, seq, doc)
         elif key.startswith("runs/"):
             lease = self.trace.leases.get(doc["table"])
             self.trace.run_log.append(
                 RunLogWrite(
                     seq=seq,
                     time=self.now,
-                    writer=slot.name,
-                    incarnation=slot.incarnation,
+                    writer=host.name,
+                    incarnation=host.incarnation,
                     request=doc["request"],
                     table=doc["table"],
                     attempt=doc["attempt"],
@@ -656,13 +589,13 @@ class World:
                 )
             )
 
-    def _tap_status(self, slot: AgentSlot, seq: int, doc: dict[str, Any]) -> None:
+    def _tap_status(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
         request = doc["request"]
         write = StatusWrite(
             seq=seq,
             time=self.now,
-            writer=slot.name,
-            incarnation=slot.incarnation,
+            writer=host.name,
+            incarnation=host.incarnation,
             request=request,
             state=doc["state"],
             agent=doc.get("agent"),
@@ -677,8 +610,8 @@ class World:
         self.trace.status.setdefault(request, []).append(write)
         before = self.trace.latest.get(request)
         self.trace.latest[request] = write
-        if before is None and write.agent == slot.name:
-            slot.claimed = True
+        if before is None and write.agent == host.name:
+            host.claimed = True
         if not write.final:
             self.active[request] = write
             return
@@ -688,7 +621,7 @@ class World:
             if self.scenario.archive_after:
                 self.at(self._archive_time(request), self._archive, request)
 
-    def _tap_lease(self, slot: AgentSlot, seq: int, doc: dict[str, Any]) -> None:
+    def _tap_lease(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
         table = doc["table"]
         lease = LeaseState(
             generation=doc["generation"],
@@ -696,8 +629,8 @@ class World:
             request=doc["request"],
             attempt=doc["attempt"],
             released=doc.get("released", False),
-            expires_at=(parse_time(doc["expires_at"]) - EPOCH).total_seconds(),
-            incarnation=slot.incarnation,
+            expires_at=seconds(parse_time(doc["expires_at"])),
+            incarnation=host.incarnation,
         )
         before = self.trace.leases.get(table)
         if before and not before.released and before.holder != lease.holder:

@@ -14,16 +14,22 @@ import signal
 import time
 from pathlib import Path
 
-from fdcore.abc import Storage, TableJob
+from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.errors import StaleFencingToken, StorageUnavailable
 from fdcore.mailbox.fencing import fenced_write
-from fdcore.plugins.manager import load_plugins
+from fdcore.plugins.manager import LEASES, load_plugins
 
 
 @functools.cache
 def _storage(url: str) -> Storage:
     options = json.loads(os.environ.get("FDCORE_TEST_STORAGE_OPTIONS", "{}"))
     return load_plugins().open_storage(url, options)
+
+
+@functools.cache
+def _leases(url: str, provider: str) -> TableLeases:
+    """The environment's table leases, from the provider the agent uses (``job.leases``)."""
+    return load_plugins().get(LEASES, provider).open(_storage(url), {})
 
 
 def _log(job: TableJob, **fields: object) -> None:
@@ -69,6 +75,7 @@ def _write_riding_out_outages(job: TableJob, patience: float = 60.0) -> None:
         try:
             fenced_write(
                 _storage(job.environment),
+                _leases(job.environment, job.leases),
                 job.table,
                 job.fencing_token,
                 {"request": job.request, "agent": job.agent},

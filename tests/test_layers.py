@@ -1,0 +1,162 @@
+"""The core's layers: no module imports a layer above its own, and no import cycle anywhere.
+
+Every import counts, including those inside functions and under ``TYPE_CHECKING``: an import
+moved into a function to dodge a cycle is still the cycle. docs/architecture.md shows the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import fdcore
+
+ROOT = Path(fdcore.__file__).parent
+
+#: Lowest first. A module may import its own layer and the layers below it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("fdcore.errors", "fdcore.clock", "fdcore.durations"),
+    ("fdcore.contract",),
+    ("fdcore.abc",),
+    ("fdcore.plugins",),
+    ("fdcore.builtin",),
+    ("fdcore.mailbox",),
+    ("fdcore.conformance",),
+    ("fdcore.agent",),
+    ("fdcore.simulator",),
+    ("fdcore.cli",),
+    ("fdcore.testing",),
+)
+#: The package itself: ``fdcore/__init__.py`` (version, contract numbers, ``hookimpl``) and
+#: ``python -m fdcore``. Any module may read ``fdcore.__version__``.
+FACADE = ("fdcore", "fdcore.__main__")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+
+
+def imports(path: Path, name: str, known: set[str]) -> Iterator[str]:
+    """The fdcore modules ``path`` imports (``from a import b`` counts ``a.b`` if a module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+            targets = [t if t in known else base for t in targets]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # fdcore.x.y.Name -> fdcore.x.y
+                target = target.rpartition(".")[0]
+            if target.startswith("fdcore") and target != name:
+                yield target
+
+
+def layer_of(name: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if any(name == top or name.startswith(top + ".") for top in layer):
+            return index
+    raise AssertionError(f"{name} belongs to no layer: add it to LAYERS and docs/architecture.md")
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    known = set(found)
+    return {name: set(imports(path, name, known)) for name, path in found.items()}
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    for name in graph():
+        if name not in FACADE:
+            layer_of(name)
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    upward = [
+        f"{name} (layer {layer_of(name)}) imports {target} (layer {layer_of(target)})"
+        for name, targets in graph().items()
+        if name not in FACADE
+        for target in sorted(targets)
+        if target not in FACADE and layer_of(target) > layer_of(name)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_facade_imports_only_the_plugin_marker_and_the_command_line() -> None:
+    edges = graph()
+    assert edges["fdcore"] <= {"fdcore.plugins", "fdcore.plugins.hookspecs"}
+    assert edges["fdcore.__main__"] <= {"fdcore.cli", "fdcore.cli.main"}
+
+
+def test_no_import_cycle() -> None:
+    edges = graph()
+    # A package's __init__ re-exporting its modules is not a cycle with them; a module that
+    # imports its own package's __init__ while that __init__ imports it is.
+    cycles = [scc for scc in strongly_connected(edges) if len(scc) > 1]
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(sorted(c)) for c in cycles)
+
+
+def strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iteratively (the graph is small, but recursion limits are not)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    counter = 0
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges.get(start, ()))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                found.append(component)
+    return found
+
+
+def test_the_graph_holds_real_edges() -> None:
+    """The graph is built from real imports: a known upward and a known downward edge."""
+    edges = graph()
+    assert "fdcore.errors" in edges["fdcore.abc"]
+    assert strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}, {"c"}]
