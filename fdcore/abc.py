@@ -120,10 +120,18 @@ class StorageBackend(Protocol):
     def accepts(self, url: str) -> bool:
         """Whether this backend serves environment URLs like ``url`` (no I/O)."""
 
-    def open(self, url: str, options: dict[str, str]) -> Storage:
+    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> Storage:
         """Open the environment at ``url``. ``options`` come from ``[storage]`` in agent.toml.
 
-        Raise :class:`fdcore.errors.ConfigError` for a URL or option it cannot use.
+        ``create=True`` (agents, ``fdcore submit``) may create a missing environment.
+        ``create=False`` (the read-only commands, ``fdcore doctor``) must create and write
+        nothing: a missing environment raises :class:`fdcore.errors.EnvironmentNotFound`. A
+        backend whose open creates nothing either way may ignore the flag; one whose ``open``
+        has no ``create`` parameter (written before it) is called without it.
+
+        Raise :class:`fdcore.errors.ConfigError` for a URL or option it cannot use, and
+        :class:`fdcore.errors.EnvironmentUnusable` for a place that cannot hold an environment
+        (a file where the folder belongs, no permission): one line naming what to fix.
         """
 
 

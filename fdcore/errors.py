@@ -73,6 +73,26 @@ class InvalidKey(StorageError, ValueError):
     """A key is not a legal relative path."""
 
 
+class EnvironmentNotFound(StorageError):
+    """Opening without creating (``create=False``) found no environment at the URL."""
+
+    def __init__(self, url: str, detail: str | None = None) -> None:
+        self.url = url
+        where = f"{url} ({detail})" if detail else url
+        super().__init__(
+            None, f"environment not found: {where}; an agent or `fdcore submit` creates it"
+        )
+
+
+class EnvironmentUnusable(StorageError):
+    """The environment's place exists but cannot hold one: a file where its folder belongs, or
+    no permission. Unlike StorageUnavailable, retrying does not help: someone must fix it."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        super().__init__(None, f"cannot use environment {url}: {reason}")
+
+
 # -- leases and fencing ------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fdcore.abc import Notification, TableJob, TableResult, TableRun
+from fdcore.errors import EnvironmentNotFound
 from fdcore.plugins.manager import NOTIFIER, RUNNER, STORAGE, load_plugins
 
 JOB = TableJob(
@@ -89,3 +90,12 @@ def test_memory_backend_serves_memory_urls() -> None:
     first.create("k", b"v")
     assert second.read("k") is not None  # one process, one name: one store
     assert load_plugins().get(STORAGE, "memory") is not None
+
+
+def test_memory_store_opened_without_create_must_exist_in_this_process() -> None:
+    backend = load_plugins().get(STORAGE, "memory")
+    url = f"memory://{uuid.uuid4().hex}"
+    with pytest.raises(EnvironmentNotFound, match=f"^environment not found: {url} "):
+        backend.open(url, {}, create=False)
+    backend.open(url, {}).create("k", b"v")
+    assert backend.open(url, {}, create=False).read("k") is not None

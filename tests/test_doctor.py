@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from plugin_distributions import install_distribution
 
+from fdcore import hookimpl
+from fdcore.abc import Storage, StorageBackend
+from fdcore.cli import doctor
 from fdcore.cli.main import main
+from fdcore.errors import StorageUnavailable
+from fdcore.plugins.manager import Plugins, load_plugins
 
 
 def _names() -> list[str]:
@@ -43,6 +48,7 @@ def test_doctor_passes_every_line_on_a_local_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "env"
+    root.mkdir()  # doctor proves an existing environment; it never creates one
     assert main(["doctor", root.as_uri()]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == [f"PASS {name}" for name in _names()]
@@ -100,14 +106,7 @@ BROKEN_BACKEND = '''
 
 def _install_broken_backend(site: Path) -> dict[str, str]:
     """Install the backend as a real distribution with an entry point, visible via PYTHONPATH."""
-    site.mkdir()
-    (site / "fdcore_broken.py").write_text(textwrap.dedent(BROKEN_BACKEND))
-    info = site / "fdcore_broken-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fdcore-broken\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[fdcore]\nbroken = fdcore_broken\n")
-    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return {**os.environ, "PYTHONPATH": path}
+    return install_distribution(site, "fdcore-broken", "fdcore_broken", BROKEN_BACKEND)
 
 
 def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> None:
@@ -153,14 +152,48 @@ def test_doctor_config_errors_are_one_line(
     assert captured.err.count("\n") == 1
 
 
-def test_doctor_reports_an_unusable_environment(
+def test_doctor_refuses_a_missing_or_unusable_environment_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "a-file").write_text("not a folder")
-    assert main(["doctor", str(tmp_path / "a-file" / "env")]) == 1
+    for place, problem in (
+        (tmp_path / "a-file" / "env", f"{tmp_path / 'a-file'} is a file, not a folder"),
+        (tmp_path / "missing", "environment not found: "),
+    ):
+        assert main(["doctor", str(place)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.startswith("fdcore: error: ") and problem in captured.err
+        assert captured.err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing created
+
+
+class _Unreachable:
+    """A backend whose store cannot be reached: what doctor reports as its "open" property."""
+
+    name = "unreachable"
+
+    def accepts(self, url: str) -> bool:
+        return url.startswith("unreachable://")
+
+    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> Storage:
+        raise StorageUnavailable(None, f"{url}: connection refused")
+
+    @hookimpl
+    def fdcore_storage_backends(self) -> Sequence[StorageBackend]:
+        return [self]
+
+
+def test_doctor_reports_a_store_it_cannot_reach_as_a_failed_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def plugins() -> Plugins:
+        return load_plugins(extra=[("unreachable", _Unreachable())])
+
+    monkeypatch.setattr(doctor, "load_plugins", plugins)
+    assert main(["doctor", "unreachable://x"]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("FAIL open: observed StorageUnavailable: cannot use folder ")
-    assert out.count("\n") == 1
+    assert out == "FAIL open: observed StorageUnavailable: unreachable://x: connection refused\n"
 
 
 def test_doctor_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from plugin_distributions import install_distribution
 
 from fdcore import hookimpl
-from fdcore.abc import AgentLoad, ClaimPolicy, Command, Notifier
+from fdcore.abc import AgentLoad, ClaimPolicy, Command, Notifier, Storage, StorageBackend
+from fdcore.builtin.memory import MemoryStorage
 from fdcore.builtin.notifiers import LogNotifier
 from fdcore.cli.main import build_parser
-from fdcore.errors import PluginError
+from fdcore.errors import EnvironmentNotFound, PluginError
 from fdcore.plugins.manager import CLAIM, COMMAND, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
 
 
@@ -68,11 +70,8 @@ def test_disabling_by_entry_point_name(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _broken_distribution(folder: Path, distribution: str, module: str) -> None:
-    info = folder / f"{distribution.replace('-', '_')}-9.9.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 9.9\n")
-    (info / "entry_points.txt").write_text(f"[fdcore]\nbroken = {module}\n")
-    (folder / f"{module}.py").write_text("raise RuntimeError('plugin exploded on import')\n")
+    source = "raise RuntimeError('plugin exploded on import')\n"
+    install_distribution(folder, distribution, module, source, version="9.9")
 
 
 def test_plugin_that_fails_to_import_is_reported_with_its_distribution(tmp_path: Path) -> None:
@@ -254,3 +253,38 @@ def test_simulate_comes_from_the_simulator_entry_point() -> None:
     assert "simulate" in fdcore_cli("--help").stdout
     result = fdcore_cli("--help", env={"FDCORE_DISABLE_PLUGINS": "simulator"})
     assert result.returncode == 0 and "simulate" not in result.stdout
+
+
+class _OldBackend:
+    """A backend written before ``create``: its open takes (url, options) only."""
+
+    name = "old"
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def accepts(self, url: str) -> bool:
+        return url.startswith("old://")
+
+    def open(self, url: str, options: dict[str, str]) -> Storage:
+        self.calls.append(url)
+        return MemoryStorage(url)
+
+
+class _OldBackends:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @hookimpl
+    def fdcore_storage_backends(self) -> Sequence[StorageBackend]:
+        return [_OldBackend(self.calls)]
+
+
+def test_a_backend_without_the_create_flag_is_opened_as_before() -> None:
+    old = _OldBackends()
+    plugins = load_plugins(extra=[("old", old)])
+    plugins.open_storage("old://a")
+    plugins.open_storage("old://b", create=False)
+    assert old.calls == ["old://a", "old://b"]
+    with pytest.raises(EnvironmentNotFound):  # and one that has it gets it
+        plugins.open_storage(f"memory://{os.getpid()}-never-made", create=False)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 
 from fdcore.abc import Blob, check_precondition, validate_key, validate_prefix
-from fdcore.errors import AlreadyExists
+from fdcore.errors import AlreadyExists, EnvironmentNotFound
 
 
 class _Space:
@@ -104,5 +104,10 @@ class MemoryBackend:
     def accepts(self, url: str) -> bool:
         return url.startswith("memory://")
 
-    def open(self, url: str, options: dict[str, str]) -> MemoryStorage:
-        return MemoryStorage(url.removeprefix("memory://") or "default")
+    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> MemoryStorage:
+        name = url.removeprefix("memory://") or "default"
+        with _spaces_lock:
+            missing = name not in _spaces
+        if missing and not create:
+            raise EnvironmentNotFound(url, "no memory store of that name in this process")
+        return MemoryStorage(name)

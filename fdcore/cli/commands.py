@@ -27,8 +27,10 @@ from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import TAKEOVER, load_plugins
 
 
-def _mailbox(url: str) -> Mailbox:
-    return Mailbox(load_plugins().open_storage(url))
+def _mailbox(url: str, *, create: bool) -> Mailbox:
+    """The environment's mailbox; ``create=False`` for commands that only read (a missing
+    environment is then "environment not found", never a new empty one)."""
+    return Mailbox(load_plugins().open_storage(url, create=create))
 
 
 def _agent_run(args: argparse.Namespace) -> int:
@@ -60,7 +62,7 @@ def _submit(args: argparse.Namespace) -> int:
         raise ConfigError("fdcore submit", "--max-attempts", "must be >= 1")
     try:
         request = submit(
-            _mailbox(args.env),
+            _mailbox(args.env, create=True),
             entities,
             request_id=args.id,
             max_attempts=args.max_attempts,
@@ -98,7 +100,7 @@ def _print(
 
 
 def _queue(args: argparse.Namespace) -> int:
-    mailbox = _mailbox(args.env)
+    mailbox = _mailbox(args.env, create=False)
     rows = queue_rows(mailbox, include_final=not args.active)
     agents = _agent_rows(mailbox, args.grace)
     states = {row.name: row.state for row in agents}
@@ -119,7 +121,7 @@ def _queue(args: argparse.Namespace) -> int:
 
 
 def _agents(args: argparse.Namespace) -> int:
-    rows = _agent_rows(_mailbox(args.env), args.grace)
+    rows = _agent_rows(_mailbox(args.env, create=False), args.grace)
     table = [
         ("AGENT", "STATE", "VERSION", "LAST SEEN", "RUNNING", "CLAIM", "TAKE OVER", "SCHEDULES")
     ]
@@ -145,7 +147,7 @@ def _agents(args: argparse.Namespace) -> int:
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    agents = _agent_rows(_mailbox(args.env), args.grace)
+    agents = _agent_rows(_mailbox(args.env, create=False), args.grace)
     rows = schedule_rows(agents)
     table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
     for row in rows:

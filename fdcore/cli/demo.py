@@ -22,6 +22,7 @@ from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.cli.fleet import AgentFleet
 from fdcore.cli.views import QueueRow, queue_rows
 from fdcore.contract.models import Outcome
+from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
@@ -146,9 +147,13 @@ def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> in
 def _demo(args: argparse.Namespace) -> int:
     if args.dir:
         folder = Path(args.dir).absolute()
-        folder.mkdir(parents=True, exist_ok=True)
-        if any(folder.iterdir()):
-            raise SystemExit(f"fdcore demo: --dir {folder} is not empty")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            empty = not any(folder.iterdir())
+        except OSError as exc:
+            raise ConfigError("fdcore demo", "--dir", f"{folder}: {exc.strerror}") from None
+        if not empty:
+            raise ConfigError("fdcore demo", "--dir", f"{folder} is not empty")
         return run_demo(folder, args.agents, args.requests, args.tables, args.timeout)
     with tempfile.TemporaryDirectory(prefix="fdcore-demo-") as temporary:
         return run_demo(Path(temporary), args.agents, args.requests, args.tables, args.timeout)

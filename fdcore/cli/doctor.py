@@ -1,11 +1,11 @@
 """``fdcore doctor <environment-url>``: prove a live environment keeps storage's promises.
 
-It opens the environment through the installed plugins, runs the conformance probes of
-:mod:`fdcore.testing.probes` (the very functions the vendor suite runs) under a scratch prefix
-``doctor-<hex>/``, then removes every key it wrote, even when a probe failed or the run was
-interrupted. One line per property; exit 0 when every one passed, 1 on any failure, 2 on a usage
-or configuration error. Round counts default lower than the suite's, so a remote store answers
-in seconds.
+It opens an existing environment (it never creates one) through the installed plugins, runs the
+conformance probes of :mod:`fdcore.conformance.probes` (the very functions the vendor suite runs)
+under a scratch prefix ``doctor-<hex>/``, then removes every key it wrote, even when a probe
+failed or the run was interrupted. One line per property; exit 0 when every one passed, 1 on any
+failure, 2 on a usage or configuration error or an environment that is missing or unusable.
+Round counts default lower than the suite's, so a remote store answers in seconds.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from fdcore.conformance.probes import (
     UrlStorageFactory,
     for_each_key,
 )
-from fdcore.errors import NotFound, StorageError
+from fdcore.errors import NotFound, StorageUnavailable
+from fdcore.plugins.manager import load_plugins
 
 Report = Callable[[Observation], None]
 
@@ -142,10 +143,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     factory = UrlStorageFactory(args.environment, dict(args.option))
     try:
-        # Opening first turns a bad URL or a missing plugin into one error line (exit 2),
-        # before any process starts.
-        factory().close()
-    except StorageError as exc:
+        # Opening first, without creating, turns a bad URL, a missing plugin and a missing or
+        # unusable environment into one error line (exit 2) before any process starts. A store
+        # that cannot be reached is the failed "open" property.
+        load_plugins().open_storage(args.environment, dict(args.option), create=False).close()
+    except StorageUnavailable as exc:
         observation = Observation("open", False, f"observed {type(exc).__name__}: {exc}")
         _print([observation], args)
         return 1

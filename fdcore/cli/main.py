@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import select
+import shlex
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -84,20 +89,89 @@ def _add_plugin_commands(commands: Any, plugins: Plugins) -> None:
         parser.set_defaults(run=command.run)
 
 
+ERROR = 2  # bad input, configuration or environment: what the one-line error says to fix
+BUG = 70  # EX_SOFTWARE (sysexits.h): an exception fdcore did not expect
+BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    run: Command = args.run
+    """Run one command. Every error is one line on stderr: an :class:`FdcoreError` says what to
+    fix (exit 2); anything else is a bug, whose traceback goes to a file (or stderr under -v)."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # Known before parsing: building the parser loads plugins, which may fail too.
+    verbose = "-v" in arguments or "--verbose" in arguments
     try:
-        return run(args)
+        args = build_parser().parse_args(arguments)
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        run: Command = args.run
+        code = run(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return code
     except FdcoreError as exc:
-        print(f"fdcore: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"fdcore: error: {_one_line(str(exc)) or type(exc).__name__}", file=sys.stderr)
+        return ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError as exc:
+        if _stdout_reader_gone():
+            return BROKEN_PIPE
+        return _bug(exc, verbose, arguments)
+    except Exception as exc:
+        return _bug(exc, verbose, arguments)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader went away (``fdcore queue | head``): nothing to
+    report then, and stdout is pointed at /dev/null so the final flush does not fail again. Any
+    other broken pipe is a bug."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in a test)
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return gone
+
+
+def _bug(exc: Exception, verbose: bool, argv: list[str]) -> int:
+    """One line naming the exception and the file holding its traceback (under -v, the
+    traceback itself on stderr)."""
+    what = _one_line(f"{type(exc).__name__}: {exc}")
+    saved = None if verbose else _save_traceback(exc, argv)
+    if saved is None:
+        traceback.print_exception(exc, file=sys.stderr)
+        print(f"fdcore: internal error: {what}", file=sys.stderr)
+    else:
+        print(
+            f"fdcore: internal error: {what} (a bug; the traceback is in {saved}, "
+            "or run with -v to print it)",
+            file=sys.stderr,
+        )
+    return BUG
+
+
+def _save_traceback(exc: Exception, argv: list[str]) -> str | None:
+    """Write the command line and traceback to a new private file in the temporary folder
+    (``$TMPDIR``, else ``/tmp``); its path, or None if none could be written."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="fdcore-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(f"fdcore {__version__}: {shlex.join(['fdcore', *argv])}\n\n")
+            file.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return None
+    return path
 
 
 if __name__ == "__main__":

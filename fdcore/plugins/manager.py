@@ -10,6 +10,7 @@ implementation is attributed to the plugin that provides it.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points
@@ -194,9 +195,29 @@ class Plugins:
         )
 
     def open_storage(
-        self, url: str, options: dict[str, str] | None = None, backend: str | None = None
+        self,
+        url: str,
+        options: dict[str, str] | None = None,
+        backend: str | None = None,
+        *,
+        create: bool = True,
     ) -> Storage:
-        return self.storage_backend(url, backend).open(url, dict(options or {}))
+        """Open environment ``url``; with ``create=False`` only an existing one, writing nothing
+        (a missing one is :class:`~fdcore.errors.EnvironmentNotFound`)."""
+        chosen = self.storage_backend(url, backend)
+        if _takes_create(chosen):
+            return chosen.open(url, dict(options or {}), create=create)
+        return chosen.open(url, dict(options or {}))
+
+
+def _takes_create(backend: StorageBackend) -> bool:
+    """Whether ``backend.open`` has the ``create`` flag: backends written before it do not, and
+    keep working (opening as they always did)."""
+    try:
+        parameters = inspect.signature(backend.open).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): pass nothing new
+        return False
+    return any(p.name == "create" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _describe(info: PluginInfo) -> str:

@@ -15,8 +15,8 @@ class LocalFolderBackend:
     def accepts(self, url: str) -> bool:
         return url.startswith("file://") or "://" not in url
 
-    def open(self, url: str, options: dict[str, str]) -> LocalFolderStorage:
-        return LocalFolderStorage(path_from_url(url), url=url)
+    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> LocalFolderStorage:
+        return LocalFolderStorage(path_from_url(url), url=url, create=create)
 
 
 @hookimpl

@@ -28,7 +28,15 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from fdcore.abc import Blob, check_precondition, validate_key, validate_prefix
-from fdcore.errors import AlreadyExists, ConfigError, InvalidKey, StorageError, StorageUnavailable
+from fdcore.errors import (
+    AlreadyExists,
+    ConfigError,
+    EnvironmentNotFound,
+    EnvironmentUnusable,
+    InvalidKey,
+    StorageError,
+    StorageUnavailable,
+)
 
 INTERNAL = ".fdcore"  # scratch files and lock stripes; dot names are never keys
 LOCK_STRIPES = 256
@@ -45,12 +53,22 @@ def path_from_url(url: str) -> Path:
         if not path:
             raise ConfigError(url, None, "a file:// URL needs a path")
         return Path(path)
+    if not url.strip():  # Path("") is the working folder: never an environment by accident
+        raise ConfigError(repr(url), None, "an environment URL or path must not be empty")
     return Path(url).absolute()
 
 
 def _etag(data: bytes, stat: os.stat_result) -> str:
     digest = hashlib.blake2b(data, digest_size=8).hexdigest()
     return f'"{stat.st_ino:x}-{stat.st_mtime_ns:x}-{digest}"'
+
+
+def _mode(path: Path) -> int | None:
+    """The file type bits of ``path`` (``stat.S_IFDIR`` for a folder), None if unreachable."""
+    try:
+        return stat.S_IFMT(os.stat(path).st_mode)
+    except OSError:
+        return None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -65,17 +83,52 @@ def _fsync_dir(path: Path) -> None:
 
 
 class LocalFolderStorage:
-    """The :class:`fdcore.storage.Storage` protocol over a folder."""
+    """The :class:`fdcore.storage.Storage` protocol over a folder.
 
-    def __init__(self, root: Path, url: str | None = None) -> None:
+    ``create=True`` makes the folder (and its parents) if missing and sets up ``.fdcore``.
+    ``create=False`` writes nothing: the folder must exist (else EnvironmentNotFound); one that
+    no agent has used yet reads as an empty environment.
+    """
+
+    def __init__(self, root: Path, url: str | None = None, *, create: bool = True) -> None:
         self.root = Path(root)
         self.url = url or self.root.as_uri()
         self._internal = self.root / INTERNAL
+        self._open_root(create)
+        # What must still be a folder for the environment not to have vanished (_check_root):
+        # ``.fdcore`` tells a mounted share from the empty mount point, the root is all a
+        # folder that was never set up has.
+        self._sentinel = self._internal if _mode(self._internal) == stat.S_IFDIR else self.root
+
+    def _open_root(self, create: bool) -> None:
         try:
-            (self._internal / "tmp").mkdir(parents=True, exist_ok=True)
-            (self._internal / "locks").mkdir(exist_ok=True)
+            mode: int | None = os.stat(self.root).st_mode
+        except FileNotFoundError:
+            if not create:
+                raise EnvironmentNotFound(self.url, f"no folder {self.root}") from None
+            mode = None
         except OSError as exc:
-            raise StorageUnavailable(None, f"cannot use folder {self.root}: {exc}") from None
+            raise self._unusable_root(exc) from None
+        if mode is not None and not stat.S_ISDIR(mode):
+            raise EnvironmentUnusable(self.url, f"{self.root} is a file, not a folder")
+        try:
+            if create:
+                (self._internal / "tmp").mkdir(parents=True, exist_ok=True)
+                (self._internal / "locks").mkdir(exist_ok=True)
+            else:
+                os.scandir(self.root).close()  # readable, or every listing would fail later
+        except OSError as exc:
+            raise self._unusable_root(exc) from None
+
+    def _unusable_root(self, exc: OSError) -> StorageError:
+        """What a failure to reach or set up the root at open means to the operator."""
+        if exc.errno in (errno.ENOTDIR, errno.EEXIST):  # a file where a folder must be: name it
+            on_the_way = (*reversed(self._internal.parents), self._internal)
+            path = next((p for p in on_the_way if _mode(p) not in (None, stat.S_IFDIR)), self.root)
+            return EnvironmentUnusable(self.url, f"{path} is a file, not a folder")
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return EnvironmentUnusable(self.url, f"folder {self.root}: {exc.strerror}")
+        return StorageUnavailable(None, f"cannot use folder {self.root}: {exc.strerror or exc}")
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -89,7 +142,13 @@ class LocalFolderStorage:
 
     def _check_root(self, key: str) -> None:
         # A vanished environment must not read as an empty one: agents would recreate its files.
-        if not self._internal.is_dir():
+        try:
+            present = stat.S_ISDIR(os.stat(self._sentinel).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            present = False
+        except OSError as exc:
+            raise self._unavailable(key, exc) from None
+        if not present:
             raise StorageUnavailable(key, f"folder {self.root} is missing or not initialised")
 
     def lock_file(self, key: str) -> Path:

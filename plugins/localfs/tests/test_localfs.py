@@ -18,7 +18,13 @@ from fdcore_localfs import LocalFolderStorage
 
 from fdcore.abc import Storage
 from fdcore.conformance.probes import check_payload, make_payload
-from fdcore.errors import ConfigError, InvalidKey
+from fdcore.errors import (
+    ConfigError,
+    EnvironmentNotFound,
+    EnvironmentUnusable,
+    InvalidKey,
+    StorageUnavailable,
+)
 from fdcore.plugins.manager import load_plugins
 
 
@@ -257,6 +263,55 @@ def test_a_key_cannot_also_be_a_folder(store: LocalFolderStorage) -> None:
     assert store.read("a") is None
 
 
+# -- opening ---------------------------------------------------------------------------------------
+
+
+def test_opening_without_create_needs_the_folder_and_writes_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    with pytest.raises(EnvironmentNotFound) as raised:
+        LocalFolderStorage(missing, create=False)
+    assert str(raised.value) == (
+        f"environment not found: {missing.as_uri()} (no folder {missing}); "
+        "an agent or `fdcore submit` creates it"
+    )
+    assert not missing.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    opened = LocalFolderStorage(empty, create=False)  # no agent has used it yet: empty
+    assert opened.read("requests/r-1.json") is None
+    assert list(opened.list()) == []
+    assert list(empty.iterdir()) == []
+    LocalFolderStorage(tmp_path / "env").create("requests/r-1.json", b"{}")
+    assert list(LocalFolderStorage(tmp_path / "env", create=False).list()) == ["requests/r-1.json"]
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_file_where_the_folder_belongs_is_unusable(tmp_path: Path, create: bool) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    for root in (a_file, a_file / "env"):
+        with pytest.raises(EnvironmentUnusable) as raised:
+            LocalFolderStorage(root, create=create)
+        assert str(raised.value) == (
+            f"cannot use environment {root.as_uri()}: {a_file} is a file, not a folder"
+        )
+    assert a_file.read_text() == "not a folder"
+
+
+def test_a_folder_that_vanishes_after_opening_without_create_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "env"
+    root.mkdir()
+    opened = LocalFolderStorage(root, create=False)
+    root.rmdir()
+    with pytest.raises(StorageUnavailable):
+        opened.read("requests/r-1.json")
+    with pytest.raises(StorageUnavailable):
+        list(opened.list())
+    assert not root.exists()
+
+
 # -- URLs ----------------------------------------------------------------------------------------
 
 
@@ -291,3 +346,15 @@ def test_bad_file_url_is_a_one_line_config_error(url: str, message: str) -> None
         load_plugins().open_storage(url)
     assert str(caught.value).startswith(f"{url}: {message}")
     assert "\n" not in str(caught.value)
+
+
+def test_an_empty_url_is_refused_rather_than_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for create in (True, False):
+        with pytest.raises(
+            ConfigError, match=r"^'': an environment URL or path must not be empty$"
+        ):
+            load_plugins().open_storage("", create=create)
+    assert list(tmp_path.iterdir()) == []

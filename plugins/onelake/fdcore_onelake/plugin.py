@@ -27,7 +27,11 @@ class OneLakeBackend:
             return True
         return parts.path.lstrip("/").split("/", 1)[0] == EMULATOR_ACCOUNT
 
-    def open(self, url: str, options: dict[str, str]) -> OneLakeStorage:
+    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> OneLakeStorage:
+        # ``create`` changes nothing here: opening never sends a request, and nothing is ever
+        # created but the blobs ``create``/``replace`` write (blob storage has no folders to
+        # make; containers and workspaces are never created). A folder without blobs reads as
+        # an empty environment; a missing container fails the first read with one line.
         return open_storage(url, options)
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 from fdcore_onelake.plugin import OneLakeBackend
+from fdcore_onelake.store import OneLakeStorage
 from fdcore_onelake.urls import Location, parse_location, redact
 
 from fdcore.errors import ConfigError
+from fdcore.plugins.manager import load_plugins
 
 ONELAKE_BLOB = "https://onelake.blob.fabric.microsoft.com"
 WS_GUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
@@ -151,3 +153,14 @@ def test_redact_hides_passwords_and_queries() -> None:
     assert redact("https://u:secret@h.net/c/f?sig=abc") == "https://u:***@h.net/c/f?..."
     assert redact("https://h.net/c/f") == "https://h.net/c/f"
     assert redact("not a url?sig=x") == "not a url"
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_opening_sends_nothing_and_creates_nothing(create: bool) -> None:
+    # Port 1 answers nobody: an open that made a request (to create or to check) would fail.
+    url = "http://127.0.0.1:1/devstoreaccount1/no-such-container/env"
+    store = load_plugins().open_storage(url, create=create)
+    try:
+        assert isinstance(store, OneLakeStorage) and store.url == url
+    finally:
+        store.close()

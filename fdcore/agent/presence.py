@@ -1,0 +1,150 @@
+"""This agent's own status record, ``agents/<name>.json``: how every other reader knows it lives.
+
+The record is rewritten every poll (``If-Match`` on the etag this process last wrote), so a second
+live process under the same name fails on the etag and stops (:class:`DuplicateAgent`). Before
+its first write a process checks the name is free: a live record of another process, not known
+to be gone, refuses the start. After a clean stop the last record carries ``stopped_at``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from fdcore import __version__
+from fdcore.agent.schedules import Schedule
+from fdcore.agent.settings import AgentConfig
+from fdcore.agent.work import Holdings
+from fdcore.contract.layout import agent_key
+from fdcore.contract.models import AgentRecord
+from fdcore.errors import (
+    AlreadyExists,
+    DuplicateAgent,
+    MailboxFileError,
+    NotFound,
+    PreconditionFailed,
+    StorageUnavailable,
+)
+from fdcore.mailbox.access import Mailbox
+
+log = logging.getLogger("fdcore.agent")
+
+#: Whether the process that wrote a record has exited (then its name may be reused at once).
+ProcessGone = Callable[[AgentRecord], bool]
+
+
+class Presence:
+    """Writes this agent's status record: at every poll, and a final one on a clean stop."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        mailbox: Mailbox,
+        instance: str,
+        holdings: Holdings,
+        schedules: list[Schedule],
+        previous_process_gone: ProcessGone,
+    ) -> None:
+        self.config = config
+        self.agent = config.name
+        self.key = agent_key(config.name)
+        self.mailbox = mailbox
+        self.instance = instance
+        self.holdings = holdings
+        self.schedules = schedules
+        self.previous_process_gone = previous_process_gone
+        self.started_at: datetime | None = None
+        self.etag: str | None = None  # of the record this process last wrote (or took over)
+        self._extra: dict[str, object] = {}  # unknown fields of the record found at start
+
+    def write(self, now: datetime, stopping: bool, stopped: bool = False) -> None:
+        """Write the record as of ``now``; raise :class:`DuplicateAgent` if another process did."""
+        if self.etag is None:
+            self.started_at = now
+            self._claim_name(now)
+        record = self._record(now, stopping, stopped)
+        try:
+            if self.etag is None:
+                self.etag = self.mailbox.create(self.key, record)
+            else:
+                self.etag = self.mailbox.replace(self.key, record, self.etag)
+        except (PreconditionFailed, NotFound, AlreadyExists):
+            current = self.mailbox.read_or_report(AgentRecord, self.key)
+            if current is not None and current.value.instance == self.instance:
+                # Our own earlier write landed although its answer was lost: write this one on
+                # top of it, so the record says we are alive now.
+                self.etag = self.mailbox.replace(self.key, record, current.etag)
+                return
+            other = _describe_process(current.value) if current else "unknown"
+            raise DuplicateAgent(
+                f"{self.key} was rewritten by another process ({other}): another agent runs as "
+                f"{self.agent!r}; this one stops"
+            ) from None
+
+    def write_final(self, now: datetime, stopping: bool) -> None:
+        """After a clean stop: the record with ``stopped_at`` (if the mailbox can be reached)."""
+        if self.etag is None:
+            return  # never written: nothing says this process ran
+        try:
+            self.write(now, stopping, stopped=True)
+        except StorageUnavailable as exc:
+            # Without it the record goes stale and readers judge this agent lost: it holds
+            # nothing, so nothing moves.
+            log.warning("%s: could not write the final status record: %s", self.agent, exc)
+
+    def _claim_name(self, now: datetime) -> None:
+        """Refuse to start while another live process writes this agent's record."""
+        blob = self.mailbox.storage.read(self.key)
+        if blob is None:
+            return
+        try:
+            found = self.mailbox.read(AgentRecord, self.key)
+        except MailboxFileError as exc:
+            self.mailbox.problems.report(self.key, f"{exc}; overwriting it")
+            self.etag = blob.etag
+            return
+        assert found is not None
+        record = found.value
+        live = now <= record.updated_at + timedelta(seconds=record.stale_after)
+        if (
+            live
+            and record.instance != self.instance
+            and record.stopped_at is None
+            and not self.previous_process_gone(record)
+        ):
+            raise DuplicateAgent(
+                f"{self.key}: agent {self.agent!r} is already running "
+                f"({_describe_process(record)}, last seen {record.updated_at:%Y-%m-%d %H:%M:%S}Z); "
+                f"start it under another name or stop that process"
+            )
+        self._extra = dict(record.extra)
+        self.etag = found.etag
+
+    def _record(self, now: datetime, stopping: bool, stopped: bool) -> AgentRecord:
+        record = AgentRecord(
+            name=self.agent,
+            updated_at=now,
+            stale_after=self.config.stale_after,
+            version=__version__,
+            instance=self.instance,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=self.started_at,
+            concurrency=self.config.concurrency,
+            running=self.holdings.running,
+            requests=sorted(self.holdings.work),
+            claim=self.config.claim,
+            take_over=self.config.take_over,
+            stopping=stopping,
+            stopped_at=now if stopped else None,
+            schedules=[schedule.published(now) for schedule in self.schedules],
+        )
+        record.extra = dict(self._extra)
+        return record
+
+
+def _describe_process(record: AgentRecord) -> str:
+    return f"host {record.host or '?'}, pid {record.pid or '?'}"

@@ -1,0 +1,266 @@
+"""Every write this agent makes to a request's status, ``status/<id>.json``.
+
+A claim or an expiry creates the status (create-if-absent: only one agent's create lands). Every
+later change (start, a table done, succeed, fail, hand back, take over) replaces it with
+``If-Match`` on the etag this agent last read or wrote. A failed replace means another agent
+holds the request now: this agent drops it and writes nothing more for it, unless the status it
+finds is its own write whose answer was lost, which it builds on. :meth:`StatusChanges._replace`
+is the one place that decides between the two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from fdcore.agent.settings import AgentConfig
+from fdcore.agent.work import Holdings, Work, is_attempt_of, is_held_by
+from fdcore.contract.layout import status_key
+from fdcore.contract.models import Attempt, Outcome, Request, State, Status
+from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed
+from fdcore.mailbox.access import Mailbox, Versioned
+
+log = logging.getLogger("fdcore.agent")
+
+Change = Callable[[Status], None]
+
+
+class StatusChanges:
+    """Claims, expires, starts, finishes, hands back and takes over requests for one agent."""
+
+    def __init__(
+        self, config: AgentConfig, mailbox: Mailbox, instance: str, holdings: Holdings
+    ) -> None:
+        self.config = config
+        self.agent = config.name
+        self.mailbox = mailbox
+        self.instance = instance
+        self.holdings = holdings
+
+    def read(self, request_id: str) -> Versioned[Status] | None:
+        """The request's status as stored (None if absent or unreadable, which is reported)."""
+        return self.mailbox.read_or_report(Status, status_key(request_id))
+
+    def still_held(self, work: Work) -> bool:
+        """Re-read the request's status: True while this agent holds it, else drop it (False).
+
+        The ownership check before a table and at each lease renewal: a request taken over while
+        this agent was paused stops here. On True ``work`` carries the status as read.
+        """
+        current = self.read(work.id)
+        if current is None or not is_held_by(current.value, self.agent, work.status.attempt):
+            self.holdings.drop(work, "status names another agent")
+            return False
+        work.status, work.etag = current.value, current.etag
+        return True
+
+    # -- creating a status -------------------------------------------------------------------------
+
+    def claim(self, request: Request, now: datetime) -> None:
+        """Create the request's status naming this agent: held if the create lands."""
+        status = Status(
+            request=request.id,
+            state=State.ACCEPTED,
+            agent=self.agent,
+            updated_at=now,
+            attempt=1,
+            attempts=[self._attempt(1, now)],
+        )
+        try:
+            etag = self.mailbox.create(status_key(request.id), status)
+        except AlreadyExists:
+            return  # another agent claimed it first
+        log.info("%s: claimed request %s", self.agent, request.id)
+        self.holdings.add(Work(request, status, etag))
+
+    def expire(self, request: Request, now: datetime) -> None:
+        """Create an ``expired`` status for an unclaimed request past its deadline."""
+        status = Status(
+            request=request.id,
+            state=State.EXPIRED,
+            agent=None,
+            updated_at=now,
+            attempt=0,
+            message=f"not claimed before its deadline {request.deadline:%Y-%m-%dT%H:%M:%S}Z",
+        )
+        with contextlib.suppress(AlreadyExists):
+            self.mailbox.create(status_key(request.id), status)
+            log.info("%s: request %s expired unclaimed", self.agent, request.id)
+        self.holdings.final.add(request.id)
+
+    # -- replacing a status this agent holds -------------------------------------------------------
+
+    def start(self, work: Work, now: datetime) -> bool:
+        """Mark the request running (its first table is about to start); False if not ours."""
+        return self._replace(work, now, _running(now))
+
+    def table_done(self, work: Work, table: str, now: datetime) -> bool:
+        """Record ``table`` in ``tables_done`` (once, whatever the retries); False if not ours."""
+        return self._replace(work, now, _with_table_done(table))
+
+    def succeed(self, work: Work, now: datetime) -> bool:
+        """Every table is done: the request succeeded. False if it is not ours."""
+        if not self._replace(work, now, _finished(State.SUCCEEDED, Outcome.SUCCEEDED, now)):
+            return False
+        log.info("%s: request %s succeeded", self.agent, work.id)
+        return True
+
+    def fail(self, work: Work, message: str, now: datetime) -> bool:
+        """A table failed, and with it the request. False if it is not ours."""
+        if not self._replace(work, now, _finished(State.FAILED, Outcome.FAILED, now, message)):
+            return False
+        log.warning("%s: request %s failed: %s", self.agent, work.id, message)
+        return True
+
+    def hand_back(self, work: Work, now: datetime) -> None:
+        """Give the request back to the pool (the agent is stopping) and stop holding it."""
+        status = work.status
+        if not status.tables_done and len(status.attempts) <= 1:
+            # Nothing done and no history: delete the claim, so any agent (of any version)
+            # sees a plain unclaimed request again.
+            with contextlib.suppress(PreconditionFailed, NotFound):
+                self.mailbox.storage.delete(status_key(work.id), work.etag)
+        else:
+            self._replace(work, now, _handed_back(now))
+        log.info("%s: handed request %s back", self.agent, work.id)
+        self.holdings.forget(work)
+
+    def take_over(
+        self, found: Versioned[Status], request: Request, now: datetime, reason: str, lost: bool
+    ) -> None:
+        """Replace a status this agent does not hold with a new attempt of its own.
+
+        ``lost``: the attempt's agent is lost (its attempt counts against ``max_attempts``, and
+        past them the request fails instead); else the request was handed back or left by an
+        earlier process of this agent.
+        """
+        status = copy.deepcopy(found.value)
+        if status.attempts and status.attempts[-1].outcome is Outcome.RUNNING:
+            status.attempts[-1].outcome = Outcome.LOST if lost else Outcome.STOPPED
+            status.attempts[-1].ended_at = now
+        elif not status.attempts and status.agent is not None:
+            # A status from an older agent keeps no attempt list: record the attempt it implies.
+            status.attempts.append(
+                Attempt(
+                    number=status.attempt,
+                    agent=status.agent,
+                    started_at=status.updated_at,
+                    ended_at=now,
+                    outcome=Outcome.LOST,
+                )
+            )
+        lost_attempts = sum(1 for a in status.attempts if a.outcome is Outcome.LOST)
+        max_attempts = request.max_attempts or self.config.max_attempts
+        status.updated_at = now
+        if lost and lost_attempts >= max_attempts:
+            agents = ", ".join(dict.fromkeys(a.agent for a in status.attempts))
+            status.state = State.FAILED
+            status.message = f"failed after {lost_attempts} lost attempts (agents: {agents})"
+        else:
+            status.attempt += 1
+            status.agent = self.agent
+            status.state = State.ACCEPTED
+            status.attempts.append(self._attempt(status.attempt, now))
+        try:
+            etag = self.mailbox.replace(status_key(request.id), status, found.etag)
+        except (PreconditionFailed, NotFound):
+            return  # another agent moved it first
+        if status.state.final:
+            self.holdings.final.add(request.id)
+            log.warning("%s: request %s %s", self.agent, request.id, status.message)
+            return
+        log.info(
+            "%s: took over request %s as attempt %d (%s)",
+            self.agent,
+            request.id,
+            status.attempt,
+            reason,
+        )
+        self.holdings.add(Work(request, status, etag))
+
+    def _replace(self, work: Work, now: datetime, change: Change) -> bool:
+        """Apply ``change`` to the request's status with If-Match; False if it is not ours now.
+
+        An etag mismatch is not always another agent: a write of ours whose answer was lost
+        (a store error after it landed) leaves the status changed by us. Only this agent writes
+        a status naming it and its attempt, so such a status is built on, not given up.
+        A final status, written or found, ends the hold.
+        """
+        for _ in range(3):  # a rebase on our own landed write, then the write itself
+            status = copy.deepcopy(work.status)
+            change(status)
+            status.updated_at = now
+            try:
+                work.etag = self.mailbox.replace(status_key(work.id), status, work.etag)
+            except NotFound:
+                self.holdings.drop(work, "status removed")
+                return False
+            except PreconditionFailed:
+                current = self.read(work.id)
+                if current is None or not is_attempt_of(
+                    current.value, self.agent, work.status.attempt
+                ):
+                    self.holdings.drop(work, "status changed by another agent")
+                    return False
+                work.status, work.etag = current.value, current.etag
+                if current.value.state.final:
+                    # Our own final write landed; nothing more to change.
+                    self._finished_with(work)
+                    return current.value.state is status.state
+                continue
+            work.status = status
+            if status.state.final:
+                self._finished_with(work)
+            return True
+        self.holdings.drop(work, "status keeps changing under this agent")
+        return False
+
+    def _finished_with(self, work: Work) -> None:
+        self.holdings.final.add(work.id)
+        self.holdings.forget(work)
+
+    def _attempt(self, number: int, now: datetime) -> Attempt:
+        return Attempt(number=number, agent=self.agent, started_at=now, instance=self.instance)
+
+
+def _running(now: datetime) -> Change:
+    def change(status: Status) -> None:
+        status.state = State.RUNNING
+        if status.attempts:
+            status.attempts[-1].started_at = now
+
+    return change
+
+
+def _with_table_done(table: str) -> Change:
+    def change(status: Status) -> None:
+        if table not in status.tables_done:
+            status.tables_done.append(table)
+
+    return change
+
+
+def _finished(state: State, outcome: Outcome, now: datetime, message: str | None = None) -> Change:
+    def change(status: Status) -> None:
+        status.state = state
+        status.message = message
+        if status.attempts:
+            status.attempts[-1].outcome = outcome
+            status.attempts[-1].ended_at = now
+            status.attempts[-1].message = message
+
+    return change
+
+
+def _handed_back(now: datetime) -> Change:
+    def change(status: Status) -> None:
+        status.state = State.ACCEPTED
+        status.agent = None
+        if status.attempts:
+            status.attempts[-1].outcome = Outcome.STOPPED
+            status.attempts[-1].ended_at = now
+
+    return change

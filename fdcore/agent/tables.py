@@ -1,0 +1,235 @@
+"""A held request's tables, one at a time, each under its table's lease.
+
+For each table: take the lease (and give it up if the write took so long it is nearly gone),
+re-read the request's status (stop if another agent holds it now), start the run, poll it and
+renew the lease while it runs, then record the finished table: check the lease is still ours,
+update the status (``If-Match``), write the run record, release the lease. A table whose lease
+was lost while the request stayed ours runs again in the same attempt: a lapsed lease costs a
+re-run, never an attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import datetime, timedelta
+
+from fdcore.abc import TableJob, TableResult
+from fdcore.agent.components import Components
+from fdcore.agent.settings import AgentConfig
+from fdcore.agent.status_changes import StatusChanges
+from fdcore.agent.work import Holdings, Work
+from fdcore.clock import Clock
+from fdcore.contract.layout import run_key
+from fdcore.contract.models import Outcome, RunRecord
+from fdcore.errors import AlreadyExists, LeaseLost, MailboxFileError, StorageUnavailable
+from fdcore.mailbox.access import Mailbox
+
+log = logging.getLogger("fdcore.agent")
+
+
+class Tables:
+    """Runs held requests' tables under their leases and records each one."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        mailbox: Mailbox,
+        parts: Components,
+        clock: Clock,
+        status_changes: StatusChanges,
+        holdings: Holdings,
+    ) -> None:
+        self.config = config
+        self.agent = config.name
+        self.mailbox = mailbox
+        self.leases = parts.leases
+        self.start_table = parts.start_table
+        self.clock = clock
+        self.status_changes = status_changes
+        self.holdings = holdings
+
+    def poll_run(self, work: Work, now: datetime) -> bool:
+        """Follow the request's table run: renew its lease, record it once it ended.
+
+        True when no table of the request runs and it is still held: it may move on.
+        """
+        if work.run is not None:
+            work.result = work.run.poll()
+            if work.result is None:
+                self._keep_lease(work)
+                return False
+            work.run = None
+        if work.result is not None:
+            # Recorded here, or on a later poll if a store error cuts this one short: a
+            # finished table is never run again for want of its status update.
+            self._record(work, work.result, now)
+        return self.holdings.holds(work)
+
+    def next_table(self, work: Work, now: datetime) -> None:
+        """Start the request's next table, or finish the request when none is left."""
+        if not work.running and not self.status_changes.start(work, now):
+            return
+        remaining = [t for t in work.request.entities if t not in work.status.tables_done]
+        if not remaining:
+            self.status_changes.succeed(work, now)
+            return
+        table = remaining[0]
+        if work.lease is not None and work.lease.lease.table != table:
+            # The last table's lease, still held because a store error cut its finish short:
+            # give it up, never run this table under it (its generation fences another table).
+            self.release_lease(work, now)
+        if work.lease is None and not self._take_lease(work, table):
+            return
+        # Ownership check, once the lease is held: a request taken over stops here.
+        if not self.status_changes.still_held(work):
+            return
+        if table in work.status.tables_done:
+            # Our own "done" update landed although its answer was lost: the table is done.
+            self.release_lease(work, now)
+            return
+        self._start(work, table, now)
+
+    def release_lease(self, work: Work, now: datetime) -> None:
+        """Give the request's table lease back, if it holds one."""
+        if work.lease is not None:
+            self.leases.release(work.lease, now)
+            work.lease = None
+
+    def _take_lease(self, work: Work, table: str) -> bool:
+        """Acquire the table's lease for the request; False while another holder's runs."""
+        try:
+            work.lease = self.leases.acquire(
+                table,
+                self.agent,
+                work.id,
+                work.status.attempt,
+                self.config.lease_ttl,
+                self.clock.now(),
+                grace=self.config.grace_seconds,
+            )
+        except MailboxFileError as exc:
+            self.mailbox.problems.report(str(exc.path), f"{exc}; cannot lease table {table}")
+            return False
+        if work.lease is None:
+            return False  # another holder's lease still runs: wait for it to run out
+        self._check_lease_time(work)
+        return work.lease is not None
+
+    def _start(self, work: Work, table: str, now: datetime) -> None:
+        assert work.lease is not None
+        job = TableJob(
+            request=work.id,
+            table=table,
+            attempt=work.status.attempt,
+            fencing_token=work.lease.lease.generation,
+            agent=self.agent,
+            environment=self.mailbox.storage.url,
+        )
+        work.table_started = now
+        try:
+            work.run = self.start_table(job)
+        except Exception as exc:  # a runner that cannot start fails the table, not the agent
+            self._record(work, TableResult(False, f"could not start: {exc}"), now)
+
+    def _keep_lease(self, work: Work) -> None:
+        """Renew a running table's lease in time, or stop the table before the lease runs out.
+
+        Renewal is also when a long table re-checks that its request is still this agent's: an
+        agent that was paused and taken over learns it here, not only when the table ends.
+        """
+        held = work.lease
+        if held is None:
+            return
+        ttl = self.config.lease_ttl
+        # Lease times come from the clock now, not from the poll's start: a slow poll must not
+        # write a lease that is already half gone.
+        now = self.clock.now()
+        if held.lease.expires_at - now > timedelta(seconds=ttl / 2):
+            return
+        try:
+            if not self.status_changes.still_held(work):
+                return
+            work.lease = self.leases.renew(held, ttl, now)
+            self._check_lease_time(work)
+        except LeaseLost:
+            self._interrupted(work, f"lease on table {held.lease.table} was taken")
+        except StorageUnavailable:
+            # Not renewed: once the lease would run out before the next poll, another agent may
+            # take it, so stop the table now rather than write beside the next holder.
+            margin = timedelta(seconds=self.config.poll_seconds)
+            if self.clock.now() >= held.lease.expires_at - margin:
+                self._interrupted(work, f"lease on table {held.lease.table} not renewed")
+
+    def _check_lease_time(self, work: Work) -> None:
+        """Give up a lease whose write took so long (storage retries) that it is nearly gone."""
+        held = work.lease
+        assert held is not None
+        if self.clock.now() >= held.lease.expires_at - timedelta(seconds=self.config.poll_seconds):
+            log.warning(
+                "%s: lease on table %s took too long to write; letting it go",
+                self.agent,
+                held.lease.table,
+            )
+            if work.run is not None:
+                self._interrupted(work, f"lease on table {held.lease.table} ran out")
+            else:
+                with contextlib.suppress(StorageUnavailable):
+                    self.leases.release(held, self.clock.now())
+                work.lease = None
+
+    def _interrupted(self, work: Work, why: str) -> None:
+        """The table's lease is gone but the request is still ours: run the table again.
+
+        Its run is stopped and its result, if any, thrown away; the lease is not released (it
+        is not ours). A lapsed lease costs the table a re-run, never the request an attempt.
+        """
+        log.warning("%s: request %s: %s; the table will run again", self.agent, work.id, why)
+        work.cancel_run()
+        work.lease = None
+        work.result = None
+
+    def _record(self, work: Work, result: TableResult, now: datetime) -> None:
+        """Record a finished table: status first (If-Match), then the run record, then release."""
+        work.run = None
+        work.result = result
+        held = work.lease
+        assert held is not None
+        table = held.lease.table
+        # Record nothing unless the lease is still ours: a paused agent waking up after a
+        # takeover must not log (or count) a table the new owner holds.
+        try:
+            current = self.leases.current(table)
+        except MailboxFileError as exc:
+            self.mailbox.problems.report(str(exc.path), str(exc))
+            current = None
+        if current is None or current.generation != held.lease.generation:
+            if self.status_changes.still_held(work):
+                self._interrupted(work, f"lease on table {table} was taken")
+            return
+        attempt = work.status.attempt
+        # The status update (If-Match) comes first: it proves the request is still ours, and once
+        # it lands a crash cannot make another agent run the table again. The run log follows.
+        if result.succeeded:
+            ours = self.status_changes.table_done(work, table, now)
+        else:
+            message = f"table {table} failed: {result.message}"
+            ours = self.status_changes.fail(work, message, now)
+        if not ours:
+            return
+        record = RunRecord(
+            request=work.id,
+            table=table,
+            agent=self.agent,
+            attempt=attempt,
+            generation=held.lease.generation,
+            started_at=work.table_started or now,
+            ended_at=now,
+            outcome=Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED,
+            message=result.message or None,
+        )
+        with contextlib.suppress(AlreadyExists):  # this attempt's record may already be there
+            self.mailbox.create(run_key(work.id, attempt, table), record)
+        self.leases.release(held, now)
+        work.lease = None
+        work.result = None

@@ -1,0 +1,257 @@
+"""A held request's tables: lease, ownership check, run, renewal, record; lost leases re-run."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from agent_parts_helpers import Environment, attempt, held_by
+from conftest import START
+
+from fdcore.abc import TableJob, TableResult
+from fdcore.agent.status_changes import StatusChanges
+from fdcore.agent.tables import Tables
+from fdcore.agent.work import Holdings, Work
+from fdcore.clock import ManualClock
+from fdcore.contract.models import Outcome, State
+from fdcore.errors import StorageUnavailable
+
+# Defaults: lease_seconds = stale_after = 60, grace 60, poll_seconds 5.
+
+
+def started(env: Environment, *tables: str) -> tuple[Tables, StatusChanges, Holdings, Work]:
+    """etl-01 holds r1 (``tables``, default sales) and has started its first table."""
+    env.submit("r1", *(tables or ("sales",)))
+    tables_part, changes, holdings = env.tables(env.config())
+    work = env.claimed(changes, holdings, "r1")
+    tables_part.next_table(work, env.clock.now())
+    return tables_part, changes, holdings, work
+
+
+def finish(env: Environment, succeeded: bool = True, message: str = "") -> None:
+    env.runs[-1].result = TableResult(succeeded, message)
+
+
+def lease_of(env: Environment, table: str) -> tuple[str, int, bool]:
+    lease = env.leases.current(table)
+    assert lease is not None
+    return lease.holder, lease.generation, lease.released
+
+
+def test_each_table_runs_under_its_lease_and_is_recorded_before_the_next(
+    env: Environment,
+) -> None:
+    tables, _, holdings, work = started(env, "sales", "customers")
+    assert env.status("r1").state is State.RUNNING
+    assert env.runs[0].job == TableJob("r1", "sales", 1, 1, "etl-01", env.storage.url)
+    assert lease_of(env, "sales") == ("etl-01", 1, False)
+    assert not tables.poll_run(work, START)  # still running
+    env.advance(10)
+    finish(env)
+    assert tables.poll_run(work, env.clock.now())
+    assert env.status("r1").tables_done == ["sales"]
+    assert lease_of(env, "sales") == ("etl-01", 1, True)
+    [record] = env.mailbox.runs("r1")
+    assert (record.table, record.attempt, record.generation, record.outcome) == (
+        "sales",
+        1,
+        1,
+        Outcome.SUCCEEDED,
+    )
+    assert (record.started_at, record.ended_at) == (START, START + timedelta(seconds=10))
+    tables.next_table(work, env.clock.now())
+    assert [run.job.table for run in env.runs] == ["sales", "customers"]
+    finish(env)
+    assert tables.poll_run(work, env.clock.now())
+    tables.next_table(work, env.clock.now())  # nothing left: the request succeeded
+    assert env.status("r1").state is State.SUCCEEDED
+    assert holdings.work == {}
+
+
+def test_a_table_waits_while_another_holder_has_its_lease(env: Environment) -> None:
+    env.leases.acquire("sales", "etl-02", "r0", 1, 60, START)
+    tables, _, _, work = started(env)
+    assert env.runs == [] and work.lease is None
+    env.advance(60 + 60)  # the other lease has run out, and the grace after it
+    tables.next_table(work, env.clock.now())
+    assert [run.job.fencing_token for run in env.runs] == [2]
+
+
+def test_a_running_tables_lease_is_renewed_once_half_of_it_is_gone(env: Environment) -> None:
+    tables, _, _, work = started(env)
+    env.advance(29)
+    tables.poll_run(work, env.clock.now())
+    assert work.lease is not None and work.lease.lease.expires_at == START + timedelta(seconds=60)
+    env.advance(2)
+    tables.poll_run(work, env.clock.now())
+    assert work.lease is not None
+    assert work.lease.lease.expires_at == START + timedelta(seconds=31 + 60)
+    assert env.leases.current("sales") == work.lease.lease
+
+
+def test_a_renewal_that_finds_the_request_taken_over_stops_the_table(env: Environment) -> None:
+    tables, _, holdings, work = started(env)
+    env.write_status(held_by("r1", "etl-02", attempt(1, "etl-01"), attempt(2, "etl-02")))
+    env.advance(31)
+    assert not tables.poll_run(work, env.clock.now())
+    assert env.runs[0].cancelled and holdings.work == {}
+    assert lease_of(env, "sales") == ("etl-01", 1, True)
+
+
+def test_a_lease_taken_while_the_agent_was_away_costs_a_rerun_not_an_attempt(
+    env: Environment,
+) -> None:
+    tables, _, holdings, work = started(env)
+    env.advance(130)  # paused past the lease and its grace: another request's agent takes it
+    taker = env.leases.acquire("sales", "etl-02", "r0", 1, 60, env.clock.now(), grace=60)
+    assert taker is not None
+    assert not tables.poll_run(work, env.clock.now())  # the renewal finds it taken
+    assert env.runs[0].cancelled and work.lease is None and "r1" in holdings.work
+    env.leases.release(taker, env.clock.now())
+    tables.next_table(work, env.clock.now())
+    assert [(run.job.attempt, run.job.fencing_token) for run in env.runs] == [(1, 1), (1, 3)]
+    assert [a.outcome for a in env.status("r1").attempts] == [Outcome.RUNNING]
+
+
+def test_a_lease_not_renewed_for_an_outage_stops_the_table_before_it_runs_out(
+    env: Environment,
+) -> None:
+    tables, _, holdings, work = started(env)
+    env.storage.down = True
+    env.advance(31)  # due for renewal, which fails: the lease still has 29 s
+    assert not tables.poll_run(work, env.clock.now())
+    assert not env.runs[0].cancelled and work.lease is not None
+    env.advance(25)  # 4 s left: less than a poll
+    assert not tables.poll_run(work, env.clock.now())
+    assert env.runs[0].cancelled and work.lease is None and "r1" in holdings.work
+
+
+def test_a_failed_table_fails_the_request_and_records_the_failed_run(env: Environment) -> None:
+    tables, _, holdings, work = started(env, "sales", "customers")
+    finish(env, succeeded=False, message="boom")
+    assert not tables.poll_run(work, env.clock.now())  # nothing more to move
+    status = env.status("r1")
+    assert (status.state, status.message) == (State.FAILED, "table sales failed: boom")
+    assert [(r.outcome, r.message) for r in env.mailbox.runs("r1")] == [(Outcome.FAILED, "boom")]
+    assert lease_of(env, "sales") == ("etl-01", 1, True)
+    assert holdings.work == {}
+
+
+def test_a_runner_that_cannot_start_fails_the_table_not_the_agent(env: Environment) -> None:
+    env.submit("r1", "sales")
+    tables, changes, holdings = env.tables(env.config())
+    work = env.claimed(changes, holdings, "r1")
+
+    def cannot_start(job: TableJob) -> None:
+        raise OSError("no such command")
+
+    tables.start_table = cannot_start  # type: ignore[assignment]
+    tables.next_table(work, START)
+    status = env.status("r1")
+    assert (status.state, status.message) == (
+        State.FAILED,
+        "table sales failed: could not start: no such command",
+    )
+
+
+def test_a_finished_table_whose_lease_moved_on_is_not_recorded_and_runs_again(
+    env: Environment,
+) -> None:
+    tables, _, holdings, work = started(env)
+    env.advance(130)
+    taker = env.leases.acquire("sales", "etl-02", "r0", 1, 60, env.clock.now(), grace=60)
+    assert taker is not None
+    env.leases.release(taker, env.clock.now())
+    finish(env)
+    assert tables.poll_run(work, env.clock.now())  # not recorded, and free to run it again
+    assert env.status("r1").tables_done == [] and env.mailbox.runs("r1") == []
+    assert work.result is None and "r1" in holdings.work
+    tables.next_table(work, env.clock.now())
+    assert [run.job.fencing_token for run in env.runs] == [1, 3]
+
+
+def test_a_store_error_on_the_done_update_keeps_the_result_to_record_later(
+    env: Environment,
+) -> None:
+    tables, _, _, work = started(env, "sales", "customers")
+    finish(env)
+    env.storage.down = True
+    with pytest.raises(StorageUnavailable):  # the poll ends here; the agent retries next poll
+        tables.poll_run(work, env.clock.now())
+    assert work.result is not None
+    env.storage.down = False
+    assert tables.poll_run(work, env.clock.now())
+    assert env.status("r1").tables_done == ["sales"]
+    assert len(env.runs) == 1  # recorded, never run again
+
+
+def test_the_last_tables_lease_left_held_is_released_before_the_next_table(
+    env: Environment,
+) -> None:
+    tables, _, _, work = started(env, "sales", "customers")
+    finish(env)
+    create = env.storage.create
+
+    def runs_unwritable(key: str, data: bytes) -> str:
+        if key.startswith("runs/"):
+            raise StorageUnavailable(key, "create failed (test)")
+        return create(key, data)
+
+    env.storage.create = runs_unwritable  # type: ignore[method-assign]
+    with pytest.raises(StorageUnavailable):  # sales is done; its run record and release are not
+        tables.poll_run(work, env.clock.now())
+    env.storage.create = create  # type: ignore[method-assign]
+    assert env.status("r1").tables_done == ["sales"] and work.lease is not None
+    # The next poll records the result kept in the work and releases the lease (finding 3b).
+    # Whatever leaves such a lease held, the next table must never run under it (3a):
+    work.result = None
+    tables.next_table(work, env.clock.now())
+    assert lease_of(env, "sales") == ("etl-01", 1, True)
+    assert [(run.job.table, run.job.fencing_token) for run in env.runs][-1] == ("customers", 1)
+
+
+def test_a_table_recorded_done_by_a_write_whose_answer_was_lost_is_not_run_again(
+    env: Environment,
+) -> None:
+    env.submit("r1", "sales", "customers")
+    tables, changes, holdings = env.tables(env.config())
+    work = env.claimed(changes, holdings, "r1")
+    changes.start(work, START)
+    # "sales done" landed but its answer was lost: the agent still thinks sales is next.
+    landed = held_by("r1", "etl-01", *work.status.attempts, state=State.RUNNING)
+    landed.tables_done = ["sales"]
+    env.write_status(landed)
+    tables.next_table(work, START)
+    assert env.runs == []
+    assert lease_of(env, "sales") == ("etl-01", 1, True)
+    tables.next_table(work, START)
+    assert [run.job.table for run in env.runs] == ["customers"]
+
+
+class SlowStore(ManualClock):
+    """A clock that moves on by ``step`` each time it is read: every store call is that slow."""
+
+    def __init__(self, start: datetime, step: float) -> None:
+        super().__init__(start)
+        self.step = timedelta(seconds=step)
+
+    def now(self) -> datetime:
+        current = self.time
+        self.time += self.step
+        return current
+
+
+def test_a_lease_that_took_too_long_to_write_is_let_go_before_the_table_starts(
+    env: Environment,
+) -> None:
+    env.submit("r1", "sales")
+    config = env.config()
+    holdings = Holdings(config, env.leases, env.clock)
+    changes = env.status_changes(config, holdings)
+    work = env.claimed(changes, holdings, "r1")
+    slow = SlowStore(START, step=56)  # the lease is written 56 s into its 60: under a poll left
+    tables = Tables(config, env.mailbox, env.components(config), slow, changes, holdings)
+    tables.next_table(work, START)
+    assert env.runs == [] and work.lease is None
+    lease = env.leases.current("sales")
+    assert lease is not None and lease.released
