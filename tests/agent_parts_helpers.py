@@ -9,8 +9,6 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from conftest import START, ManualRun
-
 from fdcore.abc import TableJob
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
@@ -28,6 +26,7 @@ from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import CLAIM, TAKEOVER, load_plugins
+from fdcore.testing.memory_fleet import START, ManualRun
 
 INSTANCE = "process-1"  # the process under test; statuses naming it are its own writes
 

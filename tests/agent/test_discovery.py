@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import attrs
 from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
-from conftest import START
 
 from fdcore.contract.layout import request_key
 from fdcore.contract.models import AgentRecord, Outcome, Request, State
+from fdcore.testing.memory_fleet import START
 
 STALE = 60 + 60 + 1  # past the default stale_after and grace: an agent this silent is lost
 

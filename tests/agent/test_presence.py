@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
-from conftest import START
 
 from fdcore.agent.work import Work
 from fdcore.contract.models import AgentRecord, Request, State
 from fdcore.errors import DuplicateAgent
+from fdcore.testing.memory_fleet import START
 
 KEY = "agents/etl-01.json"
 

@@ -7,13 +7,13 @@ from datetime import timedelta
 import attrs
 import pytest
 from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
-from conftest import START
 
 from fdcore.abc import TableJob
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work
 from fdcore.contract.models import Outcome, State
 from fdcore.errors import PreconditionFailed
+from fdcore.testing.memory_fleet import START
 
 LATER = START + timedelta(seconds=5)
 

@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 
 import pytest
 from agent_parts_helpers import Environment, attempt, held_by
-from conftest import START
 
 from fdcore.abc import TableJob, TableResult
 from fdcore.agent.status_changes import StatusChanges
@@ -15,6 +14,7 @@ from fdcore.agent.work import Holdings, Work
 from fdcore.clock import ManualClock
 from fdcore.contract.models import Outcome, State
 from fdcore.errors import StorageUnavailable
+from fdcore.testing.memory_fleet import START
 
 # Defaults: lease_seconds = stale_after = 60, grace 60, poll_seconds 5.
 
