@@ -20,7 +20,7 @@ from fdcore.errors import AlreadyExists, LeaseLost, NotFound, PreconditionFailed
 
 
 class MailboxLeases:
-    """:class:`fdcore.leases.TableLeases` kept as files in the environment's storage."""
+    """:class:`fdcore.abc.TableLeases` kept as files in the environment's storage."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage

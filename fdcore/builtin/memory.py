@@ -28,7 +28,7 @@ _spaces_lock = threading.Lock()
 
 
 class MemoryStorage:
-    """The :class:`fdcore.storage.Storage` protocol over a dict; etags are a global counter."""
+    """The :class:`fdcore.abc.Storage` protocol over a dict; etags are a global counter."""
 
     def __init__(self, name: str = "default") -> None:
         self.url = f"memory://{name}"

@@ -1,12 +1,7 @@
-"""The implementations that ship inside the core distribution, registered as plugin ``builtin``.
-
-Memory storage (tests and the simulator), the mailbox lease provider, the command and Python table
-runners, and the log notifier. Everything else comes from plugin distributions.
-"""
+"""The hook implementations of plugin ``builtin``: what the core distribution provides itself."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from fdcore.abc import LeaseProvider, Notifier, StorageBackend, TableRunner
@@ -15,8 +10,6 @@ from fdcore.builtin.memory import MemoryBackend
 from fdcore.builtin.notifiers import LogNotifier
 from fdcore.builtin.runners import CommandRunner, PythonRunner
 from fdcore.plugins.hookspecs import hookimpl
-
-log = logging.getLogger("fdcore.notify")
 
 
 @hookimpl

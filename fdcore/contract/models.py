@@ -2,7 +2,7 @@
 
 Every field beyond the first version is optional with a default, so files from an older agent
 read as before. ``extra`` holds the fields this version does not know; they are written back
-unchanged when a file is rewritten (see :mod:`fdcore.codec`).
+unchanged when a file is rewritten (see :mod:`fdcore.contract.codec`).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class ProblemLog:
 
 
 class Mailbox:
-    """One environment's mailbox over a :class:`~fdcore.storage.Storage`."""
+    """One environment's mailbox over a :class:`~fdcore.abc.Storage`."""
 
     def __init__(self, storage: Storage, problems: ProblemLog | None = None) -> None:
         self.storage = storage

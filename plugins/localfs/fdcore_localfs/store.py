@@ -83,7 +83,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 class LocalFolderStorage:
-    """The :class:`fdcore.storage.Storage` protocol over a folder.
+    """The :class:`fdcore.abc.Storage` protocol over a folder.
 
     ``create=True`` makes the folder (and its parents) if missing and sets up ``.fdcore``.
     ``create=False`` writes nothing: the folder must exist (else EnvironmentNotFound); one that

@@ -202,7 +202,7 @@ def _describe(exc: Exception) -> str:
 
 
 class OneLakeStorage:
-    """The :class:`fdcore.storage.Storage` protocol over one folder of a Blob container."""
+    """The :class:`fdcore.abc.Storage` protocol over one folder of a Blob container."""
 
     def __init__(
         self,
