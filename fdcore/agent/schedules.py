@@ -5,9 +5,9 @@ When a slot is due each of them creates ``requests/sched-<id>-<slot>.json`` with
 only the first lands, so each due time makes exactly one request, whoever writes first. An
 unshared schedule makes ``sched-<id>-<slot>-<agent>``, which only its own agent claims.
 
-The slot comes from the due time (see :class:`fdcore.abc.SlotFunction`), never from when an agent noticed it.
-An agent creates only the **latest** due slot, and only before its deadline: a run that is over
-never comes back. It remembers the last slot it wrote or saw, so it makes at most one conditional
+The slot comes from the due time (see :class:`fdcore.abc.SlotFunction`), never from when an
+agent noticed it. An agent creates only the **latest** due slot, and only before its deadline: a
+run that is over never comes back. It remembers the last slot it wrote or saw, so it makes at most one conditional
 write per due slot.
 """
 
