@@ -7,8 +7,8 @@ unshared schedule makes ``sched-<id>-<slot>-<agent>``, which only its own agent 
 
 The slot comes from the due time (see :class:`fdcore.abc.SlotFunction`), never from when an
 agent noticed it. An agent creates only the **latest** due slot, and only before its deadline: a
-run that is over never comes back. It remembers the last slot it wrote or saw, so it makes at most one conditional
-write per due slot.
+run that is over never comes back. It remembers the last slot it wrote or saw, so it makes at
+most one conditional write per due slot.
 """
 
 from __future__ import annotations
