@@ -172,8 +172,20 @@ def test_mailbox_vanishing_for_a_while_loses_no_request(
         assert "mailbox reachable again" in output
 
 
-def _mount(*args: str) -> bool:
-    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+def _mount(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["mount", *args], capture_output=True, text=True)
+
+
+def _remount(mode: str, root: Path) -> None:
+    # The kernel refuses a read-only remount ("mount point is busy") while any file on it is open
+    # for writing, and the agents write all the time: try until one lands between two writes.
+    deadline = time.monotonic() + 10
+    while True:
+        done = _mount("-o", f"remount,{mode},bind", str(root))
+        if done.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert done.returncode == 0, f"mount -o remount,{mode},bind: {done.stderr.strip()}"
 
 
 @pytest.mark.slow
@@ -183,7 +195,7 @@ def test_mailbox_turning_read_only_for_a_while_loses_no_request(
     fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     root = tmp_path / "env"  # the fdcore_environment fixture's folder, made by opening the mailbox
     # As root a chmod does not stop writes; a read-only bind mount does.
-    if not _mount("--bind", str(root), str(root)):
+    if _mount("--bind", str(root), str(root)).returncode != 0:
         pytest.skip("needs root to make a read-only bind mount")
     try:
         for n in range(30):
@@ -192,10 +204,10 @@ def test_mailbox_turning_read_only_for_a_while_loses_no_request(
         names = start_three(fleet, SLEEPER)
         try:
             assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 20)
-            assert _mount("-o", "remount,ro,bind", str(root))
+            _remount("ro", root)
             time.sleep(3)
             assert all(fleet.agents[name].alive() for name in names)
-            assert _mount("-o", "remount,rw,bind", str(root))
+            _remount("rw", root)
             assert wait_until(
                 lambda: all(row.state == "succeeded" for row in queue_rows(mailbox)), 60
             ), Counter(row.state for row in queue_rows(mailbox))
