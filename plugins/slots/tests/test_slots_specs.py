@@ -35,7 +35,11 @@ def describe(key: str, spec: str, options: dict[str, Any] | None = None) -> str:
             "cron 0 2 * * 1 UTC",
         ),
         ("cron", [("0 2 * * 0", {}), ("0 2 * * 7", {}), ("0 2 * * sun", {})], "cron 0 2 * * 0 UTC"),
-        ("cron", [("0 0 * * *", {}), ("@daily", {}), ("@MIDNIGHT", {})], "cron 0 0 * * * UTC"),
+        (
+            "cron",
+            [("0 0 * * *", {}), ("@daily", {}), ("@MIDNIGHT", {}), ("0 0 1,15 * 0-6", {})],
+            "cron 0 0 * * * UTC",
+        ),
         ("cron", [("0 0 1 1 *", {}), ("@yearly", {}), ("@annually", {})], "cron 0 0 1 1 * UTC"),
         ("cron", [("0 0 1 * *", {}), ("@monthly", {})], "cron 0 0 1 * * UTC"),
         ("cron", [("0 0 * * 0", {}), ("@weekly", {})], "cron 0 0 * * 0 UTC"),
