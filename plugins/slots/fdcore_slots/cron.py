@@ -43,11 +43,11 @@ class Field:
         lowered = token.lower()
         if lowered in self.names:
             return self.names.index(lowered) + self.first_name
-        if not token.isascii() or not token.isdigit():
+        number = _whole_number(token)
+        if number is None:
             raise CronError(f"{token!r} is not a number{self._name_hint()}")
-        number = int(token)
         if not self.low <= number <= self.high:
-            raise CronError(f"{number} is out of range ({self.low}-{self.high})")
+            raise CronError(f"{token} is out of range ({self.low}-{self.high})")
         return number
 
     def _name_hint(self) -> str:
@@ -124,12 +124,19 @@ def _item_values(field: Field, item: str) -> range:
                     f"range {item!r} ends before it starts (cron ranges do not wrap around: "
                     "write two ranges)"
                 )
-    step = 1
-    if step_text is not None:
-        if not step_text.isascii() or not step_text.isdigit() or int(step_text) < 1:
-            raise CronError(f"step {step_text!r} in {item!r} must be a whole number from 1")
-        step = int(step_text)
+    step = 1 if step_text is None else _whole_number(step_text)
+    if step is None or step < 1:
+        raise CronError(f"step {step_text!r} in {item!r} must be a whole number from 1")
     return range(start, end + 1, step)
+
+
+def _whole_number(text: str) -> int | None:
+    """ASCII digits as a number (None if not); past nine digits, 10**9: any field's values
+    are far below, and int() refuses texts of thousands of digits."""
+    if not text.isascii() or not text.isdigit():
+        return None
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 9 else 10**9
 
 
 @attrs.frozen

@@ -148,6 +148,9 @@ def test_it_rejects_bad_values(pattern: str, value: str) -> None:
         "* * * * 5L#1",  # test_it_rejects_dow_l_hash
         "* * * * 5L/3",  # test_it_rejects_dow_l_slash
         "* * * * MONL",  # test_it_rejects_symbolic_dow_l
+        # not from cronsim: numbers too long for int()
+        "1" * 5000 + " * * * *",
+        "*/" + "0" * 5000 + " * * * *",
     ],
 )
 def test_it_rejects(expression: str) -> None:

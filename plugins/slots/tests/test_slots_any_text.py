@@ -93,6 +93,7 @@ def check(entry: dict[str, Any]) -> None:
 @example(text="\u0660\u0662:\u0660\u0660")
 @example(text="0 3 * * 7-sun")
 @example(text="@daily")
+@example(text="*/" + "9" * 5000 + " * * * *")
 def test_any_timing_text(timing: str, text: str) -> None:
     check({"id": "s", timing: text})
 
