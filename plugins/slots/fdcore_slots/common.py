@@ -16,7 +16,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def setting(key: str, value: object) -> str:
     """``key = "value"`` as the user wrote it in agent.toml, for the start of an error message."""
-    return f"{key} = {json.dumps(value, ensure_ascii=False, default=str)}"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    # json leaves line breaks such as U+2028 as they are: escape them to keep one line
+    return f"{key} = " + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
 def spec_error(key: str, spec: object, reason: str) -> ValueError:
@@ -40,6 +42,9 @@ def duration_setting(key: str, value: object) -> float:
     """Seconds of a duration option, or a ValueError naming the option."""
     if not isinstance(value, str):
         raise spec_error(key, value, 'must be a text like "2h"')
+    if not value.isascii():
+        # the duration syntax is ASCII: other scripts' digits and spaces are refused here
+        raise spec_error(key, value, 'use ASCII digits and units, like "2h"')
     try:
         return parse_duration(value)
     except DurationError as exc:
@@ -53,7 +58,8 @@ def zone_option(options: dict[str, Any]) -> ZoneInfo:
         raise spec_error("timezone", name, 'must be an IANA time zone name like "Europe/Berlin"')
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    # OSError: a folder of the zone database ("Europe"), a name too long for a file name
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise spec_error(
             "timezone", name, 'unknown time zone (use an IANA name like "Europe/Berlin" or "UTC")'
         ) from None

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from fdcore.abc import Slot
+from fdcore.durations import format_duration
 from fdcore_slots.common import (
     EPOCH,
     as_utc,
@@ -20,6 +21,8 @@ from fdcore_slots.common import (
     require_text,
     spec_error,
 )
+
+MAX_INTERVAL = 3650 * 86400
 
 
 @attrs.frozen
@@ -67,6 +70,11 @@ class Every:
         seconds = duration_setting(self.name, text)
         if seconds <= 0:
             raise spec_error(self.name, text, "must be more than 0s")
+        if seconds > MAX_INTERVAL:
+            # slot due times must stay within the dates Python can hold (year 9999)
+            raise spec_error(
+                self.name, text, f"must be at most {format_duration(MAX_INTERVAL)} (ten years)"
+            )
         if seconds != int(seconds):
             raise spec_error(self.name, text, "must be a whole number of seconds")
         return IntervalTimetable(int(seconds))

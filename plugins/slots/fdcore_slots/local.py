@@ -7,10 +7,8 @@ one set of daylight-saving rules (:mod:`fdcore_slots.wallclock`).
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
-
-from croniter import CroniterBadDateError, CroniterError, croniter
 
 from fdcore.durations import format_duration
 from fdcore_slots.common import (
@@ -20,24 +18,18 @@ from fdcore_slots.common import (
     spec_error,
     zone_option,
 )
+from fdcore_slots.cron import DAYS, CronError, parse_cron
 from fdcore_slots.wallclock import WallClockTimetable
 
-CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-# cron numbers days from Sunday = 0
-DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 FULL_DAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
-MONTH_FIELD, DAY_OF_WEEK_FIELD = 3, 4
-_NAMES = {MONTH_FIELD: MONTHS, DAY_OF_WEEK_FIELD: DAYS}
-_FIELD = re.compile(r"[0-9A-Za-z*,/-]+")
-_RANGE = re.compile(r"([0-9A-Za-z]+)-([0-9A-Za-z]+)(?:/\d+)?")
-_TIME = re.compile(r"(\d{1,2}):(\d{2})")
+_TIME = re.compile(r"([0-9]{1,2}):([0-9]{2})")  # ASCII digits only: \d matches any script's
 DAY = timedelta(days=1)
 DEFAULT_DEADLINE = 6 * 3600
 
 
 class Cron:
-    """The ``cron`` slot function: a standard 5-field expression in the schedule's time zone."""
+    """The ``cron`` slot function: a 5-field expression (or a macro such as ``@daily``) read as
+    Vixie cron reads it (:mod:`fdcore_slots.cron`), in the schedule's time zone."""
 
     name = "cron"
 
@@ -47,97 +39,13 @@ class Cron:
             self.name, options, {"deadline": "a slot's deadline is the next slot's due time"}
         )
         zone = zone_option(options)
-        expression = " ".join(text.split())
-        _check_cron_syntax(text, expression)
+        if not text.isascii():
+            raise spec_error(self.name, text, "only ASCII digits, names and * , - / are allowed")
         try:
-            cron = croniter(expression, datetime(2000, 1, 1))
-            cron.get_next(datetime)
-        except CroniterBadDateError:
-            raise spec_error(self.name, text, "never due (no such date)") from None
-        except CroniterError as exc:
-            raise spec_error(self.name, text, _cron_problem(expression, exc)) from None
-        # croniter's expansion is the canonical form: "0 2 * * mon" and "0 02 * * 1" read alike
-        canonical = " ".join(_compact(field) for field in cron.expanded)
-        return WallClockTimetable(expression, zone, f"cron {canonical} {zone.key}")
-
-
-def _check_cron_syntax(spec: str, expression: str) -> None:
-    """Only standard cron: croniter's extensions (seconds, L, #, random R and hashed H fields)
-    could make agents disagree or hide a difference from the schedule's fingerprint."""
-    fields = expression.split(" ") if expression else []
-    if len(fields) != len(CRON_FIELDS):
-        extra = " (seconds are not supported)" if len(fields) == 6 else ""
-        raise spec_error(
-            Cron.name,
-            spec,
-            f"need 5 fields ({' '.join(CRON_FIELDS)}), got {len(fields)}{extra}",
-        )
-    for index, field in enumerate(fields):
-        names = _NAMES.get(index, ())
-        words = re.findall(r"[A-Za-z]+", field)
-        unknown = [word for word in words if word.lower() not in names]
-        hint = f"use numbers{f', names {names[0]}..{names[-1]}' if names else ''}, *, "
-        hint += "ranges a-b, steps /n and lists a,b"
-        if not _FIELD.fullmatch(field) or unknown:
-            what = repr(unknown[0]) if unknown else repr(field)
-            raise spec_error(
-                Cron.name, spec, f"{what} not allowed in the {CRON_FIELDS[index]} field ({hint})"
-            )
-        for item in field.split(","):
-            bounds = _RANGE.fullmatch(item)
-            if bounds and _value(index, bounds[1]) == _value(index, bounds[2]):
-                # croniter reads a range from a value to itself as the whole field ("5-5" as
-                # every minute), unlike cron: refuse it rather than run far more often.
-                raise spec_error(
-                    Cron.name,
-                    spec,
-                    f"range {item!r} in the {CRON_FIELDS[index]} field starts and ends on the "
-                    f"same value: write {bounds[1]!r} alone",
-                )
-
-
-def _compact(values: list[Any]) -> str:
-    """A field's expanded values as text, runs of three or more written as ranges (``1-5``)."""
-    if values == ["*"]:
-        return "*"
-    numbers: list[int] = sorted(values)
-    runs: list[list[int]] = []
-    for number in numbers:
-        if runs and number == runs[-1][-1] + 1:
-            runs[-1].append(number)
-        else:
-            runs.append([number])
-    return ",".join(
-        f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)) for run in runs
-    )
-
-
-def _value(index: int, token: str) -> int:
-    """A cron field value as a number (month and day names to theirs)."""
-    names = _NAMES.get(index, ())
-    lowered = token.lower()
-    if lowered in names:
-        return names.index(lowered) + (1 if index == MONTH_FIELD else 0)
-    return int(token)
-
-
-def _cron_problem(expression: str, error: CroniterError) -> str:
-    """What croniter refused, naming the first field that croniter refuses on its own."""
-    fields = expression.split(" ")
-    for index, field in enumerate(fields):
-        alone = ["*"] * len(fields)
-        alone[index] = field
-        try:
-            croniter(" ".join(alone))
-        except CroniterError as exc:
-            return f"bad {CRON_FIELDS[index]} field {field!r}: {_croniter_reason(exc)}"
-    return f"bad cron expression: {_croniter_reason(error)}"
-
-
-def _croniter_reason(error: CroniterError) -> str:
-    # croniter says "[<expression>] is not acceptable, out of range": keep what follows
-    reason = str(error).split("is not acceptable", 1)[-1].strip(" ,")
-    return reason or "not acceptable"
+            schedule = parse_cron(text)
+        except CronError as exc:
+            raise spec_error(self.name, text, str(exc)) from None
+        return WallClockTimetable(schedule, zone, schedule.describe(zone.key))
 
 
 class Daily:
@@ -211,4 +119,4 @@ def _calendar_timetable(
             "(the next slot would be due before it ends)",
         )
     text = f"{key} {when} {zone.key} deadline {format_duration(seconds)}"
-    return WallClockTimetable(expression, zone, text, timedelta(seconds=seconds))
+    return WallClockTimetable(parse_cron(expression), zone, text, timedelta(seconds=seconds))

@@ -17,31 +17,26 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import attrs
-from croniter import CroniterBadDateError, croniter
 
 from fdcore.abc import Slot
 from fdcore_slots.common import EPOCH, UTC, as_utc
+from fdcore_slots.cron import CronSchedule
 
-_MINUTE = timedelta(minutes=1)
 _TICK = timedelta(microseconds=1)
 
 
 @attrs.frozen
 class WallClockTimetable:
-    """Due at the wall times of a 5-field cron ``expression`` in ``zone``."""
+    """Due at the wall times of a cron ``schedule`` in ``zone``."""
 
-    expression: str
+    schedule: CronSchedule
     zone: ZoneInfo
     text: str  # what describe() returns
     deadline: timedelta | None = None  # after due time; None: the next slot's due time
 
     def latest_due(self, now: datetime) -> Slot | None:
-        start = _floor_minute(self._bound(as_utc(now))) + _MINUTE
-        try:
-            wall = croniter(self.expression, start).get_prev(datetime)
-        except CroniterBadDateError:  # no due time in the 50 years croniter looks back
-            return None
-        return self._slot(self._instant(wall))
+        wall = self.schedule.latest_at(self._bound(as_utc(now)))
+        return None if wall is None else self._slot(self._instant(wall))
 
     def next_due(self, now: datetime) -> Slot:
         return self._slot(self._next_instant(as_utc(now)))
@@ -54,8 +49,10 @@ class WallClockTimetable:
         return Slot(slot_id(due), due, deadline)
 
     def _next_instant(self, now: datetime) -> datetime:
-        start = _floor_minute(self._bound(now))
-        return self._instant(croniter(self.expression, start).get_next(datetime))
+        wall = self.schedule.next_after(self._bound(now))
+        if wall is None:
+            raise ValueError(f"{self.text}: no due time after {now.isoformat()} before year 10000")
+        return self._instant(wall)
 
     def _bound(self, now: datetime) -> datetime:
         """The latest wall time whose due instant is at or before ``now`` (UTC).
@@ -90,10 +87,6 @@ def slot_id(due: datetime) -> str:
 
 def _offset(local: datetime) -> timedelta:
     return local.utcoffset() or timedelta(0)
-
-
-def _floor_minute(wall: datetime) -> datetime:
-    return wall.replace(second=0, microsecond=0)
 
 
 def _transition(zone: ZoneInfo, before: datetime, after: datetime) -> datetime:

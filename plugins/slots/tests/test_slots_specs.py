@@ -29,10 +29,26 @@ def describe(key: str, spec: str, options: dict[str, Any] | None = None) -> str:
                 ("0 02 * * mon", {}),
                 ("0  2 * * MON", {"timezone": "UTC"}),
                 ("0 2 * * 1,1", {}),
+                # a range from a value to itself is that value, as in cron
+                ("0 2-2 * * mon-1", {}),
             ],
             "cron 0 2 * * 1 UTC",
         ),
         ("cron", [("0 2 * * 0", {}), ("0 2 * * 7", {}), ("0 2 * * sun", {})], "cron 0 2 * * 0 UTC"),
+        (
+            "cron",
+            [("0 0 * * *", {}), ("@daily", {}), ("@MIDNIGHT", {}), ("0 0 1,15 * 0-6", {})],
+            "cron 0 0 * * * UTC",
+        ),
+        ("cron", [("0 0 1 1 *", {}), ("@yearly", {}), ("@annually", {})], "cron 0 0 1 1 * UTC"),
+        ("cron", [("0 0 1 * *", {}), ("@monthly", {})], "cron 0 0 1 * * UTC"),
+        ("cron", [("0 0 * * 0", {}), ("@weekly", {})], "cron 0 0 * * 0 UTC"),
+        ("cron", [("0 * * * *", {}), ("@hourly", {})], "cron 0 * * * * UTC"),
+        (
+            "cron",
+            [("0 0 */2 * 1", {}), ("0 0 */2 * mon", {})],
+            "cron 0 0 1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31 * 1 UTC, days matching both",
+        ),
         (
             "cron",
             [("*/15 * * * *", BERLIN), ("0,15,30,45 * * * *", BERLIN)],
@@ -162,9 +178,9 @@ def test_different_timings_describe_differently() -> None:
         ),
         (
             "cron",
-            "@daily",
+            "@reboot",
             {},
-            'cron = "@daily": need 5 fields (minute hour day-of-month month day-of-week), got 1',
+            'cron = "@reboot": @reboot is not a time (it runs when cron starts)',
         ),
         (
             "cron",
@@ -176,7 +192,7 @@ def test_different_timings_describe_differently() -> None:
             "cron",
             "61 * * * *",
             {},
-            "cron = \"61 * * * *\": bad minute field '61': out of range",
+            "cron = \"61 * * * *\": bad minute field '61': 61 is out of range (0-59)",
         ),
         ("cron", "0 2 30 2 *", {}, 'cron = "0 2 30 2 *": never due (no such date)'),
         (
@@ -214,26 +230,25 @@ def test_different_timings_describe_differently() -> None:
             "cron = \"0 2 * mon *\": 'mon' not allowed in the month field "
             "(use numbers, names jan..dec, *, ranges a-b, steps /n and lists a,b)",
         ),
-        ("cron", "0 2 * * 8", {}, "cron = \"0 2 * * 8\": bad day-of-week field '8': out of range"),
+        (
+            "cron",
+            "0 2 * * 8",
+            {},
+            "cron = \"0 2 * * 8\": bad day-of-week field '8': 8 is out of range (0-7)",
+        ),
         (
             "cron",
             "*/0 * * * *",
             {},
-            "cron = \"*/0 * * * *\": bad minute field '*/0': not acceptable",
+            "cron = \"*/0 * * * *\": bad minute field '*/0': step '0' in '*/0' must be a whole "
+            "number from 1",
         ),
         (
             "cron",
-            "5-5 * * * *",
+            "0 2 * * fri-mon",
             {},
-            "cron = \"5-5 * * * *\": range '5-5' in the minute field starts and ends on the same "
-            "value: write '5' alone",
-        ),
-        (
-            "cron",
-            "0 2 * * mon-1",
-            {},
-            "cron = \"0 2 * * mon-1\": range 'mon-1' in the day-of-week field starts and ends on "
-            "the same value: write 'mon' alone",
+            "cron = \"0 2 * * fri-mon\": bad day-of-week field 'fri-mon': range 'fri-mon' ends "
+            "before it starts (cron ranges do not wrap around: write two ranges)",
         ),
     ],
 )
