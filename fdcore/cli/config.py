@@ -9,12 +9,21 @@ from __future__ import annotations
 import difflib
 import sys
 from collections.abc import Mapping
+from datetime import time
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fdcore.agent.settings import AgentConfig, RouteConfig, ScheduleConfig
+from fdcore.agent.settings import (
+    AgentConfig,
+    IncidentsConfig,
+    QuietHours,
+    RouteConfig,
+    ScheduleConfig,
+)
 from fdcore.contract.ids import validate_id
-from fdcore.errors import ConfigError, InvalidId
+from fdcore.durations import parse_duration
+from fdcore.errors import ConfigError, DurationError, InvalidId
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 
 if sys.version_info >= (3, 11):
@@ -59,9 +68,22 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     "notify": {
         "routes": ((dict,), "a table of routes, [notify.routes.<name>]"),
     },
+    "incidents": {
+        "enabled": ((bool,), "true or false"),
+        "every": ((str,), 'a duration such as "1m"'),
+    },
 }
+# The keys of a route that fdcore applies to incidents; the others are the notifier's options.
+_ROUTE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "kinds": ((list,), "a list of incident kinds"),
+    "escalate_after": ((str,), 'a duration such as "30m"'),
+    "quiet_hours": ((dict,), '{start = "22:00", end = "07:00", timezone = "Europe/Berlin"}'),
+    "digest": ((str,), 'a duration such as "15m"'),
+}
+#: The incident kinds fdcore opens (docs/incidents.md).
+INCIDENT_KINDS = ("agent_offline", "request_failed", "slot_missed")
 _SCHEDULE_OPTIONS = ("timezone", "deadline")
-_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules", "notify")
+_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules", "notify", "incidents")
 
 
 def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError:
@@ -108,7 +130,7 @@ def parse_config(
     agent = data.get("agent")
     if not isinstance(agent, Mapping):
         raise ConfigError(source, "[agent]", "missing section (needs name and environment)")
-    for section in ("agent", "pipeline", "runner", "notify"):
+    for section in ("agent", "pipeline", "runner", "notify", "incidents"):
         table = data.get(section, {})
         if not isinstance(table, Mapping):
             raise ConfigError(source, f"[{section}]", "must be a table")
@@ -171,7 +193,85 @@ def parse_config(
         runner_options=runner,
         schedules=_parse_schedules(source, data.get("schedules", []), plugins),
         routes=_parse_routes(source, data.get("notify", {}).get("routes", {})),
+        incidents=_parse_incidents(source, data.get("incidents", {})),
         source=source,
+    )
+
+
+def _duration(source: str, key: str, text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except DurationError as exc:
+        raise ConfigError(source, key, str(exc)) from None
+    return _positive(source, key, seconds)
+
+
+def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:
+    every = table.get("every")
+    return IncidentsConfig(
+        enabled=table.get("enabled", False),
+        every=60.0 if every is None else _duration(source, "[incidents] every", every),
+    )
+
+
+def _clock_time(source: str, key: str, value: object) -> time:
+    if not isinstance(value, str):
+        raise ConfigError(source, key, f'expected a time such as "22:00", got {value!r}')
+    try:
+        return time.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(source, key, f'expected a time such as "22:00", got {value!r}') from None
+
+
+def _quiet_hours(source: str, where: str, table: Mapping[str, Any]) -> QuietHours:
+    for key in table:
+        if key not in ("start", "end", "timezone"):
+            raise _unknown(source, f"{where} quiet_hours.", key, ["start", "end", "timezone"])
+    for key in ("start", "end"):
+        if key not in table:
+            raise ConfigError(source, f"{where} quiet_hours.{key}", "missing (required)")
+    zone = table.get("timezone", "UTC")
+    try:
+        ZoneInfo(zone)
+    except (ValueError, TypeError, ZoneInfoNotFoundError):
+        raise ConfigError(
+            source, f"{where} quiet_hours.timezone", f"unknown IANA time zone {zone!r}"
+        ) from None
+    return QuietHours(
+        _clock_time(source, f"{where} quiet_hours.start", table["start"]),
+        _clock_time(source, f"{where} quiet_hours.end", table["end"]),
+        zone,
+    )
+
+
+def _route(source: str, where: str, name: str, notifier: str, keys: dict[str, Any]) -> RouteConfig:
+    """The route with its incident keys taken out of the notifier's options and checked."""
+    _check_table(
+        source, f"{where} ", {k: v for k, v in keys.items() if k in _ROUTE_KEYS}, _ROUTE_KEYS
+    )
+    kinds = tuple(keys.pop("kinds", ()))
+    for kind in kinds:
+        if kind not in INCIDENT_KINDS:
+            raise ConfigError(
+                source,
+                f"{where} kinds",
+                f"unknown incident kind {kind!r} (known: {', '.join(INCIDENT_KINDS)})",
+            )
+    escalate_after = keys.pop("escalate_after", None)
+    quiet = keys.pop("quiet_hours", None)
+    digest = keys.pop("digest", None)
+    return RouteConfig(
+        name,
+        notifier,
+        keys,
+        kinds=kinds,
+        escalate_after=(
+            None
+            if escalate_after is None
+            else _duration(source, f"{where} escalate_after", escalate_after)
+        ),
+        quiet_hours=None if quiet is None else _quiet_hours(source, where, quiet),
+        digest=None if digest is None else _duration(source, f"{where} digest", digest),
     )
 
 
@@ -240,7 +340,7 @@ def _parse_routes(source: str, routes: Mapping[str, Any]) -> tuple[RouteConfig, 
             raise ConfigError(source, f"{where} notifier", 'missing (required, e.g. "log")')
         if not isinstance(notifier, str):
             raise ConfigError(source, f"{where} notifier", f"expected a string, got {notifier!r}")
-        parsed.append(RouteConfig(name, notifier, options))
+        parsed.append(_route(source, where, name, notifier, options))
     return tuple(parsed)
 
 

@@ -1,0 +1,184 @@
+"""Evaluation: what is wrong in an environment now, and the incident document brought in line.
+
+Each kind is judged from the files it needs, and resolution is scoped by what was read: a kind
+whose listing failed resolves nothing, and a subject whose file could not be read keeps its
+incident open (an unreadable agent record never resolves ``agent_offline``).
+
+- ``agent_offline``: an agent record past ``updated_at + stale_after + grace`` that did not stop
+  cleanly (no ``stopped_at``).
+- ``request_failed``: a status ``failed`` (after ``max_attempts``, or by a failed table), with its
+  message.
+- ``slot_missed``: a shared schedule's request that ended ``expired`` with no attempt run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import attrs
+
+from fdcore.contract.layout import agent_key, status_key
+from fdcore.contract.models import (
+    AgentRecord,
+    Incident,
+    IncidentDocument,
+    Request,
+    State,
+    Status,
+)
+from fdcore.errors import MailboxFileError, StorageUnavailable
+from fdcore.incidents.book import Finding, IncidentBook, report, resolve_cleared
+from fdcore.mailbox.access import Mailbox
+
+AGENT_OFFLINE = "agent_offline"
+REQUEST_FAILED = "request_failed"
+SLOT_MISSED = "slot_missed"
+KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED)
+
+
+@attrs.define
+class Evaluation:
+    """What one evaluation saw: findings, the kinds it read completely enough to resolve, the
+    keys it could not judge (unreadable files), and the problems met on the way."""
+
+    findings: list[Finding] = attrs.field(factory=list)
+    kinds: set[str] = attrs.field(factory=set)
+    unknown: set[str] = attrs.field(factory=set)
+    problems: list[str] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class Outcome:
+    """What an evaluation changed in the document."""
+
+    opened: list[Incident]
+    bumped: list[Incident]
+    resolved: list[Incident]
+    problems: list[str]
+
+
+def agent_is_offline(record: AgentRecord, now: datetime, grace_seconds: float) -> bool:
+    if record.stopped_at is not None:
+        return False
+    return now > record.updated_at + timedelta(seconds=record.stale_after + grace_seconds)
+
+
+def look(mailbox: Mailbox, now: datetime, grace_seconds: float) -> Evaluation:
+    """Read the agent records and statuses and say what is wrong. Never raises for a file."""
+    seen = Evaluation()
+    _look_at_agents(mailbox, now, grace_seconds, seen)
+    _look_at_requests(mailbox, seen)
+    return seen
+
+
+def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluation) -> None:
+    try:
+        names = list(mailbox.agent_names())
+    except StorageUnavailable as exc:
+        seen.problems.append(f"agents not listed, {AGENT_OFFLINE} not evaluated: {exc}")
+        return
+    for name in names:
+        try:
+            found = mailbox.agent(name)
+        except (MailboxFileError, StorageUnavailable) as exc:
+            seen.unknown.add(f"{AGENT_OFFLINE}:{name}")
+            seen.problems.append(f"{agent_key(name)}: {exc}")
+            continue
+        if found is not None and agent_is_offline(found.value, now, grace):
+            record = found.value
+            seen.findings.append(
+                Finding(
+                    AGENT_OFFLINE,
+                    name,
+                    f"Agent {name} is offline",
+                    since=record.updated_at + timedelta(seconds=record.stale_after),
+                    message=f"no status record since {record.updated_at:%Y-%m-%d %H:%M:%S} UTC "
+                    f"(stale after {record.stale_after:g}s) and it did not stop cleanly",
+                )
+            )
+    seen.kinds.add(AGENT_OFFLINE)
+
+
+def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> None:
+    try:
+        ids = list(mailbox.status_ids())
+    except StorageUnavailable as exc:
+        seen.problems.append(f"statuses not listed, {REQUEST_FAILED} not evaluated: {exc}")
+        return
+    slots_read = True
+    for request_id in ids:
+        try:
+            found = mailbox.status(request_id)
+        except (MailboxFileError, StorageUnavailable) as exc:
+            seen.unknown.add(f"{REQUEST_FAILED}:{request_id}")
+            seen.problems.append(f"{status_key(request_id)}: {exc}")
+            slots_read = False  # we cannot tell which slot it was for
+            continue
+        if found is None:
+            continue
+        status = found.value
+        if status.state is State.FAILED:
+            seen.findings.append(
+                Finding(
+                    REQUEST_FAILED,
+                    request_id,
+                    f"Request {request_id} failed",
+                    status.message or _last_message(status),
+                    since=status.updated_at,
+                )
+            )
+        elif status.state is State.EXPIRED and not status.attempts:
+            slots_read &= _look_at_slot(mailbox, status, seen)
+    seen.kinds.add(REQUEST_FAILED)
+    if slots_read:
+        seen.kinds.add(SLOT_MISSED)
+
+
+def _look_at_slot(mailbox: Mailbox, status: Status, seen: Evaluation) -> bool:
+    """A request that expired unrun: a missed slot if a shared schedule made it. False if the
+    request could not be read."""
+    request_id = status.request
+    try:
+        found = mailbox.request(request_id)
+    except (MailboxFileError, StorageUnavailable) as exc:
+        seen.problems.append(f"requests/{request_id}.json: {exc}")
+        return False
+    if found is None or found.value.schedule is None or found.value.affinity is not None:
+        return True  # not a shared schedule's (an unshared one's carry its agent's affinity)
+    request: Request = found.value
+    assert request.schedule is not None
+    slot = f"{request.schedule.id}.{request.schedule.slot}"
+    seen.findings.append(
+        Finding(
+            SLOT_MISSED,
+            slot,
+            f"Schedule {request.schedule.id} missed slot {request.schedule.slot}",
+            f"request {request_id} expired before any agent ran it",
+            since=status.updated_at,
+        )
+    )
+    return True
+
+
+def _last_message(status: Status) -> str | None:
+    messages = [attempt.message for attempt in status.attempts if attempt.message]
+    return messages[-1] if messages else None
+
+
+def evaluate(book: IncidentBook, now: datetime, grace_seconds: float, by: str) -> Outcome:
+    """Look at the environment and bring the incident document in line, in one If-Match write."""
+    seen = look(book.mailbox, now, grace_seconds)
+    found_keys = {finding.key for finding in seen.findings}
+
+    def edit(document: IncidentDocument) -> Outcome:
+        before = {incident.key for incident in document.open}
+        opened: list[Incident] = []
+        bumped: list[Incident] = []
+        for finding in seen.findings:
+            incident = report(document, finding, now, by)
+            if incident is not None:
+                (bumped if finding.key in before else opened).append(incident)
+        resolved = resolve_cleared(document, seen.kinds, found_keys, seen.unknown, now, by)
+        return Outcome(opened, bumped, resolved, seen.problems)
+
+    return book.change(edit)
