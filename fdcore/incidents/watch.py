@@ -44,6 +44,15 @@ class IncidentWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing: str | None = None
+        self._route_failing: dict[str, str | None] = {}
+
+    def _report_delivery(self, route: str, error: str | None) -> None:
+        """A route's failure is logged when it starts or changes, not on every post."""
+        if error is not None and error != self._route_failing.get(route):
+            log.warning("incident post to route %s failed: %s", route, error)
+        elif error is None and self._route_failing.get(route) is not None:
+            log.info("incident posts to route %s deliver again", route)
+        self._route_failing[route] = error
 
     def tick(self) -> None:
         """One evaluation and delivery. Never raises: a failure is logged once until it clears."""

@@ -4,7 +4,7 @@ escalation only while unacknowledged, quiet hours deferring, digests bundling.""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, time, timedelta, timezone
+from datetime import datetime, time, timezone
 
 import pytest
 

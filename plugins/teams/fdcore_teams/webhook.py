@@ -82,7 +82,7 @@ class Webhook:
                 return
             if self.clock() + wait > deadline:
                 raise WebhookUnavailable(
-                    f"webhook in ${self.variable} still failing after {attempt} attempts "
+                    f"webhook in ${self.variable} still failing after {attempt} attempt{'s' if attempt > 1 else ''} "
                     f"within {self.retry_for:g}s: {problem}"
                 )
             self.sleep(wait)
@@ -114,5 +114,5 @@ class Webhook:
             wait = retry_after(exc.headers.get("Retry-After"), time.time())
             return (backoff if wait is None else wait), f"HTTP {code} {reason}"
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            return backoff, self._redact(f"{type(exc).__name__}: {reason}")
+            why = getattr(exc, "reason", None) or exc
+            return backoff, self._redact(f"{type(exc).__name__}: {why}")
