@@ -81,8 +81,9 @@ class Webhook:
             if problem is None:
                 return
             if self.clock() + wait > deadline:
+                attempts = f"{attempt} attempt{'s' if attempt > 1 else ''}"
                 raise WebhookUnavailable(
-                    f"webhook in ${self.variable} still failing after {attempt} attempt{'s' if attempt > 1 else ''} "
+                    f"webhook in ${self.variable} still failing after {attempts} "
                     f"within {self.retry_for:g}s: {problem}"
                 )
             self.sleep(wait)
