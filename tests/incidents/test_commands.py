@@ -72,7 +72,7 @@ def test_ack_records_the_user_name_by_default(
     run(capsys, "incidents", "evaluate", "--env", env)
     monkeypatch.setattr("getpass.getuser", lambda: "carol")
     code, out, _ = run(capsys, "incidents", "ack", "inc-0001", "--env", env, "--json")
-    assert json.loads(out)["acknowledged_by"] == "carol"
+    assert code == 0 and json.loads(out)["acknowledged_by"] == "carol"
 
 
 def test_an_environment_not_set_up_is_one_clear_error(
