@@ -69,7 +69,9 @@ class AgentRuntime:
         self._wake = threading.Event()
         self._stop_requested_at: float | None = None
         # [incidents] enabled: evaluation and delivery on a thread of their own (docs/incidents.md)
-        self.incidents = watch_incidents(config, plugins, clock or SystemClock())
+        self.incidents = watch_incidents(
+            config, plugins, clock or SystemClock(), self.agent.parts.notify
+        )
 
     def request_stop(self, *_: object) -> None:
         if self._stop_requested_at is None:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 
 from fdcore.abc import Storage
-from fdcore.agent.notify import NotificationRoutes, open_routes
+from fdcore.agent.notify import NotificationRoutes
 from fdcore.agent.settings import AgentConfig, RouteConfig
 from fdcore.clock import Clock
 from fdcore.incidents.book import IncidentBook
@@ -98,12 +98,13 @@ class IncidentWatch:
         self.storage.close()
 
 
-def watch_incidents(config: AgentConfig, plugins: Plugins, clock: Clock) -> IncidentWatch | None:
-    """The agent's incident timer if ``[incidents] enabled``, with its routes opened (a bad route
-    fails here, at start-up) and a storage connection of its own; None when off."""
+def watch_incidents(
+    config: AgentConfig, plugins: Plugins, clock: Clock, channels: NotificationRoutes
+) -> IncidentWatch | None:
+    """The agent's incident timer if ``[incidents] enabled``, sending through the agent's routes
+    (opened at start-up) and with a storage connection of its own; None when off."""
     if not config.incidents.enabled:
         return None
-    channels = open_routes(config, plugins)
     storage = plugins.open_storage(
         config.environment, dict(config.storage_options), config.storage_backend
     )
