@@ -16,18 +16,13 @@ per route; later posts to the route fail at once with the same message until the
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from fdcore import hookimpl
 from fdcore.abc import Notification, Notifier
-from fdcore.durations import parse_duration
-from fdcore.errors import DurationError
+from fdcore.builtin.webhook import WEBHOOK_OPTIONS, Webhook, WebhookRefused, webhook_from
 from fdcore_teams.card import envelope
-from fdcore_teams.webhook import Webhook, WebhookRefused
-
-OPTIONS = ("webhook_env", "timeout", "retry_for")
 
 
 class TeamsChannel:
@@ -48,34 +43,6 @@ class TeamsChannel:
             raise
 
 
-def _seconds(options: dict[str, Any], key: str, default: float) -> float:
-    value = options.get(key)
-    if value is None:
-        return default
-    try:
-        return parse_duration(value)
-    except DurationError as exc:
-        raise ValueError(f"{key}: {exc}") from None
-
-
-def webhook_from(options: dict[str, Any], what: str) -> Webhook:
-    """The webhook named by ``webhook_env``; ValueError naming the option (never the URL)."""
-    variable = options.get("webhook_env")
-    if not isinstance(variable, str) or not variable:
-        raise ValueError(f"webhook_env: expected the name of the variable holding the {what} URL")
-    url = os.environ.get(variable, "")
-    if not url:
-        raise ValueError(f"webhook_env: environment variable {variable} is not set")
-    if not url.startswith(("https://", "http://")):
-        raise ValueError(f"webhook_env: {variable} does not hold an http(s) URL")
-    return Webhook(
-        url,
-        variable,
-        timeout=_seconds(options, "timeout", 10.0),
-        retry_for=_seconds(options, "retry_for", 60.0),
-    )
-
-
 class TeamsNotifier:
     """``notifier = "teams"``."""
 
@@ -83,8 +50,9 @@ class TeamsNotifier:
 
     def open(self, route: str, options: dict[str, Any]) -> TeamsChannel:
         for option in options:
-            if option not in OPTIONS:
-                raise ValueError(f"{option}: unknown option (teams takes {', '.join(OPTIONS)})")
+            if option not in WEBHOOK_OPTIONS:
+                known = ", ".join(WEBHOOK_OPTIONS)
+                raise ValueError(f"{option}: unknown option (teams takes {known})")
         return TeamsChannel(webhook_from(options, "Teams Workflows"))
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from fdcore_teams import TeamsNotifier
-from fdcore_teams.webhook import WebhookRefused, WebhookUnavailable, retry_after
 
 from fdcore.abc import Notification
+from fdcore.builtin.webhook import WebhookRefused, WebhookUnavailable, retry_after
 from fdcore.testing.webhook import Answer, recording_webhook
 
 VARIABLE = "FDCORE_TEST_TEAMS_WEBHOOK"

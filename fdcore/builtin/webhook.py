@@ -1,5 +1,9 @@
 """One JSON POST to a webhook whose URL is a secret: bounded, retried, and never revealing it.
 
+Shared by the webhook notifiers (fdcore-teams' ``teams``, contrib's ``webhook``): each builds its
+message, :func:`webhook_from` reads the URL from the variable its route names, and
+:meth:`Webhook.post` delivers it.
+
 Retries 429 and 5xx (and connection failures), honouring ``Retry-After``, within a bounded total
 time; any other 4xx is a configuration error, raised at once. The URL (a Teams Workflows URL
 carries its signature in the query) never appears in an exception: messages name the environment
@@ -9,11 +13,16 @@ variable that holds it instead.
 from __future__ import annotations
 
 import email.utils
+import os
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import timezone
+from typing import Any
+
+from fdcore.durations import parse_duration
+from fdcore.errors import DurationError
 
 #: Waits between attempts without a Retry-After (seconds).
 BACKOFF = (1.0, 2.0, 4.0, 8.0)
@@ -117,3 +126,43 @@ class Webhook:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             why = getattr(exc, "reason", None) or exc
             return backoff, self._redact(f"{type(exc).__name__}: {why}")
+
+
+def secret_from(options: Mapping[str, Any], key: str, what: str) -> tuple[str, str]:
+    """(variable, value) of the environment variable option ``key`` names; ValueError naming the
+    option or the variable, never the value."""
+    variable = options.get(key)
+    if not isinstance(variable, str) or not variable:
+        raise ValueError(f"{key}: expected the name of the variable holding the {what}")
+    value = os.environ.get(variable, "")
+    if not value:
+        raise ValueError(f"{key}: environment variable {variable} is not set")
+    return variable, value
+
+
+def _seconds(options: Mapping[str, Any], key: str, default: float) -> float:
+    value = options.get(key)
+    if value is None:
+        return default
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise ValueError(f"{key}: {exc}") from None
+
+
+#: The options :func:`webhook_from` reads.
+WEBHOOK_OPTIONS = ("webhook_env", "timeout", "retry_for")
+
+
+def webhook_from(options: Mapping[str, Any], what: str) -> Webhook:
+    """The webhook a route's options describe: ``webhook_env`` (the variable holding the URL),
+    ``timeout`` (per attempt, default 10s), ``retry_for`` (all attempts, default 1m)."""
+    variable, url = secret_from(options, "webhook_env", f"{what} URL")
+    if not url.startswith(("https://", "http://")):
+        raise ValueError(f"webhook_env: {variable} does not hold an http(s) URL")
+    return Webhook(
+        url,
+        variable,
+        timeout=_seconds(options, "timeout", 10.0),
+        retry_for=_seconds(options, "retry_for", 60.0),
+    )
