@@ -24,6 +24,7 @@ from fdcore.agent.settings import (
 from fdcore.contract.ids import validate_id
 from fdcore.durations import parse_duration
 from fdcore.errors import ConfigError, DurationError, InvalidId
+from fdcore.incidents.evaluate import KINDS as INCIDENT_KINDS
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 
 if sys.version_info >= (3, 11):
@@ -80,8 +81,7 @@ _ROUTE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "quiet_hours": ((dict,), '{start = "22:00", end = "07:00", timezone = "Europe/Berlin"}'),
     "digest": ((str,), 'a duration such as "15m"'),
 }
-#: The incident kinds fdcore opens (docs/incidents.md).
-INCIDENT_KINDS = ("agent_offline", "request_failed", "slot_missed")
+
 _SCHEDULE_OPTIONS = ("timezone", "deadline")
 _SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules", "notify", "incidents")
 
@@ -251,7 +251,7 @@ def _route(source: str, where: str, name: str, notifier: str, keys: dict[str, An
     )
     kinds = tuple(keys.pop("kinds", ()))
     for kind in kinds:
-        if kind not in INCIDENT_KINDS:
+        if kind not in INCIDENT_KINDS:  # fdcore.incidents.evaluate.KINDS
             raise ConfigError(
                 source,
                 f"{where} kinds",

@@ -9,6 +9,8 @@ incident open (an unreadable agent record never resolves ``agent_offline``).
 - ``request_failed``: a status ``failed`` (after ``max_attempts``, or by a failed table), with its
   message.
 - ``slot_missed``: a shared schedule's request that ended ``expired`` with no attempt run.
+- ``schedule_conflict``: the two warnings of ``fdcore schedules`` (an unshared schedule held by
+  several agents; copies of a shared one that differ), from the agents that have not stopped.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.layout import agent_key, status_key
 from fdcore.contract.models import (
     AgentRecord,
     Incident,
     IncidentDocument,
     Request,
+    ScheduleInfo,
     State,
     Status,
 )
@@ -33,7 +37,8 @@ from fdcore.mailbox.access import Mailbox
 AGENT_OFFLINE = "agent_offline"
 REQUEST_FAILED = "request_failed"
 SLOT_MISSED = "slot_missed"
-KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED)
+SCHEDULE_CONFLICT = "schedule_conflict"
+KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED, SCHEDULE_CONFLICT)
 
 
 @attrs.define
@@ -77,15 +82,23 @@ def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluat
     except StorageUnavailable as exc:
         seen.problems.append(f"agents not listed, {AGENT_OFFLINE} not evaluated: {exc}")
         return
+    copies: dict[str, list[tuple[str, ScheduleInfo]]] = {}
+    all_read = True
     for name in names:
         try:
             found = mailbox.agent(name)
         except (MailboxFileError, StorageUnavailable) as exc:
             seen.unknown.add(f"{AGENT_OFFLINE}:{name}")
             seen.problems.append(f"{agent_key(name)}: {exc}")
+            all_read = False  # its schedules are unknown too
             continue
-        if found is not None and agent_is_offline(found.value, now, grace):
-            record = found.value
+        if found is None:
+            continue
+        record = found.value
+        if record.stopped_at is None:
+            for info in record.schedules:
+                copies.setdefault(info.id, []).append((name, info))
+        if agent_is_offline(record, now, grace):
             seen.findings.append(
                 Finding(
                     AGENT_OFFLINE,
@@ -97,6 +110,19 @@ def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluat
                 )
             )
     seen.kinds.add(AGENT_OFFLINE)
+    for schedule_id, conflict in schedule_conflicts(copies).items():
+        what = conflict.partition(":")[0]
+        seen.findings.append(
+            Finding(
+                SCHEDULE_CONFLICT,
+                schedule_id,
+                f"Schedule {schedule_id}: {what.lower()}",
+                conflict,
+                severity="warning",
+            )
+        )
+    if all_read:
+        seen.kinds.add(SCHEDULE_CONFLICT)
 
 
 def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> None:

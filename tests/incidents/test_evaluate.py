@@ -133,3 +133,37 @@ def test_a_failure_resolved_by_a_person_is_not_reopened() -> None:
     book.change(lambda d: resolve(d, "request_failed:r-1", NOW + timedelta(seconds=1), "ann"))
     outcome = evaluate(book, NOW + timedelta(minutes=1), GRACE, "etl-01")
     assert outcome.opened == [] and keys(book) == []
+
+
+def test_schedule_conflicts_open_and_clear_with_the_agents_records() -> None:
+    from fdcore.contract.models import ScheduleInfo
+
+    book = environment()
+    hourly = ScheduleInfo("hourly", shared=False, when="every 3600s", fingerprint="a")
+    put_agent(book, "etl-01", seen_ago=1, schedules=[hourly])
+    put_agent(book, "etl-02", seen_ago=1, schedules=[hourly])
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    (incident,) = outcome.opened
+    assert (incident.key, incident.severity) == ("schedule_conflict:hourly", "warning")
+    assert incident.message is not None and "is held by etl-01, etl-02" in incident.message
+    put_agent(book, "etl-02", seen_ago=1, stopped_at=NOW)  # a stopped agent's copy does not count
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert [i.key for i in outcome.resolved] == ["schedule_conflict:hourly"]
+
+
+def test_an_unreadable_record_leaves_schedule_conflicts_open() -> None:
+    from fdcore.contract.models import ScheduleInfo
+
+    book = environment()
+    one = ScheduleInfo("hourly", shared=True, when="every 3600s", fingerprint="a")
+    other = ScheduleInfo("hourly", shared=True, when="every 60s", fingerprint="b")
+    put_agent(book, "etl-01", seen_ago=1, schedules=[one])
+    put_agent(book, "etl-02", seen_ago=1, schedules=[other])
+    assert [i.key for i in evaluate(book, NOW, GRACE, "etl-01").opened] == [
+        "schedule_conflict:hourly"
+    ]
+    found = book.mailbox.storage.read(agent_key("etl-02"))
+    assert found is not None
+    book.mailbox.storage.replace(agent_key("etl-02"), b"[]", found.etag)
+    assert evaluate(book, NOW, GRACE, "etl-01").resolved == []
+    assert keys(book) == ["schedule_conflict:hourly"]
