@@ -53,11 +53,31 @@ class RouteConfig:
 
 
 @attrs.frozen
+class Objective:
+    """One ``[[incidents.objectives]]``: what a table or a schedule must keep up.
+
+    ``success_rate``: of the runs (a table's) or requests (a schedule's) that ended within
+    ``window``, at least this share succeeded. ``freshness``: the last success is no older.
+    """
+
+    table: str | None = None
+    schedule: str | None = None
+    success_rate: float | None = None
+    window: float = 86400.0
+    freshness: float | None = None
+
+    @property
+    def subject(self) -> str:
+        return f"table.{self.table}" if self.table is not None else f"schedule.{self.schedule}"
+
+
+@attrs.frozen
 class IncidentsConfig:
     """``[incidents]``: whether this agent evaluates the environment and delivers incidents."""
 
     enabled: bool = False  # off: an upgraded agent starts no new writes or posts by itself
     every: float = 60.0  # seconds between evaluations
+    objectives: tuple[Objective, ...] = ()
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from fdcore.agent.settings import (
     AgentConfig,
     IncidentsConfig,
+    Objective,
     QuietHours,
     RouteConfig,
     ScheduleConfig,
@@ -72,6 +73,14 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     "incidents": {
         "enabled": ((bool,), "true or false"),
         "every": ((str,), 'a duration such as "1m"'),
+        "objectives": ((list,), "an array of tables, [[incidents.objectives]]"),
+    },
+    "objectives": {
+        "table": ((str,), "a table name"),
+        "schedule": ((str,), "a schedule id"),
+        "success_rate": (_NUMBER, "a number between 0 and 1"),
+        "window": ((str,), 'a duration such as "1d"'),
+        "freshness": ((str,), 'a duration such as "2h"'),
     },
 }
 # The keys of a route that fdcore applies to incidents; the others are the notifier's options.
@@ -211,6 +220,39 @@ def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:
     return IncidentsConfig(
         enabled=table.get("enabled", False),
         every=60.0 if every is None else _duration(source, "[incidents] every", every),
+        objectives=tuple(
+            _objective(source, f"[[incidents.objectives]] #{n + 1} ", objective)
+            for n, objective in enumerate(table.get("objectives", []))
+        ),
+    )
+
+
+def _objective(source: str, where: str, table: object) -> Objective:
+    if not isinstance(table, Mapping):
+        raise ConfigError(source, where.strip(), "must be a table")
+    _check_table(source, where, table, _SCHEMA["objectives"])
+    if ("table" in table) == ("schedule" in table):
+        raise ConfigError(source, where.strip(), "needs exactly one of table, schedule")
+    what = "table name" if "table" in table else "schedule id"
+    name = _ids(
+        source,
+        f"{where}{'table' if 'table' in table else 'schedule'}",
+        [table.get("table", table.get("schedule"))],
+        what,
+    )[0]
+    if "success_rate" not in table and "freshness" not in table:
+        raise ConfigError(source, where.strip(), "needs success_rate (with window) or freshness")
+    rate = table.get("success_rate")
+    if rate is not None and not 0 < rate <= 1:
+        raise ConfigError(source, f"{where}success_rate", f"must be in (0, 1], got {rate!r}")
+    window = table.get("window")
+    freshness = table.get("freshness")
+    return Objective(
+        table=name if "table" in table else None,
+        schedule=name if "schedule" in table else None,
+        success_rate=None if rate is None else float(rate),
+        window=86400.0 if window is None else _duration(source, f"{where}window", window),
+        freshness=None if freshness is None else _duration(source, f"{where}freshness", freshness),
     )
 
 

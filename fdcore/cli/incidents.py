@@ -128,7 +128,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     book = IncidentBook(Mailbox(storage))
     now = datetime.now(timezone.utc)
     by = args.by or "fdcore incidents evaluate"
-    outcome = evaluate(book, now, args.grace, by)
+    objectives = config.incidents.objectives if config is not None else ()
+    outcome = evaluate(book, now, args.grace, by, objectives)
     for problem in outcome.problems:
         print(f"warning: {problem}")
     for verb, incidents in (

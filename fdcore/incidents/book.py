@@ -183,11 +183,16 @@ def resolve_cleared(
     unknown: Iterable[str],
     now: datetime,
     by: str,
+    *,
+    judged: Iterable[str] = (),
 ) -> list[Incident]:
-    """Resolve the open incidents of ``kinds`` whose key is neither still wrong nor unknown (its
-    input could not be read). Kinds not listed were not evaluated and are left alone."""
-    kinds, keep = set(kinds), {*still_wrong, *unknown}
-    cleared = [i for i in document.open if i.kind in kinds and i.key not in keep]
+    """Resolve the open incidents of ``kinds`` (or with a key in ``judged``) whose key is neither
+    still wrong nor unknown (its input could not be read). Kinds not listed were not evaluated
+    and are left alone."""
+    kinds, keep, judged = set(kinds), {*still_wrong, *unknown}, set(judged)
+    cleared = [
+        i for i in document.open if (i.kind in kinds or i.key in judged) and i.key not in keep
+    ]
     for incident in cleared:
         close(document, incident, now, by)
     return cleared

@@ -9,17 +9,20 @@ incident open (an unreadable agent record never resolves ``agent_offline``).
 - ``request_failed``: a status ``failed`` (after ``max_attempts``, or by a failed table), with its
   message.
 - ``slot_missed``: a shared schedule's request that ended ``expired`` with no attempt run.
+- ``objective``: see :mod:`.objectives`.
 - ``schedule_conflict``: the two warnings of ``fdcore schedules`` (an unshared schedule held by
   several agents; copies of a shared one that differ), from the agents that have not stopped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import attrs
 
 from fdcore.agent.schedules import schedule_conflicts
+from fdcore.agent.settings import Objective
 from fdcore.contract.layout import agent_key, status_key
 from fdcore.contract.models import (
     AgentRecord,
@@ -32,13 +35,14 @@ from fdcore.contract.models import (
 )
 from fdcore.errors import MailboxFileError, StorageUnavailable
 from fdcore.incidents.book import Finding, IncidentBook, report, resolve_cleared
+from fdcore.incidents.objectives import OBJECTIVE, look_at_objectives
 from fdcore.mailbox.access import Mailbox
 
 AGENT_OFFLINE = "agent_offline"
 REQUEST_FAILED = "request_failed"
 SLOT_MISSED = "slot_missed"
 SCHEDULE_CONFLICT = "schedule_conflict"
-KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED, SCHEDULE_CONFLICT)
+KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED, SCHEDULE_CONFLICT, OBJECTIVE)
 
 
 @attrs.define
@@ -48,8 +52,10 @@ class Evaluation:
 
     findings: list[Finding] = attrs.field(factory=list)
     kinds: set[str] = attrs.field(factory=set)
+    judged: set[str] = attrs.field(factory=set)  # keys judged one by one (objectives)
     unknown: set[str] = attrs.field(factory=set)
     problems: list[str] = attrs.field(factory=list)
+    statuses: list[Status] = attrs.field(factory=list)  # every status read
 
 
 @attrs.frozen
@@ -68,11 +74,17 @@ def agent_is_offline(record: AgentRecord, now: datetime, grace_seconds: float) -
     return now > record.updated_at + timedelta(seconds=record.stale_after + grace_seconds)
 
 
-def look(mailbox: Mailbox, now: datetime, grace_seconds: float) -> Evaluation:
+def look(
+    mailbox: Mailbox, now: datetime, grace_seconds: float, objectives: Sequence[Objective] = ()
+) -> Evaluation:
     """Read the agent records and statuses and say what is wrong. Never raises for a file."""
     seen = Evaluation()
     _look_at_agents(mailbox, now, grace_seconds, seen)
-    _look_at_requests(mailbox, seen)
+    if _look_at_requests(mailbox, seen):
+        findings, judged, problems = look_at_objectives(mailbox, seen.statuses, objectives, now)
+        seen.findings.extend(findings)
+        seen.judged |= judged
+        seen.problems.extend(problems)
     return seen
 
 
@@ -125,12 +137,13 @@ def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluat
         seen.kinds.add(SCHEDULE_CONFLICT)
 
 
-def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> None:
+def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> bool:
+    """Read every status; False if they could not be listed (nothing of theirs is judged)."""
     try:
         ids = list(mailbox.status_ids())
     except StorageUnavailable as exc:
         seen.problems.append(f"statuses not listed, {REQUEST_FAILED} not evaluated: {exc}")
-        return
+        return False
     slots_read = True
     for request_id in ids:
         try:
@@ -143,6 +156,7 @@ def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> None:
         if found is None:
             continue
         status = found.value
+        seen.statuses.append(status)
         if status.state is State.FAILED:
             seen.findings.append(
                 Finding(
@@ -158,6 +172,7 @@ def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> None:
     seen.kinds.add(REQUEST_FAILED)
     if slots_read:
         seen.kinds.add(SLOT_MISSED)
+    return True
 
 
 def _look_at_slot(mailbox: Mailbox, status: Status, seen: Evaluation) -> bool:
@@ -191,9 +206,18 @@ def _last_message(status: Status) -> str | None:
     return messages[-1] if messages else None
 
 
-def evaluate(book: IncidentBook, now: datetime, grace_seconds: float, by: str) -> Outcome:
-    """Look at the environment and bring the incident document in line, in one If-Match write."""
-    seen = look(book.mailbox, now, grace_seconds)
+def evaluate(
+    book: IncidentBook,
+    now: datetime,
+    grace_seconds: float,
+    by: str,
+    objectives: Sequence[Objective] = (),
+) -> Outcome:
+    """Look at the environment and bring the incident document in line, in one If-Match write.
+
+    ``objectives`` are this evaluator's (agent.toml): it judges, opens and resolves only those.
+    """
+    seen = look(book.mailbox, now, grace_seconds, objectives)
     found_keys = {finding.key for finding in seen.findings}
 
     def edit(document: IncidentDocument) -> Outcome:
@@ -204,7 +228,9 @@ def evaluate(book: IncidentBook, now: datetime, grace_seconds: float, by: str) -
             incident = report(document, finding, now, by)
             if incident is not None:
                 (bumped if finding.key in before else opened).append(incident)
-        resolved = resolve_cleared(document, seen.kinds, found_keys, seen.unknown, now, by)
+        resolved = resolve_cleared(
+            document, seen.kinds, found_keys, seen.unknown, now, by, judged=seen.judged
+        )
         return Outcome(opened, bumped, resolved, seen.problems)
 
     return book.change(edit)

@@ -58,7 +58,13 @@ class IncidentWatch:
         """One evaluation and delivery. Never raises: a failure is logged once until it clears."""
         try:
             now = self.clock.now()
-            outcome = evaluate(self.book, now, self.config.grace_seconds, self.config.name)
+            outcome = evaluate(
+                self.book,
+                now,
+                self.config.grace_seconds,
+                self.config.name,
+                self.config.incidents.objectives,
+            )
             for incident in outcome.opened:
                 log.warning("incident %s opened: %s", incident.id, incident.title)
             for incident in outcome.resolved:
