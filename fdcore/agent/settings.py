@@ -77,6 +77,7 @@ class IncidentsConfig:
 
     enabled: bool = False  # off: an upgraded agent starts no new writes or posts by itself
     every: float = 60.0  # seconds between evaluations
+    lookback: float = 86400.0  # older failures and missed slots open no incident
     objectives: tuple[Objective, ...] = ()
 
 

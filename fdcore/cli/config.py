@@ -73,6 +73,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     "incidents": {
         "enabled": ((bool,), "true or false"),
         "every": ((str,), 'a duration such as "1m"'),
+        "lookback": ((str,), 'a duration such as "1d"'),
         "objectives": ((list,), "an array of tables, [[incidents.objectives]]"),
     },
     "objectives": {
@@ -217,9 +218,13 @@ def _duration(source: str, key: str, text: str) -> float:
 
 def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:
     every = table.get("every")
+    lookback = table.get("lookback")
     return IncidentsConfig(
         enabled=table.get("enabled", False),
         every=60.0 if every is None else _duration(source, "[incidents] every", every),
+        lookback=86400.0
+        if lookback is None
+        else _duration(source, "[incidents] lookback", lookback),
         objectives=tuple(
             _objective(source, f"[[incidents.objectives]] #{n + 1} ", objective)
             for n, objective in enumerate(table.get("objectives", []))

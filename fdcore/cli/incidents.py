@@ -23,7 +23,7 @@ from fdcore.contract.models import Incident
 from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook, acknowledge, add_note, lookup, resolve
 from fdcore.incidents.delivery import claim_posts, send_posts
-from fdcore.incidents.evaluate import evaluate
+from fdcore.incidents.evaluate import LOOKBACK, evaluate
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
 
@@ -129,7 +129,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     now = datetime.now(timezone.utc)
     by = args.by or "fdcore incidents evaluate"
     objectives = config.incidents.objectives if config is not None else ()
-    outcome = evaluate(book, now, args.grace, by, objectives)
+    lookback = config.incidents.lookback if config is not None else LOOKBACK
+    outcome = evaluate(book, now, args.grace, by, objectives, lookback)
     for problem in outcome.problems:
         print(f"warning: {problem}")
     for verb, incidents in (

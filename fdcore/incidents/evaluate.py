@@ -206,31 +206,52 @@ def _last_message(status: Status) -> str | None:
     return messages[-1] if messages else None
 
 
+#: How far back a failure or missed slot may have happened to open an incident: enabling
+#: incidents on an environment with a long history must not open (and post) all of it.
+LOOKBACK = 86400.0
+#: The most open incidents the document holds: it must stay far below the codec's file bound.
+MAX_OPEN = 500
+
+
 def evaluate(
     book: IncidentBook,
     now: datetime,
     grace_seconds: float,
     by: str,
     objectives: Sequence[Objective] = (),
+    lookback: float = LOOKBACK,
 ) -> Outcome:
     """Look at the environment and bring the incident document in line, in one If-Match write.
 
     ``objectives`` are this evaluator's (agent.toml): it judges, opens and resolves only those.
+    A condition that began more than ``lookback`` ago opens no new incident (an open one is
+    still bumped, and none is resolved for being old).
     """
     seen = look(book.mailbox, now, grace_seconds, objectives)
     found_keys = {finding.key for finding in seen.findings}
+    oldest = now - timedelta(seconds=lookback)
 
     def edit(document: IncidentDocument) -> Outcome:
         before = {incident.key for incident in document.open}
         opened: list[Incident] = []
         bumped: list[Incident] = []
+        problems = list(seen.problems)
+        over = 0
         for finding in seen.findings:
+            if finding.key not in before:
+                if finding.since is not None and finding.since < oldest:
+                    continue
+                if len(document.open) >= MAX_OPEN:
+                    over += 1
+                    continue
             incident = report(document, finding, now, by)
             if incident is not None:
                 (bumped if finding.key in before else opened).append(incident)
+        if over:
+            problems.append(f"{over} incidents not opened: {MAX_OPEN} are open already")
         resolved = resolve_cleared(
             document, seen.kinds, found_keys, seen.unknown, now, by, judged=seen.judged
         )
-        return Outcome(opened, bumped, resolved, seen.problems)
+        return Outcome(opened, bumped, resolved, problems)
 
     return book.change(edit)

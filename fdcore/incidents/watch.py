@@ -64,6 +64,7 @@ class IncidentWatch:
                 self.config.grace_seconds,
                 self.config.name,
                 self.config.incidents.objectives,
+                self.config.incidents.lookback,
             )
             for incident in outcome.opened:
                 log.warning("incident %s opened: %s", incident.id, incident.title)

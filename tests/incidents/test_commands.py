@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,8 @@ def failed_environment(tmp_path: Path, *requests: str) -> str:
     env = str(tmp_path / "env")
     mailbox = Mailbox(load_plugins().open_storage(env))
     for request in requests:
-        status = Status(request, State.FAILED, parse_time("2026-09-01T00:00:00Z"), message="boom")
+        now = datetime.now(timezone.utc)  # within the lookback of a real-time evaluation
+        status = Status(request, State.FAILED, now, message="boom")
         mailbox.create(status_key(request), status)
     return env
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import agent_key, request_key, status_key
 from fdcore.contract.models import (
@@ -167,3 +169,24 @@ def test_an_unreadable_record_leaves_schedule_conflicts_open() -> None:
     book.mailbox.storage.replace(agent_key("etl-02"), b"[]", found.etag)
     assert evaluate(book, NOW, GRACE, "etl-01").resolved == []
     assert keys(book) == ["schedule_conflict:hourly"]
+
+
+def test_old_failures_open_nothing_but_an_open_one_is_kept() -> None:
+    book = environment()
+    put_status(book, "r-1", State.FAILED)  # failed at NOW
+    evaluate(book, NOW, GRACE, "etl-01")
+    later = NOW + timedelta(days=2)  # r-1 is now older than the lookback of 1d
+    book.mailbox.create(status_key("r-2"), Status("r-2", State.FAILED, NOW))
+    outcome = evaluate(book, later, GRACE, "etl-01", lookback=86400)
+    assert outcome.opened == [] and outcome.resolved == []  # r-2 too old to open; r-1 kept
+    assert [i.key for i in outcome.bumped] == ["request_failed:r-1"]
+
+
+def test_the_open_list_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    book = environment()
+    for n in range(5):
+        put_status(book, f"r-{n}", State.FAILED)
+    monkeypatch.setattr("fdcore.incidents.evaluate.MAX_OPEN", 3)
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert len(outcome.opened) == 3 and len(book.read().open) == 3
+    assert "2 incidents not opened: 3 are open already" in outcome.problems

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from fdcore.plugins.manager import load_plugins
 from fdcore.testing.webhook import Answer, recording_webhook
 
 VARIABLE = "FDCORE_TEST_TEAMS_WEBHOOK"
-NOW_TEXT = "2026-09-01T00:00:00Z"
 
 
 def test_the_webhook_url_never_leaks(
@@ -31,10 +31,8 @@ def test_the_webhook_url_never_leaks(
     env = tmp_path / "env"
     storage = load_plugins().open_storage(str(env))
     mailbox = Mailbox(storage)
-    from fdcore.contract.codec import parse_time
-
     for request in ("r-1", "r-2", "r-3"):
-        status = Status(request, State.FAILED, parse_time(NOW_TEXT), message="boom")
+        status = Status(request, State.FAILED, datetime.now(timezone.utc), message="boom")
         mailbox.create(status_key(request), status)
     config = tmp_path / "agent.toml"
     config.write_text(
