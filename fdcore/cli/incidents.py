@@ -124,7 +124,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     url = args.env or (config.environment if config else None)
     if url is None:
         raise ConfigError("fdcore incidents evaluate", "--env", "missing (or give --config)")
-    storage = plugins.open_storage(url, create=False)
+    if config is not None and url == config.environment:  # with the agent's storage options
+        storage = plugins.open_storage(
+            url, dict(config.storage_options), config.storage_backend, create=False
+        )
+    else:
+        storage = plugins.open_storage(url, create=False)
     book = IncidentBook(Mailbox(storage))
     now = datetime.now(timezone.utc)
     by = args.by or "fdcore incidents evaluate"
