@@ -187,3 +187,22 @@ def test_a_hanging_webhook_does_not_delay_the_agents_poll(
             runtime.incidents.stop(timeout=0.1)
     mailbox = Mailbox(load_plugins().open_storage(env))
     assert mailbox.storage.read(INCIDENTS) is not None
+
+
+def test_an_agent_without_incidents_enabled_writes_and_posts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = failed_environment(tmp_path, "r-1")
+    path = tmp_path / "agent.toml"
+    path.write_text(
+        AGENT.format(env=env)
+        + f'[notify.routes.oncall]\nnotifier = "teams"\nwebhook_env = "{VARIABLE}"\n'
+    )
+    with recording_webhook() as server:
+        monkeypatch.setenv(VARIABLE, server.url())
+        runtime = AgentRuntime(load_config(path))
+        assert runtime.incidents is None
+        for _ in range(3):
+            runtime.agent.poll()
+    assert server.posts == []
+    assert Mailbox(load_plugins().open_storage(env)).storage.read(INCIDENTS) is None
