@@ -3,6 +3,7 @@ escalation only while unacknowledged, quiet hours deferring, digests bundling.""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime, time, timezone
 
@@ -65,9 +66,16 @@ def test_three_agents_escalating_one_incident_deliver_exactly_one_post(
         watch.tick()
     assert webhook.posts == []  # not yet: escalate_after has not passed
     clock.advance(601)
-    for _ in range(2):
-        for watch in fleet:
-            watch.tick()
+    for _ in range(3):  # the three at the same moment, each on its own thread
+        start = threading.Barrier(len(fleet))
+        threads = [
+            threading.Thread(target=lambda w=watch, b=start: (b.wait(), w.tick()))
+            for watch in fleet
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
     assert len(webhook.delivered) == 1
     card = webhook.delivered[0].json()["attachments"][0]["content"]
     assert "escalated" in card["body"][0]["text"]
