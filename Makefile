@@ -11,6 +11,8 @@ PLUGIN_PACKAGES := $(sort $(filter-out %.egg-info,$(wildcard plugins/*/fdcore_*)
 # the dev environment, and would clash with a copy of the template under development. Its tests
 # install it on their own, alone with the core (contrib/plugin-template/tests/conftest.py).
 TEMPLATE_PACKAGE := contrib/plugin-template/fdcore_plugin_template
+# contrib/webhook (fdcore-webhook) likewise: type-checked, tested from its folder, not installed.
+CONTRIB_PACKAGES := contrib/webhook/fdcore_webhook
 STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 PYTEST_ARGS ?=
@@ -40,7 +42,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES) $(TEMPLATE_PACKAGE)
+	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES) $(TEMPLATE_PACKAGE) $(CONTRIB_PACKAGES)
 
 pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)

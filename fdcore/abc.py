@@ -270,7 +270,8 @@ class LeaseProvider(Protocol):
 
 @attrs.frozen
 class Notification:
-    """What a notifier sends: one incident, opened or still open, to the route named ``route``."""
+    """What a notifier sends: one incident, opened or still open, to the route named ``route``;
+    or, with ``digest`` set, several in one post (the outer fields then describe the bundle)."""
 
     environment: str
     incident_id: str
@@ -278,6 +279,14 @@ class Notification:
     severity: str
     text: str
     route: str
+    kind: str | None = None  # agent_offline, request_failed, slot_missed
+    subject: str | None = None  # the agent, request or schedule slot it is about
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    count: int = 1  # how many evaluations saw it
+    ack_command: str | None = None  # the exact command that acknowledges it
+    escalation: bool = False  # sent because it stayed open and unacknowledged
+    digest: tuple[Notification, ...] = ()  # a digest: the incidents this one post lists
 
 
 @runtime_checkable

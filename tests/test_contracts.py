@@ -32,6 +32,7 @@ KINDS = {
     "lease": Lease,
     "run": RunRecord,
     "incidents": IncidentDocument,
+    "incidents-older": IncidentDocument,
 }
 
 

@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fdcore.mailbox",),
     ("fdcore.conformance",),
     ("fdcore.agent",),
+    ("fdcore.incidents",),
     ("fdcore.simulator",),
     ("fdcore.cli",),
     ("fdcore.testing",),

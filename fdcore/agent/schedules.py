@@ -125,3 +125,29 @@ def create_due_requests(
         # the slot to be tried again at the next poll, within its window.
         schedule.last_slot = slot.id
     return created
+
+
+def schedule_conflicts(copies: dict[str, list[tuple[str, ScheduleInfo]]]) -> dict[str, str]:
+    """Schedule id -> what operators must hear about its copies across agents (name, copy).
+
+    "Scheduled in two places": an unshared schedule held by two agents runs on both. "Shared
+    schedule differs": copies of a shared schedule disagree (timing, tables), so the agents would
+    make different requests. A properly shared schedule raises neither. ``fdcore schedules``
+    prints these as warnings; incident evaluation opens ``schedule_conflict`` for them.
+    """
+    conflicts = {}
+    for schedule_id, held in sorted(copies.items()):
+        names = ", ".join(name for name, _ in held)
+        if len(held) > 1 and not any(info.shared for _, info in held):
+            conflicts[schedule_id] = (
+                f"Scheduled in two places: schedule {schedule_id} is not shared but is held by "
+                f"{names}; each of them runs it (set shared = true on every copy)"
+            )
+        elif len({info.fingerprint for _, info in held}) > 1:
+            versions = "; ".join(
+                f"{name}: {'shared' if info.shared else 'not shared'}, {info.when}, "
+                f"tables {','.join(info.entities) or 'all'}"
+                for name, info in held
+            )
+            conflicts[schedule_id] = f"Shared schedule differs: schedule {schedule_id}: {versions}"
+    return conflicts

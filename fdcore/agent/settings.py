@@ -7,6 +7,7 @@ agent and the simulator only ever see these values.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import time
 from typing import Any
 
 import attrs
@@ -25,12 +26,59 @@ class ScheduleConfig:
 
 
 @attrs.frozen
+class QuietHours:
+    """``quiet_hours = {start = "22:00", end = "07:00", timezone = "Europe/Berlin"}``: posts due
+    inside are deferred to ``end`` (a span past midnight wraps)."""
+
+    start: time
+    end: time
+    timezone: str = "UTC"
+
+
+@attrs.frozen
 class RouteConfig:
-    """One notification route, ``[notify.routes.<name>]``: a notifier and its options."""
+    """One notification route, ``[notify.routes.<name>]``: a notifier and its options.
+
+    The incident keys (``kinds``, ``escalate_after``, ``quiet_hours``, ``digest``) say which
+    incidents the route gets and when; fdcore applies them, the notifier never sees them.
+    """
 
     name: str
     notifier: str
-    options: Mapping[str, Any] = attrs.field(factory=dict)  # the route's other keys
+    options: Mapping[str, Any] = attrs.field(factory=dict)  # the notifier's keys
+    kinds: tuple[str, ...] = ()  # incident kinds it gets; empty: every kind
+    escalate_after: float | None = None  # seconds open and unacknowledged before it posts
+    quiet_hours: QuietHours | None = None
+    digest: float | None = None  # seconds: what falls due within one interval is one post
+
+
+@attrs.frozen
+class Objective:
+    """One ``[[incidents.objectives]]``: what a table or a schedule must keep up.
+
+    ``success_rate``: of the runs (a table's) or requests (a schedule's) that ended within
+    ``window``, at least this share succeeded. ``freshness``: the last success is no older.
+    """
+
+    table: str | None = None
+    schedule: str | None = None
+    success_rate: float | None = None
+    window: float = 86400.0
+    freshness: float | None = None
+
+    @property
+    def subject(self) -> str:
+        return f"table.{self.table}" if self.table is not None else f"schedule.{self.schedule}"
+
+
+@attrs.frozen
+class IncidentsConfig:
+    """``[incidents]``: whether this agent evaluates the environment and delivers incidents."""
+
+    enabled: bool = False  # off: an upgraded agent starts no new writes or posts by itself
+    every: float = 60.0  # seconds between evaluations
+    lookback: float = 86400.0  # older failures and missed slots open no incident
+    objectives: tuple[Objective, ...] = ()
 
 
 @attrs.frozen
@@ -54,6 +102,7 @@ class AgentConfig:
     runner_options: Mapping[str, Any] = attrs.field(factory=dict)
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
+    incidents: IncidentsConfig = IncidentsConfig()
     source: str = "<config>"
 
     @property

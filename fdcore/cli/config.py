@@ -9,12 +9,23 @@ from __future__ import annotations
 import difflib
 import sys
 from collections.abc import Mapping
+from datetime import time
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fdcore.agent.settings import AgentConfig, RouteConfig, ScheduleConfig
+from fdcore.agent.settings import (
+    AgentConfig,
+    IncidentsConfig,
+    Objective,
+    QuietHours,
+    RouteConfig,
+    ScheduleConfig,
+)
 from fdcore.contract.ids import validate_id
-from fdcore.errors import ConfigError, InvalidId
+from fdcore.durations import parse_duration
+from fdcore.errors import ConfigError, DurationError, InvalidId
+from fdcore.incidents.evaluate import KINDS as INCIDENT_KINDS
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 
 if sys.version_info >= (3, 11):
@@ -59,9 +70,30 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     "notify": {
         "routes": ((dict,), "a table of routes, [notify.routes.<name>]"),
     },
+    "incidents": {
+        "enabled": ((bool,), "true or false"),
+        "every": ((str,), 'a duration such as "1m"'),
+        "lookback": ((str,), 'a duration such as "1d"'),
+        "objectives": ((list,), "an array of tables, [[incidents.objectives]]"),
+    },
+    "objectives": {
+        "table": ((str,), "a table name"),
+        "schedule": ((str,), "a schedule id"),
+        "success_rate": (_NUMBER, "a number between 0 and 1"),
+        "window": ((str,), 'a duration such as "1d"'),
+        "freshness": ((str,), 'a duration such as "2h"'),
+    },
 }
+# The keys of a route that fdcore applies to incidents; the others are the notifier's options.
+_ROUTE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "kinds": ((list,), "a list of incident kinds"),
+    "escalate_after": ((str,), 'a duration such as "30m"'),
+    "quiet_hours": ((dict,), '{start = "22:00", end = "07:00", timezone = "Europe/Berlin"}'),
+    "digest": ((str,), 'a duration such as "15m"'),
+}
+
 _SCHEDULE_OPTIONS = ("timezone", "deadline")
-_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules", "notify")
+_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules", "notify", "incidents")
 
 
 def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError:
@@ -108,7 +140,7 @@ def parse_config(
     agent = data.get("agent")
     if not isinstance(agent, Mapping):
         raise ConfigError(source, "[agent]", "missing section (needs name and environment)")
-    for section in ("agent", "pipeline", "runner", "notify"):
+    for section in ("agent", "pipeline", "runner", "notify", "incidents"):
         table = data.get(section, {})
         if not isinstance(table, Mapping):
             raise ConfigError(source, f"[{section}]", "must be a table")
@@ -171,7 +203,122 @@ def parse_config(
         runner_options=runner,
         schedules=_parse_schedules(source, data.get("schedules", []), plugins),
         routes=_parse_routes(source, data.get("notify", {}).get("routes", {})),
+        incidents=_parse_incidents(source, data.get("incidents", {})),
         source=source,
+    )
+
+
+def _duration(source: str, key: str, text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except DurationError as exc:
+        raise ConfigError(source, key, str(exc)) from None
+    return _positive(source, key, seconds)
+
+
+def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:
+    every = table.get("every")
+    lookback = table.get("lookback")
+    return IncidentsConfig(
+        enabled=table.get("enabled", False),
+        every=60.0 if every is None else _duration(source, "[incidents] every", every),
+        lookback=86400.0
+        if lookback is None
+        else _duration(source, "[incidents] lookback", lookback),
+        objectives=tuple(
+            _objective(source, f"[[incidents.objectives]] #{n + 1} ", objective)
+            for n, objective in enumerate(table.get("objectives", []))
+        ),
+    )
+
+
+def _objective(source: str, where: str, table: object) -> Objective:
+    if not isinstance(table, Mapping):
+        raise ConfigError(source, where.strip(), "must be a table")
+    _check_table(source, where, table, _SCHEMA["objectives"])
+    if ("table" in table) == ("schedule" in table):
+        raise ConfigError(source, where.strip(), "needs exactly one of table, schedule")
+    what = "table name" if "table" in table else "schedule id"
+    name = _ids(
+        source,
+        f"{where}{'table' if 'table' in table else 'schedule'}",
+        [table.get("table", table.get("schedule"))],
+        what,
+    )[0]
+    if "success_rate" not in table and "freshness" not in table:
+        raise ConfigError(source, where.strip(), "needs success_rate (with window) or freshness")
+    rate = table.get("success_rate")
+    if rate is not None and not 0 < rate <= 1:
+        raise ConfigError(source, f"{where}success_rate", f"must be in (0, 1], got {rate!r}")
+    window = table.get("window")
+    freshness = table.get("freshness")
+    return Objective(
+        table=name if "table" in table else None,
+        schedule=name if "schedule" in table else None,
+        success_rate=None if rate is None else float(rate),
+        window=86400.0 if window is None else _duration(source, f"{where}window", window),
+        freshness=None if freshness is None else _duration(source, f"{where}freshness", freshness),
+    )
+
+
+def _clock_time(source: str, key: str, value: object) -> time:
+    if not isinstance(value, str):
+        raise ConfigError(source, key, f'expected a time such as "22:00", got {value!r}')
+    try:
+        return time.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(source, key, f'expected a time such as "22:00", got {value!r}') from None
+
+
+def _quiet_hours(source: str, where: str, table: Mapping[str, Any]) -> QuietHours:
+    for key in table:
+        if key not in ("start", "end", "timezone"):
+            raise _unknown(source, f"{where} quiet_hours.", key, ["start", "end", "timezone"])
+    for key in ("start", "end"):
+        if key not in table:
+            raise ConfigError(source, f"{where} quiet_hours.{key}", "missing (required)")
+    zone = table.get("timezone", "UTC")
+    try:
+        ZoneInfo(zone)
+    except (ValueError, TypeError, ZoneInfoNotFoundError):
+        raise ConfigError(
+            source, f"{where} quiet_hours.timezone", f"unknown IANA time zone {zone!r}"
+        ) from None
+    return QuietHours(
+        _clock_time(source, f"{where} quiet_hours.start", table["start"]),
+        _clock_time(source, f"{where} quiet_hours.end", table["end"]),
+        zone,
+    )
+
+
+def _route(source: str, where: str, name: str, notifier: str, keys: dict[str, Any]) -> RouteConfig:
+    """The route with its incident keys taken out of the notifier's options and checked."""
+    _check_table(
+        source, f"{where} ", {k: v for k, v in keys.items() if k in _ROUTE_KEYS}, _ROUTE_KEYS
+    )
+    kinds = tuple(keys.pop("kinds", ()))
+    for kind in kinds:
+        if kind not in INCIDENT_KINDS:  # fdcore.incidents.evaluate.KINDS
+            raise ConfigError(
+                source,
+                f"{where} kinds",
+                f"unknown incident kind {kind!r} (known: {', '.join(INCIDENT_KINDS)})",
+            )
+    escalate_after = keys.pop("escalate_after", None)
+    quiet = keys.pop("quiet_hours", None)
+    digest = keys.pop("digest", None)
+    return RouteConfig(
+        name,
+        notifier,
+        keys,
+        kinds=kinds,
+        escalate_after=(
+            None
+            if escalate_after is None
+            else _duration(source, f"{where} escalate_after", escalate_after)
+        ),
+        quiet_hours=None if quiet is None else _quiet_hours(source, where, quiet),
+        digest=None if digest is None else _duration(source, f"{where} digest", digest),
     )
 
 
@@ -240,7 +387,7 @@ def _parse_routes(source: str, routes: Mapping[str, Any]) -> tuple[RouteConfig, 
             raise ConfigError(source, f"{where} notifier", 'missing (required, e.g. "log")')
         if not isinstance(notifier, str):
             raise ConfigError(source, f"{where} notifier", f"expected a string, got {notifier!r}")
-        parsed.append(RouteConfig(name, notifier, options))
+        parsed.append(_route(source, where, name, notifier, options))
     return tuple(parsed)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from fdcore import __version__
 from fdcore.cli import commands as cli_commands
-from fdcore.cli import demo, doctor, notify
+from fdcore.cli import demo, doctor, incidents, notify
 from fdcore.cli.output import format_table
 from fdcore.errors import FdcoreError, PluginError
 from fdcore.plugins.manager import COMMAND, DISABLE_VARIABLE, Plugins, load_plugins
@@ -67,7 +67,13 @@ def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
 
     # fdcore's own commands, each defined next to its work with ``register(commands)``; plugins
     # add theirs through the ``fdcore_commands`` hook (``simulate`` is the simulator's)
-    for register in (cli_commands.register, demo.register, doctor.register, notify.register):
+    for register in (
+        cli_commands.register,
+        demo.register,
+        doctor.register,
+        incidents.register,
+        notify.register,
+    ):
         register(commands)
     try:
         _add_plugin_commands(commands, plugins or load_plugins())

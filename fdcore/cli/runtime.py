@@ -20,6 +20,7 @@ from fdcore.agent.schedules import build_schedules
 from fdcore.agent.settings import AgentConfig
 from fdcore.clock import Clock, SystemClock
 from fdcore.contract.models import AgentRecord
+from fdcore.incidents.watch import watch_incidents
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.plugins.manager import Plugins, load_plugins
 
@@ -67,6 +68,10 @@ class AgentRuntime:
         )
         self._wake = threading.Event()
         self._stop_requested_at: float | None = None
+        # [incidents] enabled: evaluation and delivery on a thread of their own (docs/incidents.md)
+        self.incidents = watch_incidents(
+            config, plugins, clock or SystemClock(), self.agent.parts.notify
+        )
 
     def request_stop(self, *_: object) -> None:
         if self._stop_requested_at is None:
@@ -85,6 +90,8 @@ class AgentRuntime:
         """Poll until stopped and idle (or the shutdown grace runs out); return the exit code."""
         agent = self.agent
         log.info("%s: running on %s", self.config.name, self.storage.url)
+        if self.incidents is not None:
+            self.incidents.start()
         while True:
             if self._stop_requested_at is not None and not agent.stopping:
                 agent.stop()
@@ -99,6 +106,8 @@ class AgentRuntime:
                     break
             self._wake.wait(self.config.poll_seconds)
             self._wake.clear()
+        if self.incidents is not None:
+            self.incidents.stop()
         agent.close()
         self.storage.close()
         log.info("%s: stopped", self.config.name)

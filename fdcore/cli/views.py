@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from fdcore.abc import TakeoverPolicy
+from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
 from fdcore.contract.layout import agent_key, request_key, status_key
 from fdcore.contract.models import AgentRecord, Request, ScheduleInfo, Status
@@ -212,28 +213,9 @@ def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
 
 
 def schedule_warnings(agents: list[AgentRow]) -> list[str]:
-    """What operators must hear about schedule copies across agents.
-
-    "Scheduled in two places": an unshared schedule held by two agents runs on both. "Shared
-    schedule differs": copies of a shared schedule disagree (timing, tables), so the agents would
-    make different requests. A properly shared schedule raises neither.
-    """
-    warnings = []
-    for schedule_id, copies in sorted(_copies(agents).items()):
-        names = ", ".join(name for name, _ in copies)
-        if len(copies) > 1 and not any(info.shared for _, info in copies):
-            warnings.append(
-                f"Scheduled in two places: schedule {schedule_id} is not shared but is held by "
-                f"{names}; each of them runs it (set shared = true on every copy)"
-            )
-        elif len({info.fingerprint for _, info in copies}) > 1:
-            versions = "; ".join(
-                f"{name}: {'shared' if info.shared else 'not shared'}, {info.when}, "
-                f"tables {','.join(info.entities) or 'all'}"
-                for name, info in copies
-            )
-            warnings.append(f"Shared schedule differs: schedule {schedule_id}: {versions}")
-    return warnings
+    """What operators must hear about schedule copies across agents (see
+    :func:`fdcore.agent.schedules.schedule_conflicts`)."""
+    return list(schedule_conflicts(_copies(agents)).values())
 
 
 def shared_by(agents: list[AgentRow]) -> dict[str, list[str]]:

@@ -22,7 +22,7 @@ from cattrs.cols import list_structure_factory
 from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
 
-from fdcore.contract.models import Outcome, State
+from fdcore.contract.models import IncidentState, Outcome, State
 from fdcore.errors import InvalidId, MailboxFileError
 
 T = TypeVar("T")
@@ -110,7 +110,7 @@ def _enum(value: object, cls: type[enum.Enum]) -> enum.Enum:
 
 
 # The models' enums subclass str; without these they would dispatch to the str hook above.
-for _enum_type in (State, Outcome):
+for _enum_type in (State, Outcome, IncidentState):
     converter.register_structure_hook(_enum_type, _enum)
 
 

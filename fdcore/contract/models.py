@@ -203,9 +203,44 @@ class RunRecord:
     extra: dict[str, Any] = _extra()
 
 
+class IncidentState(str, enum.Enum):
+    """Where an incident is in its lifecycle."""
+
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"  # a person knows; still open, never escalated
+    RESOLVED = "resolved"
+
+
+@attrs.define
+class IncidentNote:
+    """A note on an incident (a mitigation, a hand-over)."""
+
+    at: datetime
+    by: str
+    text: str
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class IncidentDelivery:
+    """One route's notification of an incident: claimed in the document before it is sent, so of
+    several agents exactly one sends it; ``error`` says why it did not arrive."""
+
+    route: str
+    at: datetime
+    by: str
+    escalation: bool = False
+    error: str | None = None
+    extra: dict[str, Any] = _extra()
+
+
 @attrs.define
 class Incident:
-    """One incident in the environment's incident document."""
+    """One incident in the environment's incident document.
+
+    ``key`` is the dedup key (``<kind>:<subject>``): while an incident with a key is open or
+    acknowledged, seeing it again bumps ``count`` and ``last_seen``. ``opened_at`` is first seen.
+    """
 
     id: str
     key: str
@@ -216,7 +251,16 @@ class Incident:
     acknowledged_by: str | None = None
     acknowledged_at: datetime | None = None
     resolved_at: datetime | None = None
-    notified: list[str] = attrs.field(factory=list)
+    notified: list[str] = attrs.field(factory=list)  # routes notified (deliveries has details)
+    kind: str | None = None
+    subject: str | None = None
+    message: str | None = None
+    state: IncidentState = IncidentState.OPEN
+    last_seen: datetime | None = None
+    count: int = 1
+    resolved_by: str | None = None
+    notes: list[IncidentNote] = attrs.field(factory=list)
+    deliveries: list[IncidentDelivery] = attrs.field(factory=list)
     extra: dict[str, Any] = _extra()
 
 
@@ -227,6 +271,7 @@ class IncidentDocument:
     open: list[Incident] = attrs.field(factory=list)
     resolved: list[Incident] = attrs.field(factory=list)
     contract: int = 1
+    last_number: int = 0  # the number of the last incident id handed out (inc-0007 -> 7)
     extra: dict[str, Any] = _extra()
 
     RESOLVED_KEPT = 200

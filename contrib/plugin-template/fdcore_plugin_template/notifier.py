@@ -28,7 +28,7 @@ class JsonLinesChannel:
         self.path = path
 
     def send(self, notification: Notification) -> None:
-        line = json.dumps(attrs.asdict(notification), sort_keys=True)
+        line = json.dumps(attrs.asdict(notification), sort_keys=True, default=str)  # times
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
 

@@ -1,0 +1,257 @@
+"""Evaluation: what is wrong in an environment now, and the incident document brought in line.
+
+Each kind is judged from the files it needs, and resolution is scoped by what was read: a kind
+whose listing failed resolves nothing, and a subject whose file could not be read keeps its
+incident open (an unreadable agent record never resolves ``agent_offline``).
+
+- ``agent_offline``: an agent record past ``updated_at + stale_after + grace`` that did not stop
+  cleanly (no ``stopped_at``).
+- ``request_failed``: a status ``failed`` (after ``max_attempts``, or by a failed table), with its
+  message.
+- ``slot_missed``: a shared schedule's request that ended ``expired`` with no attempt run.
+- ``objective``: see :mod:`.objectives`.
+- ``schedule_conflict``: the two warnings of ``fdcore schedules`` (an unshared schedule held by
+  several agents; copies of a shared one that differ), from the agents that have not stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import attrs
+
+from fdcore.agent.schedules import schedule_conflicts
+from fdcore.agent.settings import Objective
+from fdcore.contract.layout import agent_key, status_key
+from fdcore.contract.models import (
+    AgentRecord,
+    Incident,
+    IncidentDocument,
+    Request,
+    ScheduleInfo,
+    State,
+    Status,
+)
+from fdcore.errors import MailboxFileError, StorageUnavailable
+from fdcore.incidents.book import Finding, IncidentBook, report, resolve_cleared
+from fdcore.incidents.objectives import OBJECTIVE, look_at_objectives
+from fdcore.mailbox.access import Mailbox
+
+AGENT_OFFLINE = "agent_offline"
+REQUEST_FAILED = "request_failed"
+SLOT_MISSED = "slot_missed"
+SCHEDULE_CONFLICT = "schedule_conflict"
+KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED, SCHEDULE_CONFLICT, OBJECTIVE)
+
+
+@attrs.define
+class Evaluation:
+    """What one evaluation saw: findings, the kinds it read completely enough to resolve, the
+    keys it could not judge (unreadable files), and the problems met on the way."""
+
+    findings: list[Finding] = attrs.field(factory=list)
+    kinds: set[str] = attrs.field(factory=set)
+    judged: set[str] = attrs.field(factory=set)  # keys judged one by one (objectives)
+    unknown: set[str] = attrs.field(factory=set)
+    problems: list[str] = attrs.field(factory=list)
+    statuses: list[Status] = attrs.field(factory=list)  # every status read
+
+
+@attrs.frozen
+class Outcome:
+    """What an evaluation changed in the document."""
+
+    opened: list[Incident]
+    bumped: list[Incident]
+    resolved: list[Incident]
+    problems: list[str]
+
+
+def agent_is_offline(record: AgentRecord, now: datetime, grace_seconds: float) -> bool:
+    if record.stopped_at is not None:
+        return False
+    return now > record.updated_at + timedelta(seconds=record.stale_after + grace_seconds)
+
+
+def look(
+    mailbox: Mailbox, now: datetime, grace_seconds: float, objectives: Sequence[Objective] = ()
+) -> Evaluation:
+    """Read the agent records and statuses and say what is wrong. Never raises for a file."""
+    seen = Evaluation()
+    _look_at_agents(mailbox, now, grace_seconds, seen)
+    if _look_at_requests(mailbox, seen):
+        findings, judged, problems = look_at_objectives(mailbox, seen.statuses, objectives, now)
+        seen.findings.extend(findings)
+        seen.judged |= judged
+        seen.problems.extend(problems)
+    return seen
+
+
+def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluation) -> None:
+    try:
+        names = list(mailbox.agent_names())
+    except StorageUnavailable as exc:
+        seen.problems.append(f"agents not listed, {AGENT_OFFLINE} not evaluated: {exc}")
+        return
+    copies: dict[str, list[tuple[str, ScheduleInfo]]] = {}
+    all_read = True
+    for name in names:
+        try:
+            found = mailbox.agent(name)
+        except (MailboxFileError, StorageUnavailable) as exc:
+            seen.unknown.add(f"{AGENT_OFFLINE}:{name}")
+            seen.problems.append(f"{agent_key(name)}: {exc}")
+            all_read = False  # its schedules are unknown too
+            continue
+        if found is None:
+            continue
+        record = found.value
+        if record.stopped_at is None:
+            for info in record.schedules:
+                copies.setdefault(info.id, []).append((name, info))
+        if agent_is_offline(record, now, grace):
+            seen.findings.append(
+                Finding(
+                    AGENT_OFFLINE,
+                    name,
+                    f"Agent {name} is offline",
+                    since=record.updated_at + timedelta(seconds=record.stale_after),
+                    message=f"no status record since {record.updated_at:%Y-%m-%d %H:%M:%S} UTC "
+                    f"(stale after {record.stale_after:g}s) and it did not stop cleanly",
+                )
+            )
+    seen.kinds.add(AGENT_OFFLINE)
+    for schedule_id, conflict in schedule_conflicts(copies).items():
+        what = conflict.partition(":")[0]
+        seen.findings.append(
+            Finding(
+                SCHEDULE_CONFLICT,
+                schedule_id,
+                f"Schedule {schedule_id}: {what.lower()}",
+                conflict,
+                severity="warning",
+            )
+        )
+    if all_read:
+        seen.kinds.add(SCHEDULE_CONFLICT)
+
+
+def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> bool:
+    """Read every status; False if they could not be listed (nothing of theirs is judged)."""
+    try:
+        ids = list(mailbox.status_ids())
+    except StorageUnavailable as exc:
+        seen.problems.append(f"statuses not listed, {REQUEST_FAILED} not evaluated: {exc}")
+        return False
+    slots_read = True
+    for request_id in ids:
+        try:
+            found = mailbox.status(request_id)
+        except (MailboxFileError, StorageUnavailable) as exc:
+            seen.unknown.add(f"{REQUEST_FAILED}:{request_id}")
+            seen.problems.append(f"{status_key(request_id)}: {exc}")
+            slots_read = False  # we cannot tell which slot it was for
+            continue
+        if found is None:
+            continue
+        status = found.value
+        seen.statuses.append(status)
+        if status.state is State.FAILED:
+            seen.findings.append(
+                Finding(
+                    REQUEST_FAILED,
+                    request_id,
+                    f"Request {request_id} failed",
+                    status.message or _last_message(status),
+                    since=status.updated_at,
+                )
+            )
+        elif status.state is State.EXPIRED and not status.attempts:
+            slots_read &= _look_at_slot(mailbox, status, seen)
+    seen.kinds.add(REQUEST_FAILED)
+    if slots_read:
+        seen.kinds.add(SLOT_MISSED)
+    return True
+
+
+def _look_at_slot(mailbox: Mailbox, status: Status, seen: Evaluation) -> bool:
+    """A request that expired unrun: a missed slot if a shared schedule made it. False if the
+    request could not be read."""
+    request_id = status.request
+    try:
+        found = mailbox.request(request_id)
+    except (MailboxFileError, StorageUnavailable) as exc:
+        seen.problems.append(f"requests/{request_id}.json: {exc}")
+        return False
+    if found is None or found.value.schedule is None or found.value.affinity is not None:
+        return True  # not a shared schedule's (an unshared one's carry its agent's affinity)
+    request: Request = found.value
+    assert request.schedule is not None
+    slot = f"{request.schedule.id}.{request.schedule.slot}"
+    seen.findings.append(
+        Finding(
+            SLOT_MISSED,
+            slot,
+            f"Schedule {request.schedule.id} missed slot {request.schedule.slot}",
+            f"request {request_id} expired before any agent ran it",
+            since=status.updated_at,
+        )
+    )
+    return True
+
+
+def _last_message(status: Status) -> str | None:
+    messages = [attempt.message for attempt in status.attempts if attempt.message]
+    return messages[-1] if messages else None
+
+
+#: How far back a failure or missed slot may have happened to open an incident: enabling
+#: incidents on an environment with a long history must not open (and post) all of it.
+LOOKBACK = 86400.0
+#: The most open incidents the document holds: it must stay far below the codec's file bound.
+MAX_OPEN = 500
+
+
+def evaluate(
+    book: IncidentBook,
+    now: datetime,
+    grace_seconds: float,
+    by: str,
+    objectives: Sequence[Objective] = (),
+    lookback: float = LOOKBACK,
+) -> Outcome:
+    """Look at the environment and bring the incident document in line, in one If-Match write.
+
+    ``objectives`` are this evaluator's (agent.toml): it judges, opens and resolves only those.
+    A condition that began more than ``lookback`` ago opens no new incident (an open one is
+    still bumped, and none is resolved for being old).
+    """
+    seen = look(book.mailbox, now, grace_seconds, objectives)
+    found_keys = {finding.key for finding in seen.findings}
+    oldest = now - timedelta(seconds=lookback)
+
+    def edit(document: IncidentDocument) -> Outcome:
+        before = {incident.key for incident in document.open}
+        opened: list[Incident] = []
+        bumped: list[Incident] = []
+        problems = list(seen.problems)
+        over = 0
+        for finding in seen.findings:
+            if finding.key not in before:
+                if finding.since is not None and finding.since < oldest:
+                    continue
+                if len(document.open) >= MAX_OPEN:
+                    over += 1
+                    continue
+            incident = report(document, finding, now, by)
+            if incident is not None:
+                (bumped if finding.key in before else opened).append(incident)
+        if over:
+            problems.append(f"{over} incidents not opened: {MAX_OPEN} are open already")
+        resolved = resolve_cleared(
+            document, seen.kinds, found_keys, seen.unknown, now, by, judged=seen.judged
+        )
+        return Outcome(opened, bumped, resolved, problems)
+
+    return book.change(edit)

@@ -1,0 +1,192 @@
+"""Evaluation: agent_offline, request_failed, slot_missed; resolution scoped to what was read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.contract.layout import agent_key, request_key, status_key
+from fdcore.contract.models import (
+    AgentRecord,
+    Attempt,
+    IncidentState,
+    Outcome,
+    Request,
+    ScheduleRef,
+    State,
+    Status,
+)
+from fdcore.errors import StorageUnavailable
+from fdcore.incidents.book import IncidentBook
+from fdcore.incidents.evaluate import evaluate
+from fdcore.mailbox.access import Mailbox
+
+NOW = datetime(2026, 9, 1, 3, 0, tzinfo=timezone.utc)
+GRACE = 60.0
+
+
+def environment() -> IncidentBook:
+    return IncidentBook(Mailbox(MemoryStorage.fresh("evaluate")), pause=lambda _s: None)
+
+
+def put_agent(book: IncidentBook, name: str, seen_ago: float, **fields: object) -> None:
+    record = AgentRecord(name, NOW - timedelta(seconds=seen_ago), 60.0, **fields)  # type: ignore[arg-type]
+    storage = book.mailbox.storage
+    found = storage.read(agent_key(name))
+    if found is None:
+        book.mailbox.create(agent_key(name), record)
+    else:
+        book.mailbox.replace(agent_key(name), record, found.etag)
+
+
+def put_status(book: IncidentBook, request: str, state: State, **fields: object) -> None:
+    book.mailbox.create(status_key(request), Status(request, state, NOW, **fields))  # type: ignore[arg-type]
+
+
+def keys(book: IncidentBook) -> list[str]:
+    return sorted(i.key for i in book.read().open)
+
+
+def test_an_agent_past_stale_after_and_grace_is_offline_until_it_comes_back() -> None:
+    book = environment()
+    put_agent(book, "etl-01", seen_ago=10)
+    put_agent(book, "etl-02", seen_ago=200)
+    put_agent(book, "etl-03", seen_ago=200, stopped_at=NOW - timedelta(seconds=200))
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert [i.key for i in outcome.opened] == ["agent_offline:etl-02"]  # etl-03 stopped cleanly
+    evaluate(book, NOW + timedelta(seconds=5), GRACE, "etl-01")
+    assert book.read().open[0].count == 2  # seen again: bumped, not a second incident
+    put_agent(book, "etl-02", seen_ago=0)
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert [i.key for i in outcome.resolved] == ["agent_offline:etl-02"]
+    assert book.read().resolved[0].state is IncidentState.RESOLVED
+
+
+def test_an_unreadable_agent_record_never_resolves_agent_offline() -> None:
+    book = environment()
+    put_agent(book, "etl-02", seen_ago=200)
+    evaluate(book, NOW, GRACE, "etl-01")
+    found = book.mailbox.storage.read(agent_key("etl-02"))
+    assert found is not None
+    book.mailbox.storage.replace(agent_key("etl-02"), b"{not json", found.etag)
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert outcome.resolved == []
+    assert keys(book) == ["agent_offline:etl-02"]
+    assert any("agents/etl-02.json" in problem for problem in outcome.problems)
+
+
+def test_a_failed_request_opens_request_failed_with_its_message() -> None:
+    book = environment()
+    attempt = Attempt(3, "etl-01", NOW, NOW, Outcome.FAILED, "exit code 2: bad row")
+    put_status(book, "r-1", State.FAILED, attempts=[attempt])
+    put_status(book, "r-2", State.SUCCEEDED)
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert [(i.key, i.message) for i in outcome.opened] == [
+        ("request_failed:r-1", "exit code 2: bad row")
+    ]
+
+
+def test_a_shared_slot_that_expired_unrun_is_missed() -> None:
+    book = environment()
+    ref = ScheduleRef("hourly", "496752")
+    book.mailbox.create(request_key("s-1"), Request("s-1", ["sales"], NOW, schedule=ref))
+    put_status(book, "s-1", State.EXPIRED)
+    # an unshared schedule's request (affinity) and an ad-hoc one: not slots missed
+    book.mailbox.create(
+        request_key("s-2"), Request("s-2", ["sales"], NOW, schedule=ref, affinity="etl-01")
+    )
+    put_status(book, "s-2", State.EXPIRED)
+    book.mailbox.create(request_key("r-3"), Request("r-3", ["sales"], NOW))
+    put_status(book, "r-3", State.EXPIRED)
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert [i.key for i in outcome.opened] == ["slot_missed:hourly.496752"]
+
+
+def test_a_kind_whose_listing_failed_resolves_nothing() -> None:
+    book = environment()
+    put_agent(book, "etl-02", seen_ago=200)
+    put_status(book, "r-1", State.FAILED)
+    evaluate(book, NOW, GRACE, "etl-01")
+    storage = book.mailbox.storage
+    real_list = storage.list
+
+    def statuses_unreachable(prefix: str = "") -> Iterator[str]:
+        if prefix.startswith("status/"):
+            raise StorageUnavailable(prefix, "unreachable")
+        return real_list(prefix)
+
+    storage.list = statuses_unreachable  # type: ignore[method-assign]
+    put_agent(book, "etl-02", seen_ago=0)
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert [i.key for i in outcome.resolved] == ["agent_offline:etl-02"]
+    assert keys(book) == ["request_failed:r-1"]  # statuses unread: left open
+    assert any("request_failed not evaluated" in p for p in outcome.problems)
+
+
+def test_a_failure_resolved_by_a_person_is_not_reopened() -> None:
+    from fdcore.incidents.book import resolve
+
+    book = environment()
+    put_status(book, "r-1", State.FAILED)
+    evaluate(book, NOW, GRACE, "etl-01")
+    book.change(lambda d: resolve(d, "request_failed:r-1", NOW + timedelta(seconds=1), "ann"))
+    outcome = evaluate(book, NOW + timedelta(minutes=1), GRACE, "etl-01")
+    assert outcome.opened == [] and keys(book) == []
+
+
+def test_schedule_conflicts_open_and_clear_with_the_agents_records() -> None:
+    from fdcore.contract.models import ScheduleInfo
+
+    book = environment()
+    hourly = ScheduleInfo("hourly", shared=False, when="every 3600s", fingerprint="a")
+    put_agent(book, "etl-01", seen_ago=1, schedules=[hourly])
+    put_agent(book, "etl-02", seen_ago=1, schedules=[hourly])
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    (incident,) = outcome.opened
+    assert (incident.key, incident.severity) == ("schedule_conflict:hourly", "warning")
+    assert incident.message is not None and "is held by etl-01, etl-02" in incident.message
+    put_agent(book, "etl-02", seen_ago=1, stopped_at=NOW)  # a stopped agent's copy does not count
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert [i.key for i in outcome.resolved] == ["schedule_conflict:hourly"]
+
+
+def test_an_unreadable_record_leaves_schedule_conflicts_open() -> None:
+    from fdcore.contract.models import ScheduleInfo
+
+    book = environment()
+    one = ScheduleInfo("hourly", shared=True, when="every 3600s", fingerprint="a")
+    other = ScheduleInfo("hourly", shared=True, when="every 60s", fingerprint="b")
+    put_agent(book, "etl-01", seen_ago=1, schedules=[one])
+    put_agent(book, "etl-02", seen_ago=1, schedules=[other])
+    assert [i.key for i in evaluate(book, NOW, GRACE, "etl-01").opened] == [
+        "schedule_conflict:hourly"
+    ]
+    found = book.mailbox.storage.read(agent_key("etl-02"))
+    assert found is not None
+    book.mailbox.storage.replace(agent_key("etl-02"), b"[]", found.etag)
+    assert evaluate(book, NOW, GRACE, "etl-01").resolved == []
+    assert keys(book) == ["schedule_conflict:hourly"]
+
+
+def test_old_failures_open_nothing_but_an_open_one_is_kept() -> None:
+    book = environment()
+    put_status(book, "r-1", State.FAILED)  # failed at NOW
+    evaluate(book, NOW, GRACE, "etl-01")
+    later = NOW + timedelta(days=2)  # r-1 is now older than the lookback of 1d
+    book.mailbox.create(status_key("r-2"), Status("r-2", State.FAILED, NOW))
+    outcome = evaluate(book, later, GRACE, "etl-01", lookback=86400)
+    assert outcome.opened == [] and outcome.resolved == []  # r-2 too old to open; r-1 kept
+    assert [i.key for i in outcome.bumped] == ["request_failed:r-1"]
+
+
+def test_the_open_list_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    book = environment()
+    for n in range(5):
+        put_status(book, f"r-{n}", State.FAILED)
+    monkeypatch.setattr("fdcore.incidents.evaluate.MAX_OPEN", 3)
+    outcome = evaluate(book, NOW, GRACE, "etl-01")
+    assert len(outcome.opened) == 3 and len(book.read().open) == 3
+    assert "2 incidents not opened: 3 are open already" in outcome.problems
