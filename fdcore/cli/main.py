@@ -56,7 +56,12 @@ def _plugins(args: argparse.Namespace) -> int:
 
 def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
     """The ``fdcore`` parser: fdcore's commands and those of ``plugins`` (default: installed)."""
-    parser = argparse.ArgumentParser(prog="fdcore", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="fdcore",
+        description="Share one environment's work across a fleet of agents through a mailbox "
+        "in storage they all reach (a local folder, OneLake / ADLS Gen2).",
+        epilog="Every command: one line on stderr and a non-zero exit on error (docs/agents.md).",
+    )
     parser.add_argument("--version", action="version", version=f"fdcore {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
