@@ -12,7 +12,7 @@ Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -145,6 +145,9 @@ class AgentLoad:
     concurrency: int  # workers
     running: int  # requests started on a worker
     waiting: int  # requests claimed but not yet started
+    # the host's free execution slots (``[agent] host``), shared with the host's other agents;
+    # None when the agent has no host admission
+    host_free: int | None = None
 
 
 @runtime_checkable
@@ -358,6 +361,46 @@ class TableRunner(Protocol):
 
     def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
         """Start running ``job``; ``options`` come from ``[runner]`` in agent.toml."""
+
+
+# -- host admission ---------------------------------------------------------------------------
+#
+# Below the mailbox: how the agent processes of one machine share it. The mailbox decides which
+# agent runs a table; a host admission decides when this machine has room to run it.
+
+
+@runtime_checkable
+class HostGate(Protocol):
+    """One host's admission, opened by a :class:`HostAdmission` for ``[agent] host``."""
+
+    def free_slots(self) -> int | None:
+        """How many more tables the host admits now (all its agents together); None if unknown.
+
+        Bounded and quick: the claim policy asks before every claim.
+        """
+
+    def admit(self, job: TableJob, start: Callable[[TableJob], TableRun]) -> TableRun:
+        """A run of ``job`` that calls ``start`` once the host admits it and gives the host's
+        place back when the run ends or is cancelled.
+
+        Never blocks: while the host is full the returned run's ``poll`` returns None (still
+        waiting). A host that refuses for good (its folder is unusable) ends the run failed.
+        """
+
+
+@runtime_checkable
+class HostAdmission(Protocol):
+    """A kind of host admission (``slots``: durable execution slots, fdcore-hostslots)."""
+
+    name: str
+
+    def open(self, host: str, options: dict[str, Any]) -> HostGate:
+        """The gate of the host folder ``host`` (``[agent] host``) for one agent.
+
+        ``options`` carry ``agent`` (the agent's name) and ``lease_seconds``. Raise
+        :class:`fdcore.errors.FdcoreError` with one line naming what to fix for a host folder
+        that cannot be used.
+        """
 
 
 # -- command ----------------------------------------------------------------------------------

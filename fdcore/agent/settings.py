@@ -54,6 +54,8 @@ class AgentConfig:
     runner_options: Mapping[str, Any] = attrs.field(factory=dict)
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
+    host: str | None = None  # the host folder its tables are admitted through (docs/host.md)
+    host_admission: str = "slots"  # the host admission plugin that opens it
     source: str = "<config>"
 
     @property

@@ -32,6 +32,8 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "stale_after": (_NUMBER, "a number"),
         "concurrency": ((int,), "an integer"),
         "shutdown_grace": (_NUMBER, "a number"),
+        "host": ((str,), "a folder path"),
+        "host_admission": ((str,), "a string"),
     },
     "pipeline": {
         "claim": ((str,), "a string"),
@@ -171,6 +173,8 @@ def parse_config(
         runner_options=runner,
         schedules=_parse_schedules(source, data.get("schedules", []), plugins),
         routes=_parse_routes(source, data.get("notify", {}).get("routes", {})),
+        host=agent.get("host") or None,
+        host_admission=agent.get("host_admission", "slots"),
         source=source,
     )
 
