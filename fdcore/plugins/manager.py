@@ -89,7 +89,7 @@ HOST: Kind[HostAdmission] = Kind(
     "host admission",
     "fdcore_host_admissions",
     "[agent] host_admission",
-    {"slots": "fdcore-hostslots"},
+    {"slots": "fdcore-hostslots", "lanes": "fdcore-admission"},
 )
 
 KINDS: tuple[Kind[Any], ...] = (

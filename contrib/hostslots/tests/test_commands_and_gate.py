@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from fdcore_hostslots.host import Host
 
 from fdcore.abc import TableJob, TableResult, TableRun
 from fdcore.cli.main import main
 from fdcore.plugins.manager import HOST, load_plugins
-
-from fdcore_hostslots.host import Host
 
 
 def fdcore(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

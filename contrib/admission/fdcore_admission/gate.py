@@ -1,0 +1,79 @@
+"""Host admission ``lanes``: each table runs while its process holds the table's lane.
+
+The lane is the table's lock file under ``<host>/lanes/``: a table waits (its run's ``poll``
+answers None) while another process of the host holds the lane, whether an agent's table, a
+dispatcher's queued row or a tool that took it by hand. The agent takes the lane before starting
+the table and lets it go when the table's run has ended or was cancelled.
+
+What it does not do: the command runner starts the table process without the lane's descriptor
+(it closes every inherited descriptor), so the agent holds the lane on the run's behalf; an agent
+killed while its table runs frees the lane although an orphaned table process may still run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from fdcore.abc import HostGate, TableJob, TableResult, TableRun
+from fdcore_admission.errors import AdmissionRefused
+from fdcore_admission.lanes import Lanes
+
+StartTable = Callable[[TableJob], TableRun]
+
+
+class LaneGate:
+    def __init__(self, lanes: Lanes) -> None:
+        self.lanes = lanes
+
+    def free_slots(self) -> int | None:
+        return None  # lanes are per table: the host has no count of free places
+
+    def admit(self, job: TableJob, start: StartTable) -> TableRun:
+        return LaneRun(self.lanes, job, start)
+
+
+class LaneRun:
+    def __init__(self, lanes: Lanes, job: TableJob, start: StartTable) -> None:
+        self.lanes = lanes
+        self.job = job
+        self.start = start
+        self.fd: int | None = None
+        self.run: TableRun | None = None
+
+    def poll(self) -> TableResult | None:
+        if self.fd is None:
+            try:
+                self.fd = self.lanes.try_hold(self.job.table)
+            except (AdmissionRefused, OSError) as exc:
+                return TableResult(False, f"no lane for table {self.job.table}: {exc}")
+            if self.fd is None:
+                return None  # another process holds the table's lane
+        if self.run is None:
+            try:
+                self.run = self.start(self.job)
+            except Exception as exc:  # a runner that cannot start fails the table
+                self._let_go()
+                return TableResult(False, f"could not start: {exc}")
+        result = self.run.poll()
+        if result is not None:
+            self._let_go()
+        return result
+
+    def cancel(self) -> None:
+        if self.run is not None:
+            self.run.cancel()
+        self._let_go()
+
+    def _let_go(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+class LaneAdmission:
+    name = "lanes"
+
+    def open(self, host: str, options: dict[str, Any]) -> HostGate:
+        return LaneGate(Lanes(host))
