@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fdcore_admission.dispatcher import Dispatcher, set_dispatcher_mode
 from fdcore_admission.errors import AdmissionRefused
 from fdcore_admission.lanes import Lanes

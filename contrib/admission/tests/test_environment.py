@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fdcore_admission.environment import minimise
 from fdcore_admission.errors import AdmissionRefused
 
@@ -41,7 +40,7 @@ def test_a_value_of_4095_characters_is_kept() -> None:
 
 @pytest.mark.parametrize("length", [4096, 4097])
 def test_a_value_of_4096_characters_or_more_is_refused(length: int) -> None:
-    with pytest.raises(AdmissionRefused, match="ADMISSION_ENV_VALUE_TOO_LONG.*FDCORE_ARGS"):
+    with pytest.raises(AdmissionRefused, match=r"ADMISSION_ENV_VALUE_TOO_LONG.*FDCORE_ARGS"):
         minimise({"FDCORE_ARGS": "x" * length})
 
 

@@ -14,11 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from fdcore_admission.dispatcher import Dispatcher, set_dispatcher_mode
 from fdcore_admission.errors import AdmissionRefused
 from fdcore_admission.lanes import Lanes
-from fdcore_admission.wire import claim, hand_over, next_admitted, serve_one
+from fdcore_admission.wire import claim, next_admitted, serve_one
 
 pytestmark = pytest.mark.slow
 
