@@ -99,8 +99,10 @@ def test_agents_never_run_more_tables_than_the_host_has_slots(
     assert wait_until(lambda: succeeded(fleet) == 200, 180), f"{succeeded(fleet)} of 200 done"
     fleet.stop_all()
     intervals = spans(tmp_path / "runs", killed_at)
+    peak = most_at_once(intervals)
+    print(f"table runs {len(intervals)}, agents SIGKILLed {len(killed_at)}, most at once {peak}")
     assert len(intervals) >= 200
-    assert most_at_once(intervals) == 3  # all three slots used, never a fourth table
+    assert peak == 3  # all three slots used, never a fourth table
     assert host.probe().busy_slots == 0
 
 
