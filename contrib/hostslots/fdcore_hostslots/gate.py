@@ -27,13 +27,20 @@ class SlotGate:
         self.host = host
         self.agent = agent
         self.lease_seconds = lease_seconds
+        self._problem = ""  # the host's last refusal, logged once until it changes
 
     def free_slots(self) -> int | None:
         try:
-            return self.host.probe().free_slots
+            free = self.host.probe().free_slots
         except (HostSlotError, OSError) as exc:
-            log.warning("%s: host admits nothing: %s", self.agent, exc)
+            if str(exc) != self._problem:
+                log.warning("%s: host admits nothing: %s", self.agent, exc)
+                self._problem = str(exc)
             return 0  # fail closed: a host folder we cannot read has no free slot
+        if self._problem:
+            log.info("%s: host usable again", self.agent)
+            self._problem = ""
+        return free
 
     def admit(self, job: TableJob, start: StartTable) -> TableRun:
         return AdmittedRun(self, job, start)
