@@ -369,14 +369,28 @@ class TableRunner(Protocol):
 # agent runs a table; a host admission decides when this machine has room to run it.
 
 
+@attrs.frozen
+class HostSlots:
+    """A host's execution slots, shared by all its agents: how many, and how many are busy."""
+
+    configured: int
+    busy: int
+
+    @property
+    def free(self) -> int:
+        """How many more tables the host admits now; a host is free while one slot is."""
+        return max(0, self.configured - self.busy)
+
+
 @runtime_checkable
 class HostGate(Protocol):
     """One host's admission, opened by a :class:`HostAdmission` for ``[agent] host``."""
 
-    def free_slots(self) -> int | None:
-        """How many more tables the host admits now (all its agents together); None if unknown.
+    def slots(self) -> HostSlots | None:
+        """The host's slots now, or None for an admission that does not count them.
 
-        Bounded and quick: the claim policy asks before every claim.
+        Bounded and quick: the claim policy asks before every claim. Never raises: a host that
+        cannot be read has no free slot (fail closed).
         """
 
     def admit(self, job: TableJob, start: Callable[[TableJob], TableRun]) -> TableRun:

@@ -84,7 +84,9 @@ class HostClaim:
         self.gate = gate
 
     def may_claim(self, load: AgentLoad) -> bool:
-        return self.policy.may_claim(attrs.evolve(load, host_free=self.gate.free_slots()))
+        slots = self.gate.slots()
+        host_free = None if slots is None else slots.free
+        return self.policy.may_claim(attrs.evolve(load, host_free=host_free))
 
 
 def _runner(config: AgentConfig, plugins: Plugins) -> StartTable:

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from fdcore.abc import HostGate, TableJob, TableResult, TableRun
+from fdcore.abc import HostGate, HostSlots, TableJob, TableResult, TableRun
 from fdcore_admission.errors import AdmissionRefused
 from fdcore_admission.lanes import Lanes
 
@@ -27,8 +27,8 @@ class LaneGate:
     def __init__(self, lanes: Lanes) -> None:
         self.lanes = lanes
 
-    def free_slots(self) -> int | None:
-        return None  # lanes are per table: the host has no count of free places
+    def slots(self) -> HostSlots | None:
+        return None  # lanes are per table: the host has no count of places
 
     def admit(self, job: TableJob, start: StartTable) -> TableRun:
         return LaneRun(self.lanes, job, start)

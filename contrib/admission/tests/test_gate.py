@@ -25,7 +25,7 @@ class FakeRun:
 
 def test_a_table_waits_for_its_lane_and_lets_it_go_when_its_run_ends(tmp_path: Path) -> None:
     gate = load_plugins().get(HOST, "lanes").open(str(tmp_path), {"agent": "a1"})
-    assert gate.free_slots() is None
+    assert gate.slots() is None
     lanes = Lanes(tmp_path)
     other = lanes.try_hold("sales")  # another process of the host holds the table's lane
     assert other is not None

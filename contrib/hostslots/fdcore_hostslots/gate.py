@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from fdcore.abc import HostGate, TableJob, TableResult, TableRun
+from fdcore.abc import HostGate, HostSlots, TableJob, TableResult, TableRun
 from fdcore_hostslots.errors import HostBusy, HostSlotError, SlotLost
 from fdcore_hostslots.host import Host, SlotLease
 
@@ -29,18 +29,18 @@ class SlotGate:
         self.lease_seconds = lease_seconds
         self._problem = ""  # the host's last refusal, logged once until it changes
 
-    def free_slots(self) -> int | None:
+    def slots(self) -> HostSlots | None:
         try:
-            free = self.host.probe().free_slots
+            probe = self.host.probe()
         except (HostSlotError, OSError) as exc:
             if str(exc) != self._problem:
                 log.warning("%s: host admits nothing: %s", self.agent, exc)
                 self._problem = str(exc)
-            return 0  # fail closed: a host folder we cannot read has no free slot
+            return HostSlots(0, 0)  # fail closed: a host folder we cannot read has no slot
         if self._problem:
             log.info("%s: host usable again", self.agent)
             self._problem = ""
-        return free
+        return HostSlots(probe.configured_slots, probe.busy_slots)
 
     def admit(self, job: TableJob, start: StartTable) -> TableRun:
         return AdmittedRun(self, job, start)
