@@ -322,6 +322,9 @@ class TableJob:
     agent: str
     environment: str  # the environment URL
     leases: str = "mailbox"  # the lease provider's name: a fenced write checks the token there
+    # open descriptors the table process inherits: a host admission's held lane (docs/host.md),
+    # so the lane stays held while the process runs, whatever becomes of the agent
+    inherit: tuple[int, ...] = ()
 
     def environ(self) -> dict[str, str]:
         """The variables a command runner puts in the table process's environment."""

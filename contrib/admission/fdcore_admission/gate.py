@@ -5,9 +5,11 @@ answers None) while another process of the host holds the lane, whether an agent
 dispatcher's queued row or a tool that took it by hand. The agent takes the lane before starting
 the table and lets it go when the table's run has ended or was cancelled.
 
-What it does not do: the command runner starts the table process without the lane's descriptor
-(it closes every inherited descriptor), so the agent holds the lane on the run's behalf; an agent
-killed while its table runs frees the lane although an orphaned table process may still run.
+The lane is handed to the table process: the job's ``inherit`` carries the lane's descriptor,
+which the command runner leaves open in the table process. The lane is free once the table
+process has exited and the agent let go, so an agent killed while its table runs leaves the lane
+held by the table process until that exits. A runner that starts no process (``python``) ignores
+``inherit``: the agent alone holds the lane, until the run ends or the agent dies.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any
+
+import attrs
 
 from fdcore.abc import HostGate, HostSlots, TableJob, TableResult, TableRun
 from fdcore_admission.errors import AdmissionRefused
@@ -52,7 +56,9 @@ class LaneRun:
                 return None  # another process holds the table's lane
         if self.run is None:
             try:
-                self.run = self.start(self.job)
+                # a table process (the command runner) inherits the lane: it holds it until it
+                # exits, even if this agent dies first
+                self.run = self.start(attrs.evolve(self.job, inherit=(*self.job.inherit, self.fd)))
             except Exception as exc:  # a runner that cannot start fails the table
                 self._let_go()
                 return TableResult(False, f"could not start: {exc}")
