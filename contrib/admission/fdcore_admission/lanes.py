@@ -41,6 +41,14 @@ class Lanes:
         os.close(fd)
         return None
 
+    def is_free(self, lane: str) -> bool:
+        """Whether nobody holds the lane now (tried, and let go at once). Never blocks."""
+        fd = self.try_hold(lane)
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
+
     def is_lane(self, fd: int, lane: str) -> bool:
         """Whether ``fd`` is open on the lane's lock file itself (same device and inode)."""
         try:

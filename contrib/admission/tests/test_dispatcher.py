@@ -53,14 +53,6 @@ def is_open(fd: int) -> bool:
     return True
 
 
-def lane_is_free(folder: Path, lane: str) -> bool:
-    fd = Lanes(folder).try_hold(lane)
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
-
-
 def enqueue(dispatcher: Dispatcher, lane: str = "sales", **entry: Any) -> int:
     fd = held_lane(dispatcher.folder, lane)
     dispatcher.enqueue(lane, [fd], {**ENTRY, **entry})
@@ -71,7 +63,7 @@ def test_enqueue_keeps_the_lane_held_and_writes_a_row_and_a_distinct_entry(
     dispatcher: Dispatcher, tmp_path: Path
 ) -> None:
     fd = enqueue(dispatcher, environment={"FDCORE_X": "1", "FDCORE_API_KEY": "k"})
-    assert not lane_is_free(tmp_path, "sales")
+    assert not Lanes(tmp_path).is_free("sales")
     row = dispatcher.queue.get("sales")
     assert row is not None and (row.stage, row.priority, row.queued_at) == (QUEUED, 5, 900.0)
     assert row.environment == {"FDCORE_X": "1"}
@@ -127,7 +119,7 @@ def test_enqueue_refuses_an_entry_without_queue_start_and_priority(
     dispatcher: Dispatcher, tmp_path: Path, entry: dict[str, Any]
 ) -> None:
     refused(dispatcher, "ADMISSION_", "sales", [held_lane(tmp_path, "sales")], entry)
-    assert lane_is_free(tmp_path, "sales")
+    assert Lanes(tmp_path).is_free("sales")
 
 
 def test_a_claim_needs_starting_and_the_token(dispatcher: Dispatcher, tmp_path: Path) -> None:
@@ -140,12 +132,12 @@ def test_a_claim_needs_starting_and_the_token(dispatcher: Dispatcher, tmp_path: 
         dispatcher.claim("sales", "0" * 32)
     kept = dispatcher.queue.get("sales")
     assert kept is not None and kept.token == started.token  # row stays, descriptor stays
-    assert "sales" in dispatcher.held and not lane_is_free(tmp_path, "sales")
+    assert "sales" in dispatcher.held and not Lanes(tmp_path).is_free("sales")
     fd = dispatcher.claim("sales", started.token)
     assert dispatcher.queue.get("sales") is None and "sales" not in dispatcher.held
-    assert not lane_is_free(tmp_path, "sales")  # the claimant holds it
+    assert not Lanes(tmp_path).is_free("sales")  # the claimant holds it
     os.close(fd)
-    assert lane_is_free(tmp_path, "sales")
+    assert Lanes(tmp_path).is_free("sales")
 
 
 def test_each_admission_has_a_fresh_token(dispatcher: Dispatcher, clock: Clock) -> None:
@@ -210,7 +202,7 @@ def test_restart_keeps_rows_of_free_lanes_and_drops_rows_of_lanes_held_by_others
             None,
         )
         assert second.queue.get("taken") is None
-        assert not lane_is_free(tmp_path, "free")  # held again by the new dispatcher
+        assert not Lanes(tmp_path).is_free("free")  # held again by the new dispatcher
         assert "taken" not in second.held and is_open(other)  # never stolen
     finally:
         second.close()

@@ -92,14 +92,6 @@ def start_dispatcher(folder: Path) -> subprocess.Popen[str]:
     return process
 
 
-def lane_is_free(folder: Path, lane: str) -> bool:
-    fd = Lanes(folder).try_hold(lane)
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
-
-
 def test_the_lane_is_never_free_between_holder_dispatcher_and_driver(
     tmp_path: Path, dispatcher_process: subprocess.Popen[str]
 ) -> None:
@@ -125,7 +117,7 @@ def test_a_sigkilled_dispatcher_restarts_without_stealing_a_lane(tmp_path: Path)
     sock = tmp_path / "dispatcher.sock"
     for lane in ("kept", "taken"):
         assert python(HOLDER, tmp_path, lane).wait(30) == 0
-    assert not lane_is_free(tmp_path, "kept") and not lane_is_free(tmp_path, "taken")
+    assert not Lanes(tmp_path).is_free("kept") and not Lanes(tmp_path).is_free("taken")
     dispatcher.send_signal(signal.SIGKILL)
     dispatcher.wait()
     other = Lanes(tmp_path).try_hold("taken")  # the lanes are free now; someone takes one
@@ -135,7 +127,7 @@ def test_a_sigkilled_dispatcher_restarts_without_stealing_a_lane(tmp_path: Path)
         admitted = next_admitted(sock)
         assert admitted is not None and admitted["lane"] == "kept"
         assert next_admitted(sock) is None  # "taken"'s row was dropped
-        assert not lane_is_free(tmp_path, "kept")  # the new dispatcher holds it again
+        assert not Lanes(tmp_path).is_free("kept")  # the new dispatcher holds it again
         fd = claim(sock, "kept", admitted["token"])
         os.close(fd)
     finally:

@@ -3,7 +3,6 @@ released when it exits, not when its agent is SIGKILLed (real processes, real fl
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -39,29 +38,22 @@ while run.poll() is None:
 """
 
 
-def lane_is_free(folder: Path) -> bool:
-    fd = Lanes(folder).try_hold("sales")
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
-
-
 def test_the_table_process_keeps_the_lane_after_its_agent_is_killed(tmp_path: Path) -> None:
     started, done = tmp_path / "started", tmp_path / "done"
+    lanes = Lanes(tmp_path)
     code = f"TABLE = {TABLE!r}\n" + textwrap.dedent(AGENT)
     agent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(started), str(done)])
     try:
         assert wait_until(started.exists, 30)
-        assert not lane_is_free(tmp_path)
+        assert not lanes.is_free("sales")
         agent.send_signal(signal.SIGKILL)
         agent.wait(10)
         assert not done.exists()
-        assert not lane_is_free(tmp_path), "the lane went with the agent, not with its table"
+        assert not lanes.is_free("sales"), "the lane went with the agent, not with its table"
         while not done.exists():
-            assert not lane_is_free(tmp_path)
+            assert not lanes.is_free("sales")
             time.sleep(0.02)
-        assert wait_until(lambda: lane_is_free(tmp_path), 10)  # free once the table exited
+        assert wait_until(lambda: lanes.is_free("sales"), 10)  # free once the table exited
     finally:
         if agent.poll() is None:
             agent.kill()
