@@ -9,18 +9,7 @@ from fdcore_admission.lanes import Lanes
 
 from fdcore.abc import TableJob, TableResult, TableRun
 from fdcore.plugins.manager import HOST, load_plugins
-
-
-class FakeRun:
-    def __init__(self) -> None:
-        self.result: TableResult | None = None
-        self.cancelled = False
-
-    def poll(self) -> TableResult | None:
-        return self.result
-
-    def cancel(self) -> None:
-        self.cancelled = True
+from fdcore.testing.memory_fleet import ManualRun
 
 
 def test_a_table_waits_for_its_lane_and_lets_it_go_when_its_run_ends(tmp_path: Path) -> None:
@@ -29,10 +18,10 @@ def test_a_table_waits_for_its_lane_and_lets_it_go_when_its_run_ends(tmp_path: P
     lanes = Lanes(tmp_path)
     other = lanes.try_hold("sales")  # another process of the host holds the table's lane
     assert other is not None
-    runs: list[FakeRun] = []
+    runs: list[ManualRun] = []
 
     def start(job: TableJob) -> TableRun:
-        runs.append(FakeRun())
+        runs.append(ManualRun(job))
         return runs[-1]
 
     run = gate.admit(TableJob("r1", "sales", 1, 1, "a1", "file:///env"), start)
@@ -49,10 +38,10 @@ def test_a_table_waits_for_its_lane_and_lets_it_go_when_its_run_ends(tmp_path: P
 
 def test_a_cancelled_run_lets_its_lane_go(tmp_path: Path) -> None:
     gate = load_plugins().get(HOST, "lanes").open(str(tmp_path), {"agent": "a1"})
-    runs: list[FakeRun] = []
+    runs: list[ManualRun] = []
 
     def start(job: TableJob) -> TableRun:
-        runs.append(FakeRun())
+        runs.append(ManualRun(job))
         return runs[-1]
 
     run = gate.admit(TableJob("r1", "sales", 1, 1, "a1", "file:///env"), start)

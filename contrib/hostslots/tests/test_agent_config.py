@@ -8,13 +8,14 @@ import pytest
 from fdcore_hostslots.errors import LayoutUnknown
 from fdcore_hostslots.host import Host
 
-from fdcore.abc import AgentLoad, TableJob, TableResult, TableRun
+from fdcore.abc import AgentLoad, TableJob, TableRun
 from fdcore.agent.components import build_components
 from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.config import parse_config
 from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import load_plugins
+from fdcore.testing.memory_fleet import ManualRun
 
 RUNNER = {"kind": "python", "function": "os:getcwd"}
 MEMORY = MemoryStorage("memory://x")
@@ -46,16 +47,9 @@ def test_with_a_host_claims_see_its_free_slots_and_tables_wait_for_one(tmp_path:
     host.init()
     started: list[TableJob] = []
 
-    class Run:
-        def poll(self) -> TableResult | None:
-            return None
-
-        def cancel(self) -> None:
-            pass
-
     def start(job: TableJob) -> TableRun:
         started.append(job)
-        return Run()
+        return ManualRun(job)
 
     parts = build_components(config(tmp_path, concurrency=4), load_plugins(), MEMORY, start)
     idle = AgentLoad(concurrency=4, running=0, waiting=0)

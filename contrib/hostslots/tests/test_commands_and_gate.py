@@ -18,6 +18,7 @@ from fdcore.contract.layout import agent_key
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import HOST, load_plugins
+from fdcore.testing.memory_fleet import ManualRun
 
 
 def fdcore(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -62,18 +63,6 @@ def test_migrate_command_on_an_outdated_folder(
     assert code == 0 and "migrated to layout 2 with 2 slot(s)" in out
 
 
-class FakeRun:
-    def __init__(self) -> None:
-        self.result: TableResult | None = None
-        self.cancelled = False
-
-    def poll(self) -> TableResult | None:
-        return self.result
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
 def job(request: str, table: str) -> TableJob:
     return TableJob(request, table, 1, 1, "a1", "file:///env")
 
@@ -83,10 +72,10 @@ def test_slots_admission_waits_for_a_slot_and_frees_it_at_the_end(tmp_path: Path
     gate = (
         load_plugins().get(HOST, "slots").open(str(tmp_path), {"agent": "a1", "lease_seconds": 30})
     )
-    started: list[FakeRun] = []
+    started: list[ManualRun] = []
 
     def start(job: TableJob) -> TableRun:
-        started.append(FakeRun())
+        started.append(ManualRun(job))
         return started[-1]
 
     assert gate.slots() == HostSlots(1, 0)
