@@ -48,11 +48,21 @@ CREATE TABLE IF NOT EXISTS rows (
 
 
 class Queue:
-    def __init__(self, folder: str | Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        folder: str | Path,
+        clock: Callable[[], float] = time.time,
+        *,
+        read_only: bool = False,  # a tool's view: nothing is created or written
+    ) -> None:
         self.folder = Path(folder)
         self.clock = clock
+        path = self.folder / "queue.sqlite"
+        if read_only:
+            self.db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
+            return
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.folder / "queue.sqlite", isolation_level=None, timeout=5)
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=5)
         self.db.execute(_SCHEMA)
 
     def close(self) -> None:

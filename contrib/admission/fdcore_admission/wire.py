@@ -20,9 +20,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from fdcore_admission.dispatcher import Dispatcher
+from fdcore_admission.dispatcher import Dispatcher, set_dispatcher_mode
 from fdcore_admission.errors import AdmissionRefused
 
+SOCKET = "dispatcher.sock"  # in the host folder
 MAX_MESSAGE = 256 * 1024
 MAX_FDS = 8  # more than one is refused, but they are received (and closed) to say so
 TIMEOUT = 10.0  # seconds any peer may take to answer: every read here is bounded
@@ -156,21 +157,16 @@ def claim(path: str | Path, lane: str, token: str) -> int:
     return fds[0]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fdcore_admission.wire FOLDER``: run a dispatcher on FOLDER/dispatcher.sock."""
-    import sys
+def run_dispatcher(folder: str | Path) -> None:
+    """Recover the stored rows, enter dispatcher mode and answer requests until killed.
 
-    from fdcore_admission.dispatcher import set_dispatcher_mode
-
-    folder = Path((argv or sys.argv[1:])[0])
+    Killed (SIGTERM, SIGKILL), the dispatcher's descriptors close: its lanes are free, and its
+    rows wait in SQLite for the next dispatcher to recover them.
+    """
+    folder = Path(folder)
     dispatcher = Dispatcher(folder)
-    dispatcher.recover()
+    dropped = dispatcher.recover()
+    server = listen(folder / SOCKET)
     set_dispatcher_mode(folder, True)
-    server = listen(folder / "dispatcher.sock")
-    print("ready", flush=True)
+    print(f"dispatcher ready on {folder / SOCKET}; rows dropped: {len(dropped)}", flush=True)
     serve(dispatcher, server)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -15,6 +15,8 @@ from fdcore_admission.errors import AdmissionRefused
 from fdcore_admission.lanes import Lanes
 from fdcore_admission.queue import QUEUED, STARTING
 
+from fdcore.cli.main import main
+
 
 class Clock:
     now = 1_000.0
@@ -207,3 +209,17 @@ def test_restart_keeps_rows_of_free_lanes_and_drops_rows_of_lanes_held_by_others
     finally:
         second.close()
         os.close(other)
+
+
+def test_fdcore_admission_status_lists_the_rows_read_only(
+    dispatcher: Dispatcher, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["admission", "status", "--host", str(tmp_path / "none"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"rows": []}
+    assert not (tmp_path / "none").exists()  # a status creates nothing
+    enqueue(dispatcher)
+    assert main(["admission", "status", "--host", str(tmp_path), "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["rows"]
+    assert (row["lane"], row["stage"], row["priority"], row["token"]) == ("sales", QUEUED, 5, None)
+    assert main(["admission", "status", "--host", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("sales queued priority 5")

@@ -84,11 +84,12 @@ def dispatcher_process(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
 
 def start_dispatcher(folder: Path) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "fdcore_admission.wire", str(folder)],
+        [sys.executable, "-m", "fdcore.cli", "admission", "serve", "--host", str(folder)],
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("dispatcher ready on ")
     return process
 
 
