@@ -23,6 +23,10 @@ class SlotIdInvalid(HostSlotError):
     code = "HOST_SLOT_ID_INVALID"
 
 
+class LeaseInvalid(HostSlotError):
+    code = "HOST_SLOT_LEASE_INVALID"
+
+
 class LayoutOutdated(HostSlotError):
     code = "HOST_LAYOUT_OUTDATED"
 

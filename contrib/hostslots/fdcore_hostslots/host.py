@@ -37,6 +37,7 @@ from fdcore_hostslots.errors import (
     HostSlotError,
     LayoutOutdated,
     LayoutUnknown,
+    LeaseInvalid,
     ShrinkRefused,
     SlotIdInvalid,
     SlotLost,
@@ -53,10 +54,6 @@ SLOT_NAME = re.compile(r"0|[1-9][0-9]*")  # canonical decimal: no sign, no leadi
 
 Clock = Callable[[], float]  # seconds since the epoch
 Liveness = Callable[[Holder], "bool | None"]
-
-
-class LeaseInvalid(HostSlotError):
-    code = "HOST_SLOT_LEASE_INVALID"
 
 
 @attrs.frozen
@@ -341,7 +338,7 @@ class Host:
                 lease_seconds=float(data["lease_seconds"]),
                 process=Holder(int(process["pid"]), process.get("boot_id"), process.get("start")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise LeaseInvalid(self.path, f"{key}: malformed ({exc!r})") from None
 
     # -- files -------------------------------------------------------------------------------

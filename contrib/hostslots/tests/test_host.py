@@ -12,6 +12,7 @@ from fdcore_hostslots.errors import (
     DrainRequired,
     LayoutOutdated,
     LayoutUnknown,
+    LeaseInvalid,
     ShrinkRefused,
     SlotIdInvalid,
     SlotLost,
@@ -298,3 +299,15 @@ def test_a_mismatched_layout_without_residue_is_refused(tmp_path: Path, clock: C
     write(tmp_path / "layout.json", {"version": 3})
     with pytest.raises(LayoutUnknown, match="HOST_LAYOUT_UNKNOWN"):
         host.probe()
+
+
+@pytest.mark.parametrize(
+    "lease", ["not json", {"holder": "a1"}, {"process": "a string", "request": "r"}]
+)
+def test_an_unreadable_lease_fails_closed(tmp_path: Path, clock: Clock, lease: object) -> None:
+    host = make_host(tmp_path, clock, slots=2)
+    write(tmp_path / "slots/0/scope.json", {"scope": "job", "request": "r"})
+    target = tmp_path / "slots/0/lease.json"
+    target.write_text(lease if isinstance(lease, str) else json.dumps(lease))
+    with pytest.raises(LeaseInvalid, match="HOST_SLOT_LEASE_INVALID"):
+        take(host, "r1")
