@@ -12,7 +12,12 @@ PLUGIN_PACKAGES := $(sort $(filter-out %.egg-info,$(wildcard plugins/*/fdcore_*)
 # install it on their own, alone with the core (contrib/plugin-template/tests/conftest.py).
 TEMPLATE_PACKAGE := contrib/plugin-template/fdcore_plugin_template
 # contrib/webhook (fdcore-webhook) likewise: type-checked, tested from its folder, not installed.
-CONTRIB_PACKAGES := contrib/webhook/fdcore_webhook
+# contrib/hostslots and contrib/admission are installed, unlike the template: they change
+# nothing until an agent.toml sets [agent] host, their names (slots, lanes, `fdcore host`) clash
+# with no other plugin, and the hookspec tests need an installed implementation of every hook.
+CONTRIB := contrib/hostslots contrib/admission
+CONTRIB_PACKAGES := contrib/webhook/fdcore_webhook contrib/hostslots/fdcore_hostslots \
+	contrib/admission/fdcore_admission
 STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 PYTEST_ARGS ?=
@@ -21,10 +26,10 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP) azurite
 
-$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) Makefile
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS) $(CONTRIB)) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		-e '.[test]' $(foreach p,$(PLUGINS),-e '$(p)[test]')
+		-e '.[test]' $(foreach p,$(PLUGINS) $(CONTRIB),-e '$(p)[test]')
 	touch $@
 
 # The Azure Storage emulator the fdcore-onelake tests start, pinned by tools/azurite/package-lock.json.

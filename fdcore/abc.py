@@ -12,7 +12,7 @@ Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -145,6 +145,9 @@ class AgentLoad:
     concurrency: int  # workers
     running: int  # requests started on a worker
     waiting: int  # requests claimed but not yet started
+    # the host's free execution slots (``[agent] host``), shared with the host's other agents;
+    # None when the agent has no host admission
+    host_free: int | None = None
 
 
 @runtime_checkable
@@ -328,6 +331,9 @@ class TableJob:
     agent: str
     environment: str  # the environment URL
     leases: str = "mailbox"  # the lease provider's name: a fenced write checks the token there
+    # open descriptors the table process inherits: a host admission's held lane (docs/host.md),
+    # so the lane stays held while the process runs, whatever becomes of the agent
+    inherit: tuple[int, ...] = ()
 
     def environ(self) -> dict[str, str]:
         """The variables a command runner puts in the table process's environment."""
@@ -367,6 +373,60 @@ class TableRunner(Protocol):
 
     def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
         """Start running ``job``; ``options`` come from ``[runner]`` in agent.toml."""
+
+
+# -- host admission ---------------------------------------------------------------------------
+#
+# Below the mailbox: how the agent processes of one machine share it. The mailbox decides which
+# agent runs a table; a host admission decides when this machine has room to run it.
+
+
+@attrs.frozen
+class HostSlots:
+    """A host's execution slots, shared by all its agents: how many, and how many are busy."""
+
+    configured: int
+    busy: int
+
+    @property
+    def free(self) -> int:
+        """How many more tables the host admits now; a host is free while one slot is."""
+        return max(0, self.configured - self.busy)
+
+
+@runtime_checkable
+class HostGate(Protocol):
+    """One host's admission, opened by a :class:`HostAdmission` for ``[agent] host``."""
+
+    def slots(self) -> HostSlots | None:
+        """The host's slots now, or None for an admission that does not count them.
+
+        Bounded and quick: the claim policy asks before every claim. Never raises: a host that
+        cannot be read has no free slot (fail closed).
+        """
+
+    def admit(self, job: TableJob, start: Callable[[TableJob], TableRun]) -> TableRun:
+        """A run of ``job`` that calls ``start`` once the host admits it and gives the host's
+        place back when the run ends or is cancelled.
+
+        Never blocks: while the host is full the returned run's ``poll`` returns None (still
+        waiting). A host that refuses for good (its folder is unusable) ends the run failed.
+        """
+
+
+@runtime_checkable
+class HostAdmission(Protocol):
+    """A kind of host admission (``slots``: durable execution slots, fdcore-hostslots)."""
+
+    name: str
+
+    def open(self, host: str, options: dict[str, Any]) -> HostGate:
+        """The gate of the host folder ``host`` (``[agent] host``) for one agent.
+
+        ``options`` carry ``agent`` (the agent's name) and ``lease_seconds``. Raise
+        :class:`fdcore.errors.FdcoreError` with one line naming what to fix for a host folder
+        that cannot be used.
+        """
 
 
 # -- command ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from fdcore.abc import (
     ClaimPolicy,
     Command,
+    HostAdmission,
     LeaseProvider,
     Notifier,
     SlotFunction,
@@ -45,6 +46,7 @@ def signature(function: object) -> str:
 PROTOCOLS = {
     "fdcore_claim_policies": ClaimPolicy,
     "fdcore_commands": Command,
+    "fdcore_host_admissions": HostAdmission,
     "fdcore_lease_providers": LeaseProvider,
     "fdcore_notifiers": Notifier,
     "fdcore_slot_functions": SlotFunction,
@@ -54,10 +56,11 @@ PROTOCOLS = {
 }
 
 
-def test_there_are_eight_extension_points() -> None:
+def test_there_are_nine_extension_points() -> None:
     assert [name for name, _ in HOOKS] == [
         "fdcore_claim_policies",
         "fdcore_commands",
+        "fdcore_host_admissions",
         "fdcore_lease_providers",
         "fdcore_notifiers",
         "fdcore_slot_functions",

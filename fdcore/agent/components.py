@@ -6,12 +6,21 @@ from collections.abc import Callable
 
 import attrs
 
-from fdcore.abc import ClaimPolicy, Storage, TableJob, TableLeases, TableRun, TakeoverPolicy
+from fdcore.abc import (
+    AgentLoad,
+    ClaimPolicy,
+    HostGate,
+    Storage,
+    TableJob,
+    TableLeases,
+    TableRun,
+    TakeoverPolicy,
+)
 from fdcore.agent.notify import NotificationRoutes, open_routes
 from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.runners import resolve_function
 from fdcore.errors import ConfigError
-from fdcore.plugins.manager import CLAIM, LEASES, RUNNER, TAKEOVER, Plugins
+from fdcore.plugins.manager import CLAIM, HOST, LEASES, RUNNER, TAKEOVER, Plugins
 
 StartTable = Callable[[TableJob], TableRun]
 
@@ -41,7 +50,43 @@ def build_components(
         # The table's fenced write checks its token with the lease provider this agent uses.
         return run(attrs.evolve(job, leases=config.leases))
 
+    gate = _host_gate(config, plugins)
+    if gate is not None:
+        return Components(HostClaim(claim, gate), takeover, leases, _admitted(gate, start), notify)
     return Components(claim, takeover, leases, start, notify)
+
+
+# -- the host's admission, with ``[agent] host`` (docs/host.md) -------------------------------
+
+
+def _host_gate(config: AgentConfig, plugins: Plugins) -> HostGate | None:
+    if config.host is None:
+        return None
+    options = {"agent": config.name, "lease_seconds": config.lease_ttl}
+    return plugins.get(HOST, config.host_admission).open(config.host, options)
+
+
+def _admitted(gate: HostGate, start: StartTable) -> StartTable:
+    """Every table starts once the host admits it, and frees the host's place when it ends."""
+
+    def start_admitted(job: TableJob) -> TableRun:
+        return gate.admit(job, start)
+
+    return start_admitted
+
+
+class HostClaim:
+    """The configured claim policy, shown the host's free slots as well as the agent's load."""
+
+    def __init__(self, policy: ClaimPolicy, gate: HostGate) -> None:
+        self.name = policy.name
+        self.policy = policy
+        self.gate = gate
+
+    def may_claim(self, load: AgentLoad) -> bool:
+        slots = self.gate.slots()
+        host_free = None if slots is None else slots.free
+        return self.policy.may_claim(attrs.evolve(load, host_free=host_free))
 
 
 def _runner(config: AgentConfig, plugins: Plugins) -> StartTable:

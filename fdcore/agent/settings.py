@@ -103,6 +103,8 @@ class AgentConfig:
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
     incidents: IncidentsConfig = IncidentsConfig()
+    host: str | None = None  # the host folder its tables are admitted through (docs/host.md)
+    host_admission: str = "slots"  # the host admission plugin that opens it
     source: str = "<config>"
 
     @property

@@ -47,9 +47,9 @@ class _ProcessRun:
 class CommandRunner:
     """``[runner] kind = "command"``: run ``command`` once per table, in its own process.
 
-    The table's identity and fencing token reach the command as ``FDCORE_*`` variables; exit code
-    0 is success. Its output goes to the agent's stdout; the last line of stderr becomes the
-    failure message.
+    The table's identity and fencing token reach the command as ``FDCORE_*`` variables, and the
+    descriptors in ``job.inherit`` stay open in it (a held lane); exit code 0 is success. Its
+    output goes to the agent's stdout; the last line of stderr becomes the failure message.
     """
 
     name = "command"
@@ -65,6 +65,7 @@ class CommandRunner:
             stdin=subprocess.DEVNULL,
             stderr=log,
             cwd=options.get("cwd"),
+            pass_fds=job.inherit,
         )
         return _ProcessRun(process, log)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -18,13 +19,14 @@ from fdcore.cli.views import (
     schedule_rows,
     schedule_warnings,
     shared_by,
+    with_host_slots,
 )
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
 from fdcore.errors import AlreadyExists, ConfigError, InvalidId
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import TAKEOVER, load_plugins
+from fdcore.plugins.manager import HOST, TAKEOVER, load_plugins
 
 
 def _mailbox(url: str, *, create: bool) -> Mailbox:
@@ -120,10 +122,29 @@ def _queue(args: argparse.Namespace) -> int:
     return 0
 
 
+def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow]:
+    """With ``--host``: the rows of this machine's agents carry the host folder's slots."""
+    if not args.host:
+        return rows
+    options = {"agent": "fdcore-agents", "lease_seconds": 0.0}
+    slots = load_plugins().get(HOST, args.host_admission).open(args.host, options).slots()
+    return rows if slots is None else with_host_slots(rows, slots, socket.gethostname())
+
+
 def _agents(args: argparse.Namespace) -> int:
-    rows = _agent_rows(_mailbox(args.env, create=False), args.grace)
+    rows = _host_slots(args, _agent_rows(_mailbox(args.env, create=False), args.grace))
     table = [
-        ("AGENT", "STATE", "VERSION", "LAST SEEN", "RUNNING", "CLAIM", "TAKE OVER", "SCHEDULES")
+        (
+            "AGENT",
+            "STATE",
+            "VERSION",
+            "LAST SEEN",
+            "RUNNING",
+            "HOST SLOTS",
+            "CLAIM",
+            "TAKE OVER",
+            "SCHEDULES",
+        )
     ]
     for row in rows:
         schedules = ", ".join(
@@ -137,6 +158,7 @@ def _agents(args: argparse.Namespace) -> int:
                 row.version or "-",
                 _time(row.last_seen),
                 f"{row.running}/{row.concurrency}",
+                "-" if row.configured_slots is None else f"{row.busy_slots}/{row.configured_slots}",
                 row.claim or "-",
                 "yes" if row.take_over else "no",
                 schedules or "-",
@@ -193,4 +215,11 @@ def register(commands: Any) -> None:
         )
         if name == "queue":
             parser.add_argument("--active", action="store_true", help="hide finished requests")
+        if name == "agents":
+            parser.add_argument(
+                "--host", help="a host folder: show its busy/configured slots (docs/host.md)"
+            )
+            parser.add_argument(
+                "--host-admission", default="slots", help="the host admission (default: slots)"
+            )
         parser.set_defaults(run=handler)

@@ -43,6 +43,8 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "stale_after": (_NUMBER, "a number"),
         "concurrency": ((int,), "an integer"),
         "shutdown_grace": (_NUMBER, "a number"),
+        "host": ((str,), "a folder path"),
+        "host_admission": ((str,), "a string"),
     },
     "pipeline": {
         "claim": ((str,), "a string"),
@@ -204,6 +206,8 @@ def parse_config(
         schedules=_parse_schedules(source, data.get("schedules", []), plugins),
         routes=_parse_routes(source, data.get("notify", {}).get("routes", {})),
         incidents=_parse_incidents(source, data.get("incidents", {})),
+        host=agent.get("host") or None,
+        host_admission=agent.get("host_admission", "slots"),
         source=source,
     )
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from fdcore.abc import TakeoverPolicy
+from fdcore.abc import HostSlots, TakeoverPolicy
 from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
 from fdcore.contract.layout import agent_key, request_key, status_key
@@ -31,6 +31,9 @@ class AgentRow:
     take_over: bool
     requests: list[str]
     record: AgentRecord | None = attrs.field(repr=False, eq=False)
+    # the execution slots of its host (docs/host.md), for agents on this machine with --host
+    configured_slots: int | None = None
+    busy_slots: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,7 +46,19 @@ class AgentRow:
             "claim": self.claim,
             "take_over": self.take_over,
             "requests": self.requests,
+            "configured_slots": self.configured_slots,
+            "busy_slots": self.busy_slots,
         }
+
+
+def with_host_slots(rows: list[AgentRow], slots: HostSlots, hostname: str) -> list[AgentRow]:
+    """The rows, those of agents on ``hostname`` (their records say so) with its host's slots."""
+    return [
+        attrs.evolve(row, configured_slots=slots.configured, busy_slots=slots.busy)
+        if row.record is not None and row.record.host == hostname
+        else row
+        for row in rows
+    ]
 
 
 def agent_state(

@@ -11,6 +11,7 @@ from fdcore.plugins.hookspecs import hookimpl, hookspec
 from fdcore.plugins.manager import (
     CLAIM,
     COMMAND,
+    HOST,
     KINDS,
     LEASES,
     NOTIFIER,
@@ -27,6 +28,7 @@ from fdcore.plugins.manager import (
 __all__ = [
     "CLAIM",
     "COMMAND",
+    "HOST",
     "KINDS",
     "LEASES",
     "NOTIFIER",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from fdcore.abc import (
         ClaimPolicy,
         Command,
+        HostAdmission,
         LeaseProvider,
         Notifier,
         SlotFunction,
@@ -96,6 +97,16 @@ def fdcore_table_runners() -> Sequence[TableRunner]:
 
     Called once at start-up; the agent starts each table with the one named by
     ``[runner] kind``.
+    """
+
+
+@hookspec
+def fdcore_host_admissions() -> Sequence[HostAdmission]:
+    """Return the host admissions this plugin provides (``slots`` from fdcore-hostslots).
+
+    Called once at start-up; an agent with ``[agent] host`` opens the one named by
+    ``[agent] host_admission`` on that folder, starts each table through it, and gives its claim
+    policy the host's free slots.
     """
 
 

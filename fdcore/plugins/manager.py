@@ -22,6 +22,7 @@ import pluggy
 from fdcore.abc import (
     ClaimPolicy,
     Command,
+    HostAdmission,
     LeaseProvider,
     Notifier,
     SlotFunction,
@@ -84,8 +85,24 @@ LEASES: Kind[LeaseProvider] = Kind(
 )
 RUNNER: Kind[TableRunner] = Kind("table runner", "fdcore_table_runners", "[runner] kind", {})
 COMMAND: Kind[Command] = Kind("command", "fdcore_commands", "fdcore COMMAND", {})
+HOST: Kind[HostAdmission] = Kind(
+    "host admission",
+    "fdcore_host_admissions",
+    "[agent] host_admission",
+    {"slots": "fdcore-hostslots", "lanes": "fdcore-admission"},
+)
 
-KINDS: tuple[Kind[Any], ...] = (STORAGE, CLAIM, SLOT, TAKEOVER, NOTIFIER, LEASES, RUNNER, COMMAND)
+KINDS: tuple[Kind[Any], ...] = (
+    STORAGE,
+    CLAIM,
+    SLOT,
+    TAKEOVER,
+    NOTIFIER,
+    LEASES,
+    RUNNER,
+    COMMAND,
+    HOST,
+)
 
 
 def guess_storage_backend(url: str) -> str:

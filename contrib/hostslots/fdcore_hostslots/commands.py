@@ -1,0 +1,86 @@
+"""``fdcore host init | set-slots N | probe | migrate``: the operator's side of a host folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import attrs
+
+from fdcore.errors import ConfigError
+from fdcore_hostslots.host import Host
+
+HOST_VARIABLE = "FDCORE_HOST"
+
+
+class HostCommand:
+    name = "host"
+    help = "set up and inspect a host folder: the execution slots this machine's agents share"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        actions = parser.add_subparsers(dest="host_action", required=True, metavar="ACTION")
+        for action, text in (
+            ("init", "create the host folder with one slot (never resets an existing one)"),
+            ("probe", "show configured_slots, busy_slots and the live leases"),
+            ("migrate", "bring an older host folder to the current layout (all idle)"),
+            ("set-slots", "set how many tables this host runs at once (1..8)"),
+        ):
+            sub = actions.add_parser(action, help=text, description=text)
+            sub.add_argument(
+                "--host", help=f"the host folder (default: ${HOST_VARIABLE})", default=None
+            )
+            if action == "set-slots":
+                sub.add_argument("count", help="the slot count, 1..8")
+            if action == "probe":
+                sub.add_argument("--json", action="store_true", help="one JSON object")
+
+    def run(self, args: argparse.Namespace) -> int:
+        path = args.host or os.environ.get(HOST_VARIABLE)
+        if not path:
+            raise ConfigError(
+                f"fdcore host {args.host_action}", "--host", f"missing (or set ${HOST_VARIABLE})"
+            )
+        host = Host(path)
+        if args.host_action == "init":
+            created = host.init()
+            print(f"{path}: {'initialised with 1 slot' if created else 'already a host folder'}")
+        elif args.host_action == "set-slots":
+            try:
+                count: object = int(args.count, 10)
+            except ValueError:
+                count = args.count
+            print(f"{path}: {host.set_slots(count)} slot(s)")
+        elif args.host_action == "migrate":
+            print(f"{path}: {host.migrate()}")
+        else:
+            self._probe(host, as_json=args.json)
+        return 0
+
+    def _probe(self, host: Host, *, as_json: bool) -> None:
+        probe = host.probe()
+        leases = host.leases()
+        if as_json:
+            rows = [
+                {
+                    **attrs.asdict(lease, recurse=False, filter=lambda a, v: a.name != "process"),
+                    "pid": lease.process.pid,
+                }
+                for lease in leases
+            ]
+            document = {
+                "configured_slots": probe.configured_slots,
+                "busy_slots": probe.busy_slots,
+                "free": probe.free,
+                "leases": rows,
+            }
+            print(json.dumps(document))
+            return
+        print(f"configured_slots {probe.configured_slots}")
+        print(f"busy_slots {probe.busy_slots}")
+        print(f"free {'yes' if probe.free else 'no'}")
+        for lease in leases:
+            print(
+                f"slot {lease.slot}: {lease.scope} request {lease.request} table {lease.table} "
+                f"agent {lease.holder} pid {lease.process.pid}"
+            )
