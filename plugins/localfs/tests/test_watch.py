@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fdcore_localfs.store import LocalFolderStorage
 
 from fdcore.abc import WatchableStorage
-from fdcore_localfs.store import LocalFolderStorage
 
 
 class Watching:
