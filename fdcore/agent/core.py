@@ -102,7 +102,8 @@ class Agent:
         create_due_requests(self.schedules, self.mailbox, self.name, now)
         # A look made between polls (react) since the last poll did what this one would, less
         # than a poll ago: skipping it keeps the store traffic of a busy agent where it was.
-        if self.discovery.looks == self._looks_at_last_poll:
+        # Not with take_over: each poll's sweep is what bounds the time to take over.
+        if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
             self.discovery.look_for_work(now)
             self._move_held_work(now)  # start what was just found, not a poll later
         self._looks_at_last_poll = self.discovery.looks
