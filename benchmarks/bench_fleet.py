@@ -15,34 +15,61 @@ round-robin, so a noisy neighbour on the machine hits them alike; figures are me
 - idle start: a request submitted to an idle fleet, from the submit to its first table's start.
 
 ``schedule``: 3 agents share an ``every = "1s"`` schedule for ``--seconds``; reports the slots
-due in that window, the slots that ran, and any slot that ran twice. Results: docs/benchmarks.md.
+due in that window, the slots that ran, and any slot that ran twice.
+
+``--azurite`` runs the same on the OneLake backend against a local Azurite. Every invocation
+first prints the backend's raw conditional creates per second (one client, one after another):
+divided by the writes a request costs, that is the ceiling a fleet's requests/s is compared
+with. Results: docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import tempfile
 import time
+import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import attrs
+from fdcore_onelake.testing import Azurite
+
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.mailbox.submit import submit
+from fdcore.plugins.manager import load_plugins
 
 HERE = Path(__file__).resolve().parent
 RUNNER = {"kind": "python", "function": "noop_tables:noop"}
+CONTAINER = "bench"
+SECRET_VARIABLE = "FDCORE_BENCH_AZURITE_CONNECTION"
 
 
-def _fleet(
-    folder: Path, poll: float, url: str | None, schedule: dict[str, Any] | None
-) -> AgentFleet:
-    env = folder / "env"
+@attrs.define
+class Place:
+    """Where the fleet's environments go: a new local folder, or folders on one Azurite."""
+
+    azurite: Azurite | None = None
+
+    def environment(self, folder: Path) -> tuple[str, dict[str, str]]:
+        """A new environment's URL and the agents' [storage] options."""
+        if self.azurite is None:
+            return str(folder / "env"), {}
+        os.environ[SECRET_VARIABLE] = self.azurite.connection_string
+        url = self.azurite.url(CONTAINER, f"bench-{uuid.uuid4().hex[:12]}")
+        return url, {"connection_string_env": SECRET_VARIABLE}
+
+
+def _fleet(folder: Path, poll: float, place: Place, schedule: dict[str, Any] | None) -> AgentFleet:
     logs = folder / "tables"
     logs.mkdir(parents=True)
-    fleet = AgentFleet(folder, url or str(env))
+    url, storage = place.environment(folder)
+    fleet = AgentFleet(folder, url, storage)
     fleet.add_pythonpath(HERE)
     fleet.env["FDCORE_BENCH_LOG"] = str(logs)
     agent = {"poll_seconds": poll, "concurrency": 2, "stale_after": 30, "shutdown_grace": 20}
@@ -64,10 +91,10 @@ def _runs(folder: Path) -> list[dict[str, Any]]:
     return lines
 
 
-def drain_once(poll: float, requests: int, idle_samples: int, url: str | None) -> dict[str, float]:
+def drain_once(poll: float, requests: int, idle_samples: int, place: Place) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
         folder = Path(tmp)
-        fleet = _fleet(folder, poll, url, None)
+        fleet = _fleet(folder, poll, place, None)
         for n in range(requests):
             submit(fleet.mailbox, [f"t{n}-a", f"t{n}-b"], request_id=f"bench-{n:05d}")
         try:
@@ -113,11 +140,11 @@ def drain_once(poll: float, requests: int, idle_samples: int, url: str | None) -
     }
 
 
-def schedule_once(poll: float, seconds: float, url: str | None) -> dict[str, float]:
+def schedule_once(poll: float, seconds: float, place: Place) -> dict[str, float]:
     schedule = {"id": "tick", "shared": True, "entities": ["tick"], "every": "1s"}
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
         folder = Path(tmp)
-        fleet = _fleet(folder, poll, url, schedule)
+        fleet = _fleet(folder, poll, place, schedule)
         try:
             for agent in fleet:
                 agent.start()
@@ -141,6 +168,19 @@ def schedule_once(poll: float, seconds: float, url: str | None) -> dict[str, flo
     }
 
 
+def creates_per_second(place: Place, count: int = 300) -> float:
+    """The backend's raw rate of conditional creates, one after another from one client."""
+    with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
+        url, options = place.environment(Path(tmp))
+        storage = load_plugins().open_storage(url, options)
+        started = time.perf_counter()
+        for n in range(count):
+            storage.create(f"bench/{n:05d}.json", b'{"n": %d}' % n)
+        elapsed = time.perf_counter() - started
+        storage.close()
+    return count / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["drain", "schedule"])
@@ -149,15 +189,25 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--idle-samples", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--url", help="an environment URL (default: a new local folder)")
+    parser.add_argument("--azurite", action="store_true", help="on Azurite, not a local folder")
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        place = Place()
+        if args.azurite:
+            place.azurite = stack.enter_context(Azurite())
+            place.azurite.create_container(CONTAINER)
+        print(f"conditional creates/s, one client: {creates_per_second(place):.0f}", flush=True)
+        _run(args, place)
+
+
+def _run(args: argparse.Namespace, place: Place) -> None:
     results: dict[float, list[dict[str, float]]] = defaultdict(list)
     for run in range(args.runs):
         for poll in args.poll:
             if args.what == "drain":
-                figures = drain_once(poll, args.requests, args.idle_samples, args.url)
+                figures = drain_once(poll, args.requests, args.idle_samples, place)
             else:
-                figures = schedule_once(poll, args.seconds, args.url)
+                figures = schedule_once(poll, args.seconds, place)
             results[poll].append(figures)
             shown = ", ".join(f"{key}={value:.3g}" for key, value in figures.items())
             print(f"run {run + 1} poll_seconds={poll}: {shown}", flush=True)
