@@ -11,7 +11,9 @@ They share :class:`~fdcore.agent.work.Holdings`, the requests this agent holds.
 
 Nothing here sleeps, starts threads or reads the wall clock: time comes from the injected clock and
 table runs are polled, never waited on. The runtime shell (:mod:`fdcore.cli.runtime`) calls
-:meth:`Agent.poll` in a loop; the simulator calls the same code under virtual time.
+:meth:`Agent.poll` every ``poll_seconds`` and :meth:`Agent.react` whenever a table run ends, a
+slot of its schedules falls due (:meth:`Agent.next_due`) or the store reports a submission; the
+simulator calls the same code under virtual time.
 """
 
 from __future__ import annotations
