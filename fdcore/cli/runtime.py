@@ -155,9 +155,11 @@ class AgentRuntime:
         while True:
             # Cleared before the step: a run ending during it wakes the next wait at once.
             self._wake.clear()
-            if self._stop_requested_at is not None and not agent.stopping:
+            stop_now = self._stop_requested_at is not None and not agent.stopping
+            if stop_now:
                 agent.stop()
-            if time.monotonic() >= next_poll:
+            # A stop polls at once: its record says "stopping" and waiting requests go back.
+            if stop_now or time.monotonic() >= next_poll:
                 self._new_work.clear()  # the poll looks anyway
                 agent.poll()
                 next_poll = time.monotonic() + self.config.poll_seconds
