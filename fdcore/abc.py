@@ -12,6 +12,7 @@ Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.
 from __future__ import annotations
 
 import argparse
+import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -74,6 +75,19 @@ class Storage(Protocol):
 
     def close(self) -> None:
         """Release connections and handles. The store is not used afterwards."""
+
+
+@runtime_checkable
+class WatchableStorage(Protocol):
+    """A storage that can tell when keys appear: agents then notice new requests at once.
+
+    Optional: without it an idle agent notices a new request at its next poll.
+    """
+
+    def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
+        """Call ``changed()`` soon after a key under ``prefix`` is created or deleted, until
+        ``stop`` is set (checked at least every second). Blocks: the runtime gives it a thread.
+        A spurious call is harmless (the agent looks once and finds nothing)."""
 
 
 def check_precondition(key: str, current: Blob | None, etag: str | None) -> Blob:
@@ -363,6 +377,22 @@ class TableRun(Protocol):
 
     def cancel(self) -> None:
         """Stop the run (the agent lost the request or is shutting down past its grace)."""
+
+
+@runtime_checkable
+class WaitableRun(Protocol):
+    """A table run that can also be waited on: the runtime wakes its agent when it ends.
+
+    Optional: a run without ``wait`` is noticed by a short tick while it runs instead.
+    """
+
+    def poll(self) -> TableResult | None: ...
+
+    def cancel(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run ended (True) or ``timeout`` passed (False). Never takes its
+        result: :meth:`poll` still returns it, from any thread."""
 
 
 @runtime_checkable

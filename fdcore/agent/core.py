@@ -11,13 +11,16 @@ They share :class:`~fdcore.agent.work.Holdings`, the requests this agent holds.
 
 Nothing here sleeps, starts threads or reads the wall clock: time comes from the injected clock and
 table runs are polled, never waited on. The runtime shell (:mod:`fdcore.cli.runtime`) calls
-:meth:`Agent.poll` in a loop; the simulator calls the same code under virtual time.
+:meth:`Agent.poll` every ``poll_seconds`` and :meth:`Agent.react` whenever a table run ends, a
+slot of its schedules falls due (:meth:`Agent.next_due`) or the store reports a submission; the
+simulator calls the same code under virtual time.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
 from fdcore.abc import AgentLoad
@@ -71,6 +74,7 @@ class Agent:
             config, mailbox, components, self.instance, self.status_changes, self.holdings
         )
         self._outage: str | None = None
+        self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
 
     @property
     def held(self) -> dict[str, Work]:
@@ -90,15 +94,56 @@ class Agent:
     def poll(self) -> None:
         """One step, as docs/agents.md tells it: record, held work, schedules, new work."""
         now = self.clock.now()
-        try:
-            self.presence.write(now, self.stopping)
+        self._guarded(lambda: self._poll(now))
+
+    def _poll(self, now: datetime) -> None:
+        self.presence.write(now, self.stopping)
+        self._move_held_work(now)
+        if self.stopping:
+            return
+        create_due_requests(self.schedules, self.mailbox, self.name, now)
+        # A look made between polls (react) since the last poll did what this one would, less
+        # than a poll ago: skipping it keeps the store traffic of a busy agent where it was.
+        # Not with take_over: each poll's sweep is what bounds the time to take over.
+        if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
+            self.discovery.look_for_work(now)
+            self._move_held_work(now)  # start what was just found, not a poll later
+        self._looks_at_last_poll = self.discovery.looks
+
+    def react(self, new_work: bool = False) -> None:
+        """Between polls: do at once what a table's end, a due slot or new work calls for.
+
+        Records ended tables and starts each request's next one; creates the requests of due
+        slots; and when a worker is free and there is work to take (requests left unclaimed by
+        the last look, a request just created, or ``new_work``: the store said something was
+        submitted), looks for work once. Without any of these it touches no file, so the
+        runtime may call it as often as something happens. The poll stays the heartbeat, the
+        sweep and the discovery of work nobody announced.
+        """
+        self._guarded(lambda: self._react(self.clock.now(), new_work))
+
+    def _react(self, now: datetime, new_work: bool) -> None:
+        ended = self._move_held_work(now)
+        if self.stopping:
+            return
+        created = create_due_requests(self.schedules, self.mailbox, self.name, now)
+        hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
+        if hint and self.parts.claim.may_claim(self.load()):
+            self.discovery.look_for_work(now)
             self._move_held_work(now)
-            if not self.stopping:
-                create_due_requests(self.schedules, self.mailbox, self.name, now)
-                self.discovery.look_for_work(now)
-                self._move_held_work(now)  # start what was just found, not a poll later
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """When the next slot of this agent's schedules is due (None without schedules)."""
+        if self.stopping or not self.schedules:
+            return None
+        return min(schedule.timetable.next_due(now).due_at for schedule in self.schedules)
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        """Run a step; a mailbox that cannot be reached is reported once and retried later."""
+        try:
+            step()
         except StorageUnavailable as exc:
-            # The mailbox cannot be reached: keep what we hold, report once, retry next poll.
+            # Keep what we hold, report once, retry at the next step.
             if self._outage is None:
                 log.warning("%s: mailbox unavailable, will retry: %s", self.name, exc)
             self._outage = str(exc)
@@ -107,8 +152,12 @@ class Agent:
             log.info("%s: mailbox reachable again", self.name)
             self._outage = None
 
-    def _move_held_work(self, now: datetime) -> None:
-        """Record finished tables, then start next ones (or hand requests back when stopping)."""
+    def _move_held_work(self, now: datetime) -> bool:
+        """Record finished tables, then start next ones (or hand requests back when stopping).
+
+        True if a request left this agent (finished, failed or handed back): a worker freed.
+        """
+        before = len(self.held)
         # Running requests first, then waiting ones by age: a free worker goes to the oldest.
         for work in sorted(self.held.values(), key=lambda w: (not w.running, w.status.updated_at)):
             if not self.holdings.holds(work):
@@ -119,6 +168,7 @@ class Agent:
                 self._hand_back(work, now)
             elif work.running or self.load().running < self.config.concurrency:
                 self.tables.next_table(work, now)
+        return len(self.held) < before
 
     def _hand_back(self, work: Work, now: datetime) -> None:
         """Give a request whose table ended (or was cancelled) back: its lease, then its status."""

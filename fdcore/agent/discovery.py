@@ -40,9 +40,12 @@ class Discovery:
         self.holdings = holdings
         self._requests: dict[str, Request] = {}  # requests never change once written
         self._last_sweep: datetime | None = None
+        self.looks = 0  # how many looks this agent made
+        self.backlog = 0  # unclaimed requests for this agent the last look left for later
 
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
+        self.looks += 1
         request_ids = set(self.mailbox.request_ids())
         status_ids = set(self.mailbox.status_ids())
         # The sweep runs every poll with take_over, else once per stale_after.
@@ -133,6 +136,7 @@ class Discovery:
         """Oldest first: expire those past their deadline, claim others as the policy allows."""
         requests = [r for r in map(self._request, request_ids) if r is not None]
         requests.sort(key=lambda r: (r.created_at, r.id))
+        self.backlog = 0
         for request in requests:
             if request.deadline is not None and now > request.deadline:
                 self.status_changes.expire(request, now)
@@ -140,6 +144,7 @@ class Discovery:
             if not self._may_hold(request):
                 continue
             if not self.parts.claim.may_claim(self.holdings.load()):
+                self.backlog += 1  # a worker that frees may take it at once (Agent.react)
                 continue  # keep going: later requests may still need expiring
             self.status_changes.claim(request, now)
 

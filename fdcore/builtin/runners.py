@@ -34,6 +34,13 @@ class _ProcessRun:
         last = tail[-1] if tail else ""
         return TableResult(False, f"exit code {code}" + (f": {last}" if last else ""))
 
+    def wait(self, timeout: float | None = None) -> bool:
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def cancel(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -89,6 +96,10 @@ class _ThreadRun:
 
     def poll(self) -> TableResult | None:
         return None if self.thread.is_alive() else self.result
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
     def cancel(self) -> None:
         pass  # a Python thread cannot be stopped from outside; the agent stops waiting for it

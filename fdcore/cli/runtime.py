@@ -14,11 +14,15 @@ import threading
 import time
 from types import FrameType
 
+import attrs
+
+from fdcore.abc import TableJob, TableRun, WaitableRun, WatchableStorage
 from fdcore.agent.components import StartTable, build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.schedules import build_schedules
 from fdcore.agent.settings import AgentConfig
 from fdcore.clock import Clock, SystemClock
+from fdcore.contract.layout import REQUESTS
 from fdcore.contract.models import AgentRecord
 from fdcore.incidents.watch import watch_incidents
 from fdcore.mailbox.access import Mailbox, ProblemLog
@@ -42,8 +46,20 @@ def same_host_process_gone(record: AgentRecord) -> bool:
     return False
 
 
+# A table run that cannot be waited on (a plugin runner without ``wait``) is looked at this often.
+RUN_TICK_SECONDS = 0.02
+# Woken for a due slot this long after it, so the slot is due on the agent's clock too.
+DUE_MARGIN_SECONDS = 0.001
+
+
 class AgentRuntime:
-    """Runs one agent until it is told to stop (SIGTERM, SIGINT, or :meth:`request_stop`)."""
+    """Runs one agent until it is told to stop (SIGTERM, SIGINT, or :meth:`request_stop`).
+
+    The agent polls every ``poll_seconds``; between polls the runtime sleeps until something
+    happens and then lets the agent react at once (:meth:`Agent.react`): a table run ended (a
+    thread waits on each), a schedule's slot fell due, or the storage saw a request submitted
+    (backends that can watch, see docs/agents.md).
+    """
 
     def __init__(
         self,
@@ -58,15 +74,19 @@ class AgentRuntime:
         self.storage = plugins.open_storage(
             config.environment, dict(config.storage_options), config.storage_backend
         )
+        components = build_components(config, plugins, self.storage, start_table)
+        self.clock = clock or SystemClock()
         self.agent = Agent(
             config,
             Mailbox(self.storage, ProblemLog(config.name)),
-            build_components(config, plugins, self.storage, start_table),
-            clock or SystemClock(),
+            attrs.evolve(components, start_table=self._waking(components.start_table)),
+            self.clock,
             previous_process_gone=same_host_process_gone,
             schedules=build_schedules(config, plugins),
         )
         self._wake = threading.Event()
+        self._new_work = threading.Event()
+        self._closing = threading.Event()  # stops the storage watcher
         self._stop_requested_at: float | None = None
         # [incidents] enabled: evaluation and delivery on a thread of their own (docs/incidents.md)
         self.incidents = watch_incidents(
@@ -86,16 +106,74 @@ class AgentRuntime:
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
 
+    def _waking(self, start: StartTable) -> StartTable:
+        """The agent's table starter, with a thread per run that wakes the loop when it ends."""
+
+        def start_table(job: TableJob) -> TableRun:
+            run = start(job)
+            if isinstance(run, WaitableRun):
+                threading.Thread(target=self._wake_after, args=(run,), daemon=True).start()
+            return run
+
+        return start_table
+
+    def _wake_after(self, run: WaitableRun) -> None:
+        run.wait()
+        self._wake.set()
+
+    def _on_submitted(self) -> None:
+        self._new_work.set()
+        self._wake.set()
+
+    def _watch_requests(self) -> None:
+        """Have the storage say when a request is submitted, if it can (else polls find it)."""
+        if not isinstance(self.storage, WatchableStorage):
+            return
+        storage = self.storage
+
+        def watch() -> None:
+            try:
+                storage.watch(REQUESTS, self._on_submitted, self._closing)
+            except Exception as exc:
+                log.warning("%s: not watching for new requests: %s", self.config.name, exc)
+
+        threading.Thread(target=watch, name="fdcore-watch", daemon=True).start()
+
+    def _sleep_seconds(self, next_poll: float) -> float:
+        """Until the next poll, the next due slot, or a tick while an unwaitable run runs."""
+        seconds = next_poll - time.monotonic()
+        due = self.agent.next_due(self.clock.now())
+        if due is not None:
+            until_due = (due - self.clock.now()).total_seconds() + DUE_MARGIN_SECONDS
+            seconds = min(seconds, until_due)
+        held = self.agent.held.values()
+        if any(w.run is not None and not isinstance(w.run, WaitableRun) for w in held):
+            seconds = min(seconds, RUN_TICK_SECONDS)
+        return max(seconds, 0.0)
+
     def run(self) -> int:
         """Poll until stopped and idle (or the shutdown grace runs out); return the exit code."""
         agent = self.agent
         log.info("%s: running on %s", self.config.name, self.storage.url)
         if self.incidents is not None:
             self.incidents.start()
+        self._watch_requests()
+        next_poll = time.monotonic()
         while True:
-            if self._stop_requested_at is not None and not agent.stopping:
+            # Cleared before the step: a run ending during it wakes the next wait at once.
+            self._wake.clear()
+            stop_now = self._stop_requested_at is not None and not agent.stopping
+            if stop_now:
                 agent.stop()
-            agent.poll()
+            # A stop polls at once: its record says "stopping" and waiting requests go back.
+            if stop_now or time.monotonic() >= next_poll:
+                self._new_work.clear()  # the poll looks anyway
+                agent.poll()
+                next_poll = time.monotonic() + self.config.poll_seconds
+            else:
+                new_work = self._new_work.is_set()
+                self._new_work.clear()
+                agent.react(new_work=new_work)
             if agent.stopping:
                 if agent.idle:
                     break
@@ -104,8 +182,8 @@ class AgentRuntime:
                     log.warning("%s: shutdown grace ran out; handing work back", agent.name)
                     agent.abandon()
                     break
-            self._wake.wait(self.config.poll_seconds)
-            self._wake.clear()
+            self._wake.wait(self._sleep_seconds(next_poll))
+        self._closing.set()
         if self.incidents is not None:
             self.incidents.stop()
         agent.close()

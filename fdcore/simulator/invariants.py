@@ -49,6 +49,9 @@ class Checker:
     def after_poll(self, world: World, host: AgentHost) -> None:
         """Called after every agent poll that did not raise (state is consistent here)."""
 
+    def after_reaction(self, world: World, host: AgentHost) -> None:
+        """Called after every reaction between polls (:meth:`Agent.react`) that did not raise."""
+
     def after_change(self, world: World) -> None:
         """Called after an agent starts, crashes, pauses or resumes."""
 
@@ -487,6 +490,9 @@ class PausedAgentStops(Checker):
         # (agent, process, request) -> when its status update failed on the etag
         self.failed_updates: dict[tuple[str, int, str], float] = {}
 
+    def after_reaction(self, world: World, host: AgentHost) -> None:
+        self.after_poll(world, host)  # a reaction's status writes are judged as a poll's
+
     def after_poll(self, world: World, host: AgentHost) -> None:
         agent = host.agent
         assert agent is not None
@@ -649,6 +655,9 @@ class NoStrandedRequests(Checker):
         self.stranded: dict[str, tuple[float, str]] = {}
 
     def after_poll(self, world: World, host: AgentHost) -> None:
+        self.after_change(world)
+
+    def after_reaction(self, world: World, host: AgentHost) -> None:
         self.after_change(world)
 
     def after_change(self, world: World) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ import attrs
 
 from fdcore.simulator.invariants import Checker, Violation
 from fdcore.simulator.options import command_line
+from fdcore.simulator.trace import Trace
 from fdcore.simulator.world import World
 
 WRITES = ("create", "replace", "delete")
@@ -34,6 +36,9 @@ class Report:
     table_runs: dict[str, int]
     queue_wait_p50: float  # virtual seconds from created to first table started
     queue_wait_p99: float
+    table_gap_p50: float  # virtual seconds from a table's end to its request's next table's start
+    table_gap_p99: float
+    worker_utilisation: float  # share of the fleet's worker time spent running tables
     stranded: int
     store_operations: dict[str, int]
     store_writes: int
@@ -66,6 +71,11 @@ class Report:
                 "p50": round(self.queue_wait_p50, 3),
                 "p99": round(self.queue_wait_p99, 3),
             },
+            "table_gap_seconds": {
+                "p50": round(self.table_gap_p50, 3),
+                "p99": round(self.table_gap_p99, 3),
+            },
+            "worker_utilisation": round(self.worker_utilisation, 4),
             "stranded_requests": self.stranded,
             "store_operations": self.store_operations,
             "store_writes": self.store_writes,
@@ -90,6 +100,9 @@ class Report:
             "table runs: " + ", ".join(f"{kind} {n}" for kind, n in self.table_runs.items()),
             f"queue wait (created -> started): p50 {self.queue_wait_p50:.1f}s, "
             f"p99 {self.queue_wait_p99:.1f}s",
+            f"next table (a table's end -> its request's next table's start): "
+            f"p50 {self.table_gap_p50:.2f}s, p99 {self.table_gap_p99:.2f}s; "
+            f"worker utilisation {100 * self.worker_utilisation:.1f}%",
             f"stranded requests (invariant 6): {self.stranded}",
             "store operations: "
             + ", ".join(f"{kind} {n}" for kind, n in self.store_operations.items()),
@@ -126,6 +139,31 @@ def _figure(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
+def _next_table_gaps(trace: Trace) -> list[float]:
+    """For each table run that ended, the wait until its request's next table started.
+
+    The next start is the first of the same request, attempt and process after the end; a
+    request's last table has none.
+    """
+    starts: dict[tuple[str, int, int], list[float]] = defaultdict(list)
+    for start in trace.table_starts:
+        starts[(start.request, start.attempt, start.incarnation)].append(start.time)
+    gaps = []
+    for end in trace.table_writes:
+        later = starts.get((end.request, end.attempt, end.incarnation), [])
+        index = bisect.bisect_left(later, end.time)
+        if index < len(later):
+            gaps.append(later[index] - end.time)
+    return gaps
+
+
+def _utilisation(world: World) -> float:
+    """Worker time spent in table runs that ended, over every agent's workers all run long."""
+    busy = sum(end.time - end.run_started for end in world.trace.table_writes)
+    workers = world.scenario.agents * world.scenario.concurrency
+    return busy / (workers * world.now) if world.now else 0.0
+
+
 def build_report(
     world: World,
     checkers: Sequence[Checker],
@@ -158,6 +196,7 @@ def build_report(
         for request, started in trace.first_start.items()
         if request not in trace.poison
     ]
+    gaps = _next_table_gaps(trace)
     checks: dict[str, Any] = {}
     for checker in checkers:
         checks.update(checker.summary())
@@ -183,6 +222,9 @@ def build_report(
         },
         queue_wait_p50=percentile(waits, 0.5),
         queue_wait_p99=percentile(waits, 0.99),
+        table_gap_p50=percentile(gaps, 0.5),
+        table_gap_p99=percentile(gaps, 0.99),
+        worker_utilisation=_utilisation(world),
         stranded=checks.get("stranded requests", 0),
         store_operations=store,
         store_writes=writes,

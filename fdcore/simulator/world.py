@@ -12,8 +12,10 @@ simulated ones:
 
 Events (agent polls, run ends, request arrivals, crashes, restarts, pauses, resumes) sit in one
 heap ordered by (virtual time, sequence number), so a seed fixes the whole run. A poll is atomic
-in virtual time: the store latency it met only delays that agent's next poll. Agents given
-schedules create those requests themselves, in their polls.
+in virtual time: the store latency it met only delays that agent's next poll. Between polls an
+agent reacts (:meth:`~fdcore.agent.core.Agent.react`) when one of its runs ends and when a slot
+of its schedules falls due, as the runtime wakes it. Agents given schedules create those
+requests themselves.
 
 The world writes the :class:`~fdcore.simulator.trace.Trace` and calls the live hooks of the
 checkers it is given (:class:`Watcher`); it imports none of them. Judging the finished run is
@@ -69,6 +71,10 @@ PartsFactory = Callable[[AgentConfig, Storage, StartTable], Components]
 SchedulesFactory = Callable[[AgentConfig], list[Schedule]]
 
 
+# An agent woken for a due slot wakes this long after it, so the slot is due on its clock too.
+DUE_MARGIN = 0.001
+
+
 def default_parts(config: AgentConfig, storage: Storage, start_table: StartTable) -> Components:
     """The parts the agent's config names, resolved through the installed plugins."""
     return build_components(config, installed_plugins(), storage, start_table)
@@ -84,6 +90,8 @@ class Watcher(Protocol):
     has these hooks): state is consistent at each call."""
 
     def after_poll(self, world: World, host: AgentHost) -> None: ...
+
+    def after_reaction(self, world: World, host: AgentHost) -> None: ...
 
     def after_change(self, world: World) -> None: ...
 
@@ -174,6 +182,10 @@ class AgentHost:
         self.paused: Pause | None = None
         self.poll_token = 0  # a new poll chain voids the old one
         self.runs: dict[int, SimRun] = {}  # running table runs (insertion order: deterministic)
+        self.due_wake: float | None = None  # the pending wake for a schedule's next due slot
+        # The end of the agent's last step's store calls: the runtime's one thread is busy
+        # until then, so a poll or reaction due earlier waits for it.
+        self.busy_until = 0.0
         # within the current poll: a new request claimed; the claim policy said no before it
         self.polling = self.claimed = self.room_spent = False
 
@@ -324,6 +336,7 @@ class World:
         """Start (or restart after a crash) the agent's process: a new Agent, same name."""
         host.incarnation += 1
         host.polls = 0
+        host.busy_until = 0.0  # a new process: the old one's store calls died with it
         config = self.plan.agent_config(host.name, self.store.url)
         self.trace.starts.append(Start(self.next_seq(), self.now, host.name, host.incarnation))
 
@@ -355,6 +368,9 @@ class World:
         agent = host.agent
         if token != host.poll_token or agent is None or host.paused is not None:
             return
+        if self.now < host.busy_until:  # still in a reaction's store calls: one thread
+            self.at(host.busy_until, self._poll, host, token)
+            return
         store = host.store
         store.begin_poll()
         free_before = agent.parts.claim.may_claim(agent.load())
@@ -368,6 +384,7 @@ class World:
             failure = exc
         host.polling = False
         elapsed = store.poll_seconds  # what the poll's store calls took: delays the next one
+        host.busy_until = self.now + elapsed
         self.trace.polls.append(
             PollRecord(
                 seq_start=seq_start,
@@ -395,6 +412,48 @@ class World:
         for checker in self.checkers:
             checker.after_poll(self, host)
         self.at(self.now + elapsed + host.plan.poll_interval(), self._poll, host, token)
+        self._wake_when_due(host)
+
+    def _react(self, host: AgentHost, incarnation: int, due: float | None = None) -> None:
+        """What the runtime does between polls (:meth:`Agent.react`): a run ended, a slot is due.
+
+        Atomic in virtual time like a poll; the store latency it meets keeps the agent busy, as
+        the runtime's one thread is: a poll or reaction falling due meanwhile waits for it.
+        """
+        if due is not None and host.due_wake == due:
+            host.due_wake = None
+        agent = host.agent
+        if agent is None or host.incarnation != incarnation or host.paused is not None:
+            return
+        if self.now < host.busy_until:  # the agent's one thread is still in its last step
+            self.at(host.busy_until, self._react, host, incarnation)
+            return
+        host.store.begin_poll()
+        try:
+            agent.react()
+        except Exception as exc:  # the agent must never raise out of a step: report it
+            self.agent_errors.append((self.now, f"{host.name} raised {type(exc).__name__}: {exc}"))
+            self._crash(host, "exception")
+            return
+        self.stats["reactions"] += 1
+        host.busy_until = self.now + host.store.poll_seconds
+        for checker in self.checkers:
+            checker.after_reaction(self, host)
+        self._wake_when_due(host)
+
+    def _wake_when_due(self, host: AgentHost) -> None:
+        """Have the agent react at its schedules' next due slot, as the runtime wakes it."""
+        agent = host.agent
+        if agent is None:
+            return
+        due = agent.next_due(host.clock.now())
+        if due is None:
+            return
+        # The agent's clock runs ``skew`` ahead of the world's: its due time comes that early.
+        when = (due - EPOCH).total_seconds() - host.skew + DUE_MARGIN
+        if host.due_wake != when:
+            host.due_wake = when
+            self.at(max(when, self.now), self._react, host, host.incarnation, when)
 
     def _stale_held(self, name: str, agent: Agent) -> tuple[str, ...]:
         """Requests the agent holds in memory whose status names another agent or attempt."""
@@ -545,6 +604,8 @@ class World:
         )
         run.state = "ended"
         host.runs.pop(id(run), None)
+        # The runtime wakes its agent when a run ends: record it and move on at once.
+        self.at(self.now, self._react, host, run.incarnation)
 
     # -- the trace -------------------------------------------------------------------------------
 

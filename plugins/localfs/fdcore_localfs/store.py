@@ -22,8 +22,9 @@ import fcntl
 import hashlib
 import os
 import stat
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -37,6 +38,7 @@ from fdcore.errors import (
     StorageError,
     StorageUnavailable,
 )
+from fdcore_localfs.watch import watch_folder
 
 INTERNAL = ".fdcore"  # scratch files and lock stripes; dot names are never keys
 LOCK_STRIPES = 256
@@ -319,6 +321,11 @@ class LocalFolderStorage:
                     self._walk(Path(entry.path), key, prefix, keys)
             elif key.startswith(prefix):
                 keys.append(key)
+
+    def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
+        """Call ``changed()`` soon after keys under ``prefix`` appear or go (inotify)."""
+        validate_prefix(prefix)
+        watch_folder(self.root, prefix, changed, stop)
 
     def close(self) -> None:
         pass

@@ -1,0 +1,92 @@
+"""The local folder tells a watching agent at once that a request was submitted."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fdcore_localfs.store import LocalFolderStorage
+
+from fdcore.abc import WatchableStorage
+
+
+class Watching:
+    """A watch of ``requests/`` in a thread, counting its calls."""
+
+    def __init__(self, storage: LocalFolderStorage) -> None:
+        self.calls = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=storage.watch, args=("requests/", self._changed, self.stop), daemon=True
+        )
+        self.thread.start()
+        time.sleep(0.3)  # the inotify watch is set up
+
+    def _changed(self) -> None:
+        self.calls += 1
+
+    def called_within(self, seconds: float, more_than: int = 0) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.calls > more_than:
+                return True
+            time.sleep(0.005)
+        return False
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> LocalFolderStorage:
+    return LocalFolderStorage(tmp_path / "env")
+
+
+@pytest.fixture
+def watching(storage: LocalFolderStorage) -> Iterator[Watching]:
+    watch = Watching(storage)
+    yield watch
+    watch.stop.set()
+    watch.thread.join(5)
+    assert not watch.thread.is_alive(), "the watch did not stop"
+
+
+def test_the_local_folder_can_be_watched(storage: LocalFolderStorage) -> None:
+    assert isinstance(storage, WatchableStorage)
+
+
+def test_a_request_in_a_new_folder_is_seen(storage: LocalFolderStorage, watching: Watching) -> None:
+    assert not (storage.root / "requests").exists()
+    storage.create("requests/a.json", b"{}")
+    assert watching.called_within(2)
+
+
+def test_requests_are_seen_as_they_come(storage: LocalFolderStorage, watching: Watching) -> None:
+    storage.create("requests/a.json", b"{}")
+    assert watching.called_within(2)
+    time.sleep(0.3)  # the watch moved to the new folder
+    seen = watching.calls
+    storage.create("requests/b.json", b"{}")
+    assert watching.called_within(1, more_than=seen)
+
+
+def test_other_folders_are_not_reported(storage: LocalFolderStorage, watching: Watching) -> None:
+    storage.create("requests/a.json", b"{}")
+    assert watching.called_within(2)
+    time.sleep(0.3)
+    seen = watching.calls
+    storage.create("status/a.json", b"{}")
+    storage.create("agents/x.json", b"{}")
+    assert not watching.called_within(0.5, more_than=seen)
+
+
+def test_a_pruned_folder_is_watched_again(storage: LocalFolderStorage, watching: Watching) -> None:
+    storage.create("requests/a.json", b"{}")
+    assert watching.called_within(2)
+    time.sleep(0.3)
+    storage.delete("requests/a.json")  # the emptied folder is pruned
+    assert not (storage.root / "requests").exists()
+    time.sleep(0.3)
+    seen = watching.calls
+    storage.create("requests/b.json", b"{}")
+    assert watching.called_within(2, more_than=seen)

@@ -1,0 +1,184 @@
+"""Between polls (Agent.react): tables back to back, a freed worker claims, slots fire on time.
+
+A reaction moves work the moment something happens and touches the store only for what
+happened; the poll stays the heartbeat (docs/agents.md, "Between polls").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+
+from fdcore.abc import Blob
+from fdcore.agent.settings import ScheduleConfig
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.contract.layout import agent_key
+from fdcore.contract.models import State
+from fdcore.mailbox.submit import submit
+from fdcore.testing.memory_fleet import START, MemoryFleet
+
+EVERY_SECOND = ScheduleConfig(id="tick", entities=("sales",), timing="every", spec="1s")
+
+
+class Counting:
+    """A store that counts the operations it passes to the in-memory one, by kind."""
+
+    def __init__(self, inner: MemoryStorage) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.operations: Counter[str] = Counter()
+
+    def read(self, key: str) -> Blob | None:
+        self.operations["read"] += 1
+        return self.inner.read(key)
+
+    def create(self, key: str, data: bytes) -> str:
+        self.operations["create"] += 1
+        return self.inner.create(key, data)
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        self.operations["replace"] += 1
+        return self.inner.replace(key, data, etag)
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        self.operations["delete"] += 1
+        self.inner.delete(key, etag)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        self.operations["list"] += 1
+        return self.inner.list(prefix)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def tables_started(fleet: MemoryFleet) -> list[str]:
+    return [f"{run.job.request}/{run.job.table}" for run in fleet.runs]
+
+
+def test_a_finished_table_is_recorded_and_the_next_started_without_a_poll(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(Counting)
+    agent = fleet.agent("etl-01")
+    submit(fleet.mailbox, ["sales", "stock", "orders"], request_id="r1", now=START)
+    agent.poll()
+    record = fleet.storage.read(agent_key("etl-01"))
+    for table in ("stock", "orders"):
+        fleet.finish_runs()
+        agent.react()
+        assert tables_started(fleet)[-1] == f"r1/{table}"
+    fleet.finish_runs()
+    agent.react()
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.state is State.SUCCEEDED
+    assert status.value.tables_done == ["sales", "stock", "orders"]
+    # No poll came in between: the record is the one the poll wrote, and nothing was listed.
+    assert fleet.storage.read(agent_key("etl-01")) == record
+    assert store.operations["list"] == 2  # the poll's look only
+
+
+def test_a_reaction_with_nothing_to_do_touches_no_file(fdcore_memory_fleet: MemoryFleet) -> None:
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(Counting)
+    agent = fleet.agent("etl-01", concurrency=2)
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    agent.poll()
+    before = sum(store.operations.values())
+    for _ in range(5):
+        agent.react()  # the table still runs, no slot is due, nothing was submitted
+    assert sum(store.operations.values()) == before
+
+
+def test_a_freed_worker_claims_the_work_its_last_look_left(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=1)
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    submit(fleet.mailbox, ["stock"], request_id="r2", now=START + timedelta(seconds=1))
+    agent.poll()
+    assert tables_started(fleet) == ["r1/sales"]
+    assert fleet.mailbox.status("r2") is None  # no room: left for later
+    fleet.finish_runs()
+    agent.react()
+    assert tables_started(fleet) == ["r1/sales", "r2/stock"]
+
+
+def test_a_freed_worker_does_not_look_when_nothing_was_left(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(Counting)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=1)
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    agent.poll()
+    fleet.finish_runs()
+    lists = store.operations["list"]
+    agent.react()
+    assert store.operations["list"] == lists  # its last look found nothing else: no new look
+    # A submission the store told of is looked for at once.
+    submit(fleet.mailbox, ["stock"], request_id="r2", now=START)
+    agent.react(new_work=True)
+    assert tables_started(fleet) == ["r1/sales", "r2/stock"]
+
+
+def test_the_poll_after_a_reaction_that_looked_does_not_look_again(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(Counting)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=1, poll_seconds=5)
+    for n in range(3):
+        submit(fleet.mailbox, ["t"], request_id=f"r{n}", now=START + timedelta(seconds=n))
+    agent.poll()
+    fleet.finish_runs()
+    agent.react()  # looks: its last look left two requests
+    lists = store.operations["list"]
+    fleet.clock.advance(5)
+    agent.poll()
+    assert store.operations["list"] == lists
+    fleet.clock.advance(5)
+    agent.poll()  # no reaction looked since the last poll: this one looks
+    assert store.operations["list"] == lists + 2
+
+
+def test_with_take_over_every_poll_looks(fdcore_memory_fleet: MemoryFleet) -> None:
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(Counting)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=1, take_over=True)
+    for n in range(3):
+        submit(fleet.mailbox, ["t"], request_id=f"r{n}", now=START + timedelta(seconds=n))
+    agent.poll()
+    fleet.finish_runs()
+    agent.react()
+    lists = store.operations["list"]
+    fleet.clock.advance(5)
+    agent.poll()  # its sweep bounds the time to take over: never skipped
+    assert store.operations["list"] == lists + 2
+
+
+def test_a_slot_is_created_when_due_not_at_the_next_poll(fdcore_memory_fleet: MemoryFleet) -> None:
+    fleet = fdcore_memory_fleet
+    agent = fleet.agent("etl-01", poll_seconds=5, schedules=(EVERY_SECOND,))
+    agent.poll()
+    ran = set()
+    for _ in range(10):  # ten seconds, no poll: the runtime wakes it at each due slot
+        due = agent.next_due(fleet.clock.now())
+        assert due is not None and due > fleet.clock.now()
+        fleet.clock.advance((due - fleet.clock.now()).total_seconds())
+        fleet.finish_runs()
+        agent.react()
+        ran.update(run.job.request for run in fleet.runs)
+    assert len(ran) == 11  # the first poll's slot and the ten that fell due after it
+
+
+def test_a_stopping_agent_has_no_due_slot(fdcore_memory_fleet: MemoryFleet) -> None:
+    fleet = fdcore_memory_fleet
+    agent = fleet.agent("etl-01", schedules=(EVERY_SECOND,))
+    assert agent.next_due(START) == START + timedelta(seconds=1)
+    agent.stop()
+    assert agent.next_due(START) is None
+    assert fleet.agent("etl-02").next_due(START) is None  # no schedules
