@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -15,17 +16,29 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from fdcore.abc import TableJob, TableResult, TableRun
+from fdcore.builtin.processes import ProcessRecords, child_setup, end_group
 
 
 class _ProcessRun:
-    def __init__(self, process: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+    """A table process leading its own process group; the group ends with the run."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], log: IO[bytes], records: ProcessRecords
+    ) -> None:
         self.process = process
         self.log = log
+        self.records = records
+
+    def _ended(self) -> None:
+        # What the table process started must not write on after it: end the whole group.
+        end_group(self.process.pid)
+        self.records.remove(self.process.pid)
 
     def poll(self) -> TableResult | None:
         code = self.process.poll()
         if code is None:
             return None
+        self._ended()
         self.log.seek(0)
         tail = self.log.read()[-2000:].decode(errors="replace").strip().splitlines()
         self.log.close()
@@ -36,12 +49,13 @@ class _ProcessRun:
 
     def cancel(self) -> None:
         if self.process.poll() is None:
-            self.process.terminate()
+            end_group(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self._ended()
 
 
 class CommandRunner:
@@ -49,7 +63,8 @@ class CommandRunner:
 
     The table's identity and fencing token reach the command as ``FDCORE_*`` variables; exit code
     0 is success. Its output goes to the agent's stdout; the last line of stderr becomes the
-    failure message.
+    failure message. The process and everything it starts end with the table, and never outlive
+    the agent (:mod:`fdcore.builtin.processes`).
     """
 
     name = "command"
@@ -65,8 +80,15 @@ class CommandRunner:
             stdin=subprocess.DEVNULL,
             stderr=log,
             cwd=options.get("cwd"),
+            preexec_fn=child_setup(),  # the agent starts tables from one thread: safe
         )
-        return _ProcessRun(process, log)
+        records = ProcessRecords(job.agent, job.environment)
+        records.add(process.pid)
+        return _ProcessRun(process, log, records)
+
+    def end_leftover_runs(self, agent: str, environment: str) -> int:
+        """At start-up: end the table processes an earlier instance of ``agent`` left running."""
+        return ProcessRecords(agent, environment).end_leftovers()
 
 
 class _ThreadRun:
