@@ -76,6 +76,20 @@ class Storage(Protocol):
         """Release connections and handles. The store is not used afterwards."""
 
 
+@runtime_checkable
+class StoreClock(Protocol):
+    """Optional for a :class:`Storage`: the store's own time, as its last write reported it.
+
+    An agent compares it with its clock after each write of its status record and refuses to
+    take over other agents' requests while the two differ by more than ``grace_seconds``. A
+    backend that cannot tell does not implement it; its agents measure no skew.
+    """
+
+    def last_write_time(self) -> datetime | None:
+        """When the store wrote the last object this instance created or replaced, by the
+        store's clock (a file's mtime, an HTTP ``Last-Modified``); None before any write."""
+
+
 def check_precondition(key: str, current: Blob | None, etag: str | None) -> Blob:
     """What replace and delete check first, the same in every backend that compares etags."""
     if current is None:

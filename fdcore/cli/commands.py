@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -19,6 +21,7 @@ from fdcore.cli.views import (
     schedule_warnings,
     shared_by,
 )
+from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
 from fdcore.errors import AlreadyExists, ConfigError, InvalidId
@@ -33,9 +36,24 @@ def _mailbox(url: str, *, create: bool) -> Mailbox:
     return Mailbox(load_plugins().open_storage(url, create=create))
 
 
+#: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
+SKEW_VARIABLE = "FDCORE_TEST_CLOCK_SKEW"
+
+
+def _test_clock() -> SystemClock:
+    text = os.environ.get(SKEW_VARIABLE, "0")
+    try:
+        skew = float(text)
+    except ValueError:
+        skew = math.nan
+    if not math.isfinite(skew) or abs(skew) > 86400:
+        raise ConfigError(SKEW_VARIABLE, None, f"expected seconds within a day, got {text!r}")
+    return SystemClock(skew)
+
+
 def _agent_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    runtime = AgentRuntime(config)
+    runtime = AgentRuntime(config, clock=_test_clock())
     runtime.install_signal_handlers()
     return runtime.run()
 
@@ -123,7 +141,17 @@ def _queue(args: argparse.Namespace) -> int:
 def _agents(args: argparse.Namespace) -> int:
     rows = _agent_rows(_mailbox(args.env, create=False), args.grace)
     table = [
-        ("AGENT", "STATE", "VERSION", "LAST SEEN", "RUNNING", "CLAIM", "TAKE OVER", "SCHEDULES")
+        (
+            "AGENT",
+            "STATE",
+            "VERSION",
+            "LAST SEEN",
+            "CLOCK SKEW",
+            "RUNNING",
+            "CLAIM",
+            "TAKE OVER",
+            "SCHEDULES",
+        )
     ]
     for row in rows:
         schedules = ", ".join(
@@ -136,6 +164,7 @@ def _agents(args: argparse.Namespace) -> int:
                 row.state,
                 row.version or "-",
                 _time(row.last_seen),
+                "-" if row.clock_skew is None else f"{row.clock_skew:+.1f}s",
                 f"{row.running}/{row.concurrency}",
                 row.claim or "-",
                 "yes" if row.take_over else "no",

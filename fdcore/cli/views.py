@@ -30,6 +30,7 @@ class AgentRow:
     take_over: bool
     requests: list[str]
     record: AgentRecord | None = attrs.field(repr=False, eq=False)
+    clock_skew: float | None = None  # its clock minus the store's, as it last measured
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +43,7 @@ class AgentRow:
             "claim": self.claim,
             "take_over": self.take_over,
             "requests": self.requests,
+            "clock_skew": self.clock_skew,
         }
 
 
@@ -78,6 +80,7 @@ def agent_rows(
                 take_over=record.take_over if record else False,
                 requests=list(record.requests) if record else [],
                 record=record,
+                clock_skew=record.clock_skew if record else None,
             )
         )
     return rows

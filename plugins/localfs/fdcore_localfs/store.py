@@ -24,6 +24,7 @@ import os
 import stat
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -94,6 +95,8 @@ class LocalFolderStorage:
         self.root = Path(root)
         self.url = url or self.root.as_uri()
         self._internal = self.root / INTERNAL
+        self._scratch_time: datetime | None = None
+        self._write_time: datetime | None = None  # of the last create or replace that landed
         self._open_root(create)
         # What must still be a folder for the environment not to have vanished (_check_root):
         # ``.fdcore`` tells a mounted share from the empty mount point, the root is all a
@@ -173,13 +176,15 @@ class LocalFolderStorage:
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
-            etag = _etag(data, os.fstat(fd))
+            written = os.fstat(fd)
         except BaseException:
             os.close(fd)
             scratch.unlink(missing_ok=True)
             raise
         os.close(fd)
-        return scratch, etag
+        # The file system stamps the write by its clock (the server's, on a network share).
+        self._scratch_time = datetime.fromtimestamp(written.st_mtime, timezone.utc)
+        return scratch, _etag(data, written)
 
     def _read_path(self, path: Path, key: str) -> Blob | None:
         try:
@@ -198,6 +203,10 @@ class LocalFolderStorage:
 
     def read(self, key: str) -> Blob | None:
         return self._read_path(self._path(key), key)
+
+    def last_write_time(self) -> datetime | None:
+        """:class:`fdcore.abc.StoreClock`: the mtime of the last file this store wrote."""
+        return self._write_time
 
     def create(self, key: str, data: bytes) -> str:
         path = self._path(key)
@@ -219,6 +228,7 @@ class LocalFolderStorage:
                 except NotADirectoryError:
                     raise self._file_in_the_way(key) from None
                 _fsync_dir(path.parent)
+                self._write_time = self._scratch_time
                 return etag
             raise StorageUnavailable(key, f"its folder kept vanishing under {self.root}")
         except OSError as exc:
@@ -265,6 +275,7 @@ class LocalFolderStorage:
                     scratch.unlink(missing_ok=True)
                     raise
                 _fsync_dir(path.parent)
+                self._write_time = self._scratch_time
                 return new_etag
         except OSError as exc:
             raise self._unavailable(key, exc) from None
