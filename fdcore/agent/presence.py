@@ -28,6 +28,7 @@ from fdcore.errors import (
     NotFound,
     PreconditionFailed,
     StorageUnavailable,
+    UnreadableFile,
 )
 from fdcore.mailbox.access import Mailbox
 
@@ -101,16 +102,17 @@ class Presence:
 
     def _claim_name(self, now: datetime) -> None:
         """Refuse to start while another live process writes this agent's record."""
-        blob = self.mailbox.storage.read(self.key)
-        if blob is None:
-            return
         try:
             found = self.mailbox.read(AgentRecord, self.key)
+        except UnreadableFile:
+            raise  # a folder, FIFO or link: nothing this agent can overwrite (one line, exits)
         except MailboxFileError as exc:
+            blob = self.mailbox.storage.read(self.key)
             self.mailbox.problems.report(self.key, f"{exc}; overwriting it")
-            self.etag = blob.etag
+            self.etag = blob.etag if blob else None
             return
-        assert found is not None
+        if found is None:
+            return
         record = found.value
         live = now <= record.updated_at + timedelta(seconds=record.stale_after)
         if (

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from fdcore.abc import HeldLease, Storage
+from fdcore.abc import HeldLease, Storage, read_mailbox_file
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.layout import fence_key, lease_key
 from fdcore.contract.models import Lease
@@ -34,7 +34,7 @@ class MailboxLeases:
         self.storage = storage
 
     def _read(self, key: str) -> _Found:
-        blob = self.storage.read(key)
+        blob = read_mailbox_file(self.storage, key)
         if blob is None:
             return None
         return decode(Lease, blob.data, key), blob.etag

@@ -134,7 +134,11 @@ def _queue(args: argparse.Namespace) -> int:
         table.append(
             (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
         )
-    _print(args, "requests", rows, table, schedule_warnings(agents))
+    # Why each unreadable request is stuck (also its "message" in --json).
+    unreadable = [
+        f"Unreadable: {row.message or row.id}" for row in rows if row.state == "unreadable"
+    ]
+    _print(args, "requests", rows, table, [*schedule_warnings(agents), *unreadable])
     return 0
 
 

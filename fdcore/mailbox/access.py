@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from fdcore.abc import Storage
+from fdcore.abc import Storage, read_mailbox_file
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import (
@@ -78,7 +78,7 @@ class Mailbox:
 
     def read(self, cls: type[T], key: str) -> Versioned[T] | None:
         """The file at ``key`` parsed as ``cls``; None if absent. Raises MailboxFileError."""
-        blob = self.storage.read(key)
+        blob = read_mailbox_file(self.storage, key)
         if blob is None:
             return None
         return Versioned(decode(cls, blob.data, key), blob.etag)
