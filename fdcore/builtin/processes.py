@@ -63,6 +63,14 @@ def child_setup() -> Callable[[], None]:
     return setup
 
 
+def exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited; it is left unreaped, so its number stays taken."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # reaped already
+
+
 def end_group(pid: int, signum: int = signal.SIGKILL) -> None:
     """Signal the process group ``pid`` leads; nothing if it is gone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):

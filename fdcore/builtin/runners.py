@@ -12,11 +12,12 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Any
 
 from fdcore.abc import TableJob, TableResult, TableRun
-from fdcore.builtin.processes import ProcessRecords, child_setup, end_group
+from fdcore.builtin.processes import ProcessRecords, child_setup, end_group, exited
 
 
 class _ProcessRun:
@@ -29,16 +30,21 @@ class _ProcessRun:
         self.log = log
         self.records = records
 
-    def _ended(self) -> None:
-        # What the table process started must not write on after it: end the whole group.
+    def _ended(self) -> int:
+        """End what is left of the group, then reap the table process; its exit code.
+
+        What the table process started must not write on after it. The group is signalled
+        before the process is reaped: until then its number cannot be reused by another group.
+        """
         end_group(self.process.pid)
+        code = self.process.wait()
         self.records.remove(self.process.pid)
+        return code
 
     def poll(self) -> TableResult | None:
-        code = self.process.poll()
-        if code is None:
+        if self.process.returncode is None and not exited(self.process.pid):
             return None
-        self._ended()
+        code = self._ended()
         self.log.seek(0)
         tail = self.log.read()[-2000:].decode(errors="replace").strip().splitlines()
         self.log.close()
@@ -48,13 +54,12 @@ class _ProcessRun:
         return TableResult(False, f"exit code {code}" + (f": {last}" if last else ""))
 
     def cancel(self) -> None:
-        if self.process.poll() is None:
+        """SIGTERM to the group, SIGKILL to what is left of it after 5 s (or once it exited)."""
+        if self.process.returncode is None:
             end_group(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            deadline = time.monotonic() + 5
+            while not exited(self.process.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
         self._ended()
 
 
