@@ -72,18 +72,23 @@ class Faults:
             kinds += [self.fill_disk, self.read_only]
         return kinds
 
-    def agent(self) -> AgentProcess:
+    def agent(self) -> AgentProcess | None:
+        """A running agent, if at least two run: one is always left to move requests on."""
         running = [a for a in self.fleet if a.name not in self.stopped]
-        return self.rng.choice(running)
+        return self.rng.choice(running) if len(running) > 1 else None
 
     def kill_and_restart(self) -> None:
         agent = self.agent()
+        if agent is None:
+            return
         agent.kill()
         agent.start()
         self.done["kill and restart"] += 1
 
     def stop_past_stale(self) -> None:
         agent = self.agent()
+        if agent is None:
+            return
         agent.signal(signal.SIGSTOP)
         self.stopped[agent.name] = time.monotonic() + STALE + GRACE + 1 + self.rng.random() * 2
         self.done["SIGSTOP past stale_after"] += 1
