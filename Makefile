@@ -22,7 +22,7 @@ STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup azurite demo test lint typecheck pytest bench clean
+.PHONY: setup azurite demo test lint typecheck pytest soak bench clean
 
 setup: $(STAMP) azurite
 
@@ -53,6 +53,12 @@ pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The fault suite in full: ten minutes of kills, pauses, deleted leases, a full disk, a read-only
+# mailbox and a skewed clock on real agents (make test runs it for 30 s).
+SOAK_SECONDS ?= 600
+soak: setup
+	FDCORE_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest -s tests/test_fault_suite.py
 
 bench: setup
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops

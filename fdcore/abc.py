@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
 
@@ -88,6 +89,42 @@ class WatchableStorage(Protocol):
         """Call ``changed()`` soon after a key under ``prefix`` is created or deleted, until
         ``stop`` is set (checked at least every second). Blocks: the runtime gives it a thread.
         A spurious call is harmless (the agent looks once and finds nothing)."""
+
+
+@runtime_checkable
+class StoreClock(Protocol):
+    """Optional for a :class:`Storage`: the store's own time, as its last write reported it.
+
+    An agent compares it with its clock after each write of its status record and refuses to
+    take over other agents' requests while the two differ by more than ``grace_seconds``. A
+    backend that cannot tell does not implement it; its agents measure no skew.
+    """
+
+    def last_write_time(self) -> datetime | None:
+        """When the store wrote the last object this instance created or replaced, by the
+        store's clock (a file's mtime, an HTTP ``Last-Modified``); None before any write."""
+
+
+@runtime_checkable
+class BoundedRead(Protocol):
+    """Optional for a :class:`Storage`: read a mailbox file only if it is one.
+
+    Mailbox readers use it when the store has it (:func:`read_mailbox_file`): a key that holds
+    a folder, a FIFO, a device, a symbolic link or more than ``max_bytes`` bytes raises
+    :class:`fdcore.errors.UnreadableFile` without being read, so one stray file can neither
+    block nor exhaust a reader. A plain :meth:`Storage.read` returns any size.
+    """
+
+    def read_bounded(self, key: str, max_bytes: int) -> Blob | None:
+        """Like :meth:`Storage.read`, within the bound; raise UnreadableFile otherwise."""
+
+
+def read_mailbox_file(storage: Storage, key: str) -> Blob | None:
+    """Read ``key`` as a mailbox file: bounded where the store can bound it (else the codec's
+    size check rejects an oversized value after reading it)."""
+    if isinstance(storage, BoundedRead):
+        return storage.read_bounded(key, MAX_FILE_BYTES)
+    return storage.read(key)
 
 
 def check_precondition(key: str, current: Blob | None, etag: str | None) -> Blob:

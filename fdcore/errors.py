@@ -27,6 +27,15 @@ class MailboxFileError(FdcoreError):
         super().__init__(f"{where}: {message}")
 
 
+class UnreadableFile(MailboxFileError):
+    """A key holds something a store does not read as a mailbox file: a FIFO, a device, a
+    symbolic link, a folder, or more bytes than the size bound. Reported and skipped like any
+    malformed file, never read."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(path, None, message)
+
+
 class InvalidId(FdcoreError, ValueError):
     """An id that would become a file name does not match the allowed pattern."""
 

@@ -253,3 +253,32 @@ def test_a_timing_key_of_ours_not_installed_names_the_distribution(
         load_config(path)
     assert str(info.value).startswith("no installed plugin provides slot function 'every'")
     assert str(info.value).endswith("; fdcore-slots is disabled by FDCORE_DISABLE_PLUGINS")
+
+
+def test_a_malformed_file_is_not_decoded_again_until_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import fdcore.mailbox.access as access
+    from fdcore.builtin.memory import MemoryStorage
+    from fdcore.mailbox.access import Mailbox
+
+    decoded: list[str] = []
+    real_decode = access.decode
+
+    def counting_decode(cls: type, data: bytes, key: str) -> object:
+        decoded.append(key)
+        return real_decode(cls, data, key)
+
+    monkeypatch.setattr(access, "decode", counting_decode)
+    storage = MemoryStorage.fresh("bad-once")
+    mailbox = Mailbox(storage)
+    etag = storage.create("requests/r1.json", b"[" * 10_000)
+    for _ in range(3):
+        assert mailbox.read_or_report(access.Request, "requests/r1.json") is None
+    assert decoded == ["requests/r1.json"]
+    assert len(mailbox.problems.reported) == 1
+    good = b'{"id": "r1", "entities": ["a"], "created_at": "2027-01-15T02:00:00Z"}'
+    storage.replace("requests/r1.json", good, etag)
+    found = mailbox.read_or_report(access.Request, "requests/r1.json")
+    assert found is not None and found.value.id == "r1"
+    assert decoded == ["requests/r1.json"] * 2

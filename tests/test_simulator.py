@@ -313,7 +313,11 @@ class NoGenerationLeases(MailboxLeases):
         now: datetime,
         grace: float = 0.0,
     ) -> HeldLease | None:
-        found = self._read(table)
+        from fdcore.contract.codec import encode
+        from fdcore.contract.layout import lease_key
+
+        key = lease_key(table)
+        found = self._read(key)
         lease = Lease(
             table=table,
             holder=holder,
@@ -323,10 +327,6 @@ class NoGenerationLeases(MailboxLeases):
             expires_at=now + timedelta(seconds=ttl),
             generation=1,
         )
-        from fdcore.contract.codec import encode
-        from fdcore.contract.layout import lease_key
-
-        key = lease_key(table)
         if found is None:
             return HeldLease(lease, self.storage.create(key, encode(lease)))
         return HeldLease(lease, self.storage.replace(key, encode(lease), found[1]))

@@ -44,7 +44,7 @@ def build_components(
     takeover = plugins.get(TAKEOVER, config.takeover_policy)
     leases = plugins.get(LEASES, config.leases).open(storage, {})
     notify = open_routes(config, plugins)
-    run = start_table or _runner(config, plugins)
+    run = start_table or _runner(config, plugins, storage.url)
 
     def start(job: TableJob) -> TableRun:
         # The table's fenced write checks its token with the lease provider this agent uses.
@@ -89,9 +89,16 @@ class HostClaim:
         return self.policy.may_claim(attrs.evolve(load, host_free=host_free))
 
 
-def _runner(config: AgentConfig, plugins: Plugins) -> StartTable:
-    """The configured table runner with its options, checked now rather than at the first table."""
+def _runner(config: AgentConfig, plugins: Plugins, environment: str) -> StartTable:
+    """The configured table runner with its options, checked now rather than at the first table.
+
+    A runner that keeps track of its processes (``end_leftover_runs``, as ``command`` does) ends
+    what an earlier instance of this agent left running, before this one starts any table.
+    """
     runner = plugins.get(RUNNER, config.runner)
+    end_leftovers = getattr(runner, "end_leftover_runs", None)
+    if callable(end_leftovers):
+        end_leftovers(config.name, environment)
     options = dict(config.runner_options)
     if config.runner == "command" and not options.get("command"):
         raise ConfigError(config.source, "[runner] command", "missing (required)")

@@ -29,6 +29,7 @@ from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
 from fdcore.agent.schedules import Schedule, create_due_requests
 from fdcore.agent.settings import AgentConfig
+from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
 from fdcore.agent.work import Holdings, Work
@@ -65,14 +66,17 @@ class Agent:
         self.stopping = False
         self.problems: ProblemLog = mailbox.problems
         self.holdings = Holdings(config, components.leases, clock)
+        self.skew = ClockSkew(config.name, config.grace_seconds, clock, mailbox.storage)
         self.presence = Presence(
             config, mailbox, self.instance, self.holdings, self.schedules, previous_process_gone
         )
+        self.presence.skew = self.skew
         self.status_changes = StatusChanges(config, mailbox, self.instance, self.holdings)
         self.tables = Tables(config, mailbox, components, clock, self.status_changes, self.holdings)
         self.discovery = Discovery(
             config, mailbox, components, self.instance, self.status_changes, self.holdings
         )
+        self.discovery.skew = self.skew
         self._outage: str | None = None
         self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
 

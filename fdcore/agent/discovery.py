@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
+from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_held_by
 from fdcore.contract.layout import agent_key, request_key
@@ -42,6 +43,7 @@ class Discovery:
         self._last_sweep: datetime | None = None
         self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
+        self.skew: ClockSkew | None = None  # this agent's clock against the store's
 
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
@@ -125,6 +127,8 @@ class Discovery:
             return "handed back"
         if not self.config.take_over:
             return None
+        if self.skew is not None and self.skew.refuses_takeover:
+            return None  # a clock this far off could judge a live agent lost (ClockSkew warns)
         if holder not in records:
             record = self.mailbox.read_or_report(AgentRecord, agent_key(holder))
             records[holder] = record.value if record else None

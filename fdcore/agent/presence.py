@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from fdcore import __version__
 from fdcore.agent.schedules import Schedule
 from fdcore.agent.settings import AgentConfig
+from fdcore.agent.skew import ClockSkew
 from fdcore.agent.work import Holdings
 from fdcore.contract.layout import agent_key
 from fdcore.contract.models import AgentRecord
@@ -27,6 +28,7 @@ from fdcore.errors import (
     NotFound,
     PreconditionFailed,
     StorageUnavailable,
+    UnreadableFile,
 )
 from fdcore.mailbox.access import Mailbox
 
@@ -59,6 +61,7 @@ class Presence:
         self.started_at: datetime | None = None
         self.etag: str | None = None  # of the record this process last wrote (or took over)
         self._extra: dict[str, object] = {}  # unknown fields of the record found at start
+        self.skew: ClockSkew | None = None  # measured after each write of the record
 
     def write(self, now: datetime, stopping: bool, stopped: bool = False) -> None:
         """Write the record as of ``now``; raise :class:`DuplicateAgent` if another process did."""
@@ -71,6 +74,8 @@ class Presence:
                 self.etag = self.mailbox.create(self.key, record)
             else:
                 self.etag = self.mailbox.replace(self.key, record, self.etag)
+            if self.skew is not None:
+                self.skew.measure()
         except (PreconditionFailed, NotFound, AlreadyExists):
             current = self.mailbox.read_or_report(AgentRecord, self.key)
             if current is not None and current.value.instance == self.instance:
@@ -97,16 +102,17 @@ class Presence:
 
     def _claim_name(self, now: datetime) -> None:
         """Refuse to start while another live process writes this agent's record."""
-        blob = self.mailbox.storage.read(self.key)
-        if blob is None:
-            return
         try:
             found = self.mailbox.read(AgentRecord, self.key)
+        except UnreadableFile:
+            raise  # a folder, FIFO or link: nothing this agent can overwrite (one line, exits)
         except MailboxFileError as exc:
+            blob = self.mailbox.storage.read(self.key)
             self.mailbox.problems.report(self.key, f"{exc}; overwriting it")
-            self.etag = blob.etag
+            self.etag = blob.etag if blob else None
             return
-        assert found is not None
+        if found is None:
+            return
         record = found.value
         live = now <= record.updated_at + timedelta(seconds=record.stale_after)
         if (
@@ -141,6 +147,7 @@ class Presence:
             stopping=stopping,
             stopped_at=now if stopped else None,
             schedules=[schedule.published(now) for schedule in self.schedules],
+            clock_skew=self.skew.seconds if self.skew is not None else None,
         )
         record.extra = dict(self._extra)
         return record

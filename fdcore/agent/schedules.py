@@ -21,12 +21,12 @@ from datetime import datetime
 
 import attrs
 
-from fdcore.abc import Slot, Timetable
+from fdcore.abc import Slot, Timetable, read_mailbox_file
 from fdcore.agent.settings import AgentConfig, ScheduleConfig
 from fdcore.contract.ids import is_valid_id
 from fdcore.contract.layout import request_key
 from fdcore.contract.models import Request, ScheduleInfo, ScheduleRef
-from fdcore.errors import AlreadyExists, ConfigError
+from fdcore.errors import AlreadyExists, ConfigError, MailboxFileError
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import SLOT, Plugins
 
@@ -112,7 +112,7 @@ def create_due_requests(
             schedule=ScheduleRef(id=schedule.config.id, slot=slot.id),
             affinity=None if schedule.config.shared else agent,
         )
-        if schedule.last_slot is None and mailbox.storage.read(request_key(request.id)):
+        if schedule.last_slot is None and _exists(mailbox, request_key(request.id)):
             # First look since this process started: an earlier process of this agent, or
             # another agent, made it already. A read, so a restart adds no write for the slot.
             schedule.last_slot = slot.id
@@ -151,3 +151,11 @@ def schedule_conflicts(copies: dict[str, list[tuple[str, ScheduleInfo]]]) -> dic
             )
             conflicts[schedule_id] = f"Shared schedule differs: schedule {schedule_id}: {versions}"
     return conflicts
+
+
+def _exists(mailbox: Mailbox, key: str) -> bool:
+    """Whether ``key`` holds something: a file that is no mailbox file (a FIFO) counts."""
+    try:
+        return read_mailbox_file(mailbox.storage, key) is not None
+    except MailboxFileError:
+        return True

@@ -20,7 +20,7 @@ from fdcore.agent.settings import AgentConfig
 from fdcore.agent.work import Holdings, Work, is_attempt_of, is_held_by
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import Attempt, Outcome, Request, State, Status
-from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed
+from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
 from fdcore.mailbox.access import Mailbox, Versioned
 
 log = logging.getLogger("fdcore.agent")
@@ -73,6 +73,9 @@ class StatusChanges:
             etag = self.mailbox.create(status_key(request.id), status)
         except AlreadyExists:
             return  # another agent claimed it first
+        except InvalidKey as exc:
+            self._blocked(request, exc)
+            return
         log.info("%s: claimed request %s", self.agent, request.id)
         self.holdings.add(Work(request, status, etag))
 
@@ -86,9 +89,14 @@ class StatusChanges:
             attempt=0,
             message=f"not claimed before its deadline {request.deadline:%Y-%m-%dT%H:%M:%S}Z",
         )
-        with contextlib.suppress(AlreadyExists):
+        try:
             self.mailbox.create(status_key(request.id), status)
             log.info("%s: request %s expired unclaimed", self.agent, request.id)
+        except AlreadyExists:
+            pass
+        except InvalidKey as exc:
+            self._blocked(request, exc)
+            return
         self.holdings.final.add(request.id)
 
     # -- replacing a status this agent holds -------------------------------------------------------
@@ -221,6 +229,12 @@ class StatusChanges:
     def _finished_with(self, work: Work) -> None:
         self.holdings.final.add(work.id)
         self.holdings.forget(work)
+
+    def _blocked(self, request: Request, exc: InvalidKey) -> None:
+        """Something that is no file (a folder) sits where the request's status belongs: report
+        it once; the request stays unclaimed, and ``fdcore queue`` shows it unreadable."""
+        key = status_key(request.id)
+        self.mailbox.problems.report(key, f"{exc}; request {request.id} cannot be claimed")
 
     def _attempt(self, number: int, now: datetime) -> Attempt:
         return Attempt(number=number, agent=self.agent, started_at=now, instance=self.instance)

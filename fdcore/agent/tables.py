@@ -22,7 +22,13 @@ from fdcore.agent.work import Holdings, Work
 from fdcore.clock import Clock
 from fdcore.contract.layout import run_key
 from fdcore.contract.models import Outcome, RunRecord
-from fdcore.errors import AlreadyExists, LeaseLost, MailboxFileError, StorageUnavailable
+from fdcore.errors import (
+    AlreadyExists,
+    InvalidKey,
+    LeaseLost,
+    MailboxFileError,
+    StorageUnavailable,
+)
 from fdcore.mailbox.access import Mailbox
 
 log = logging.getLogger("fdcore.agent")
@@ -228,8 +234,13 @@ class Tables:
             outcome=Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED,
             message=result.message or None,
         )
-        with contextlib.suppress(AlreadyExists):  # this attempt's record may already be there
-            self.mailbox.create(run_key(work.id, attempt, table), record)
+        key = run_key(work.id, attempt, table)
+        try:
+            self.mailbox.create(key, record)
+        except AlreadyExists:
+            pass  # this attempt's record may already be there
+        except InvalidKey as exc:  # a file where the request's runs/ folder belongs
+            self.mailbox.problems.report(key, f"{exc}; run record not written")
         self.leases.release(held, now)
         work.lease = None
         work.result = None

@@ -2,6 +2,12 @@
 
 Acquiring creates the file (generation 1) or replaces an expired or released one with
 ``If-Match``, raising the generation; of agents racing for one table exactly one wins.
+
+Every write of a lease writes the same lease to ``fences/<table>.json`` first, also with
+``If-Match``. A lease file lost or deleted by hand (or a fence file) then changes nothing: the
+lease is whichever of the two has the higher generation, a live holder in either copy blocks
+others, and generations (the fencing tokens) never repeat or go backwards. Only losing both
+files starts a table's generations again at 1.
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ from typing import Any
 
 import attrs
 
-from fdcore.abc import HeldLease, Storage
+from fdcore.abc import HeldLease, Storage, read_mailbox_file
 from fdcore.contract.codec import decode, encode
-from fdcore.contract.layout import lease_key
+from fdcore.contract.layout import fence_key, lease_key
 from fdcore.contract.models import Lease
 from fdcore.errors import AlreadyExists, LeaseLost, NotFound, PreconditionFailed
+
+_Found = tuple[Lease, str] | None  # a lease as stored, with its etag
 
 
 class MailboxLeases:
@@ -25,12 +33,35 @@ class MailboxLeases:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
 
-    def _read(self, table: str) -> tuple[Lease, str] | None:
-        key = lease_key(table)
-        blob = self.storage.read(key)
+    def _read(self, key: str) -> _Found:
+        blob = read_mailbox_file(self.storage, key)
         if blob is None:
             return None
         return decode(Lease, blob.data, key), blob.etag
+
+    def _read_both(self, table: str) -> tuple[_Found, _Found]:
+        """The fence, then the lease: read in the order they are written."""
+        return self._read(fence_key(table)), self._read(lease_key(table))
+
+    @staticmethod
+    def _newest(fence: _Found, lease: _Found) -> Lease | None:
+        """The table's lease: the copy with the higher generation (the fence, written first, on a
+        tie)."""
+        copies = [found[0] for found in (fence, lease) if found is not None]
+        return max(copies, key=lambda copy: copy.generation) if copies else None
+
+    def _write(self, key: str, lease: Lease, etag: str | None) -> str:
+        data = encode(lease)
+        return (
+            self.storage.create(key, data)
+            if etag is None
+            else self.storage.replace(key, data, etag)
+        )
+
+    def _write_both(self, lease: Lease, fence_etag: str | None, lease_etag: str | None) -> str:
+        """Fence first, then lease, each create-if-absent or ``If-Match``; the held token."""
+        fence = self._write(fence_key(lease.table), lease, fence_etag)
+        return _token(self._write(lease_key(lease.table), lease, lease_etag), fence)
 
     def acquire(
         self,
@@ -42,17 +73,18 @@ class MailboxLeases:
         now: datetime,
         grace: float = 0.0,
     ) -> HeldLease | None:
-        found = self._read(table)
-        generation = 1
-        if found is not None:
-            old = found[0]
+        fence, stored = self._read_both(table)
+        old = self._newest(fence, stored)
+        for copy in (found[0] for found in (fence, stored) if found is not None):
             # A live lease blocks, except the one this agent took for this same request: only
             # one live process may carry a name, so that holder was an earlier, dead process.
-            own = old.holder == holder and old.request == request
-            live = old.expires_at + timedelta(seconds=grace) > now
-            if not old.released and live and not own:
+            # Either copy blocks: a release or renewal cut short between the two writes leaves
+            # the lease as held as its more careful copy says.
+            own = copy.holder == holder and copy.request == request
+            live = copy.expires_at + timedelta(seconds=grace) > now
+            if not copy.released and live and not own:
                 return None
-            generation = old.generation + 1
+        generation = 1 if old is None else old.generation + 1
         lease = Lease(
             table=table,
             holder=holder,
@@ -62,34 +94,56 @@ class MailboxLeases:
             expires_at=now + timedelta(seconds=ttl),
             generation=generation,
         )
-        if found is not None:
-            lease.extra = dict(found[0].extra)
+        if old is not None:
+            lease.extra = dict(old.extra)
         try:
-            if found is None:
-                token = self.storage.create(lease_key(table), encode(lease))
-            else:
-                token = self.storage.replace(lease_key(table), encode(lease), found[1])
+            token = self._write_both(lease, _etag(fence), _etag(stored))
         except (AlreadyExists, PreconditionFailed, NotFound):
             return None  # another agent won this race; try again next poll
         return HeldLease(lease, token)
 
     def renew(self, held: HeldLease, ttl: float, now: datetime) -> HeldLease:
         lease = attrs.evolve(held.lease, expires_at=now + timedelta(seconds=ttl))
+        lease_etag, fence_etag = _etags(held.token)
         try:
-            token = self.storage.replace(lease_key(lease.table), encode(lease), held.token)
-        except (PreconditionFailed, NotFound):
+            # A copy that is gone (deleted by hand) is written again; one that changed was taken.
+            fence = self._rewrite(fence_key(lease.table), lease, fence_etag)
+            token = _token(self._rewrite(lease_key(lease.table), lease, lease_etag), fence)
+        except (PreconditionFailed, AlreadyExists):
             raise LeaseLost(f"lease on table {lease.table} is no longer held") from None
         return HeldLease(lease, token)
 
+    def _rewrite(self, key: str, lease: Lease, etag: str | None) -> str:
+        try:
+            return self._write(key, lease, etag)
+        except NotFound:
+            return self._write(key, lease, None)
+
     def release(self, held: HeldLease, now: datetime) -> None:
         lease = attrs.evolve(held.lease, released=True, expires_at=now)
+        lease_etag, fence_etag = _etags(held.token)
         # A lease already taken by someone else leaves nothing of ours to give up.
-        with contextlib.suppress(PreconditionFailed, NotFound):
-            self.storage.replace(lease_key(lease.table), encode(lease), held.token)
+        with contextlib.suppress(PreconditionFailed, NotFound, AlreadyExists):
+            self._rewrite(fence_key(lease.table), lease, fence_etag)
+            self._rewrite(lease_key(lease.table), lease, lease_etag)
 
     def current(self, table: str) -> Lease | None:
-        found = self._read(table)
-        return found[0] if found else None
+        return self._newest(*self._read_both(table))
+
+
+def _etag(found: _Found) -> str | None:
+    return found[1] if found is not None else None
+
+
+def _token(lease_etag: str, fence_etag: str) -> str:
+    return f"{lease_etag}\n{fence_etag}"
+
+
+def _etags(token: str) -> tuple[str | None, str | None]:
+    """The lease's and the fence's etags from a held token (a token from before fences: the
+    lease's alone)."""
+    lease, _, fence = token.partition("\n")
+    return lease, fence or None
 
 
 class MailboxLeaseProvider:

@@ -8,24 +8,43 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Any
 
 from fdcore.abc import TableJob, TableResult, TableRun
+from fdcore.builtin.processes import ProcessRecords, child_setup, end_group, exited
 
 
 class _ProcessRun:
-    def __init__(self, process: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+    """A table process leading its own process group; the group ends with the run."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], log: IO[bytes], records: ProcessRecords
+    ) -> None:
         self.process = process
         self.log = log
+        self.records = records
+
+    def _ended(self) -> int:
+        """End what is left of the group, then reap the table process; its exit code.
+
+        What the table process started must not write on after it. The group is signalled
+        before the process is reaped: until then its number cannot be reused by another group.
+        """
+        end_group(self.process.pid)
+        code = self.process.wait()
+        self.records.remove(self.process.pid)
+        return code
 
     def poll(self) -> TableResult | None:
-        code = self.process.poll()
-        if code is None:
+        if self.process.returncode is None and not exited(self.process.pid):
             return None
+        code = self._ended()
         self.log.seek(0)
         tail = self.log.read()[-2000:].decode(errors="replace").strip().splitlines()
         self.log.close()
@@ -42,13 +61,13 @@ class _ProcessRun:
         return True
 
     def cancel(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """SIGTERM to the group, SIGKILL to what is left of it after 5 s (or once it exited)."""
+        if self.process.returncode is None:
+            end_group(self.process.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while not exited(self.process.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self._ended()
 
 
 class CommandRunner:
@@ -56,7 +75,9 @@ class CommandRunner:
 
     The table's identity and fencing token reach the command as ``FDCORE_*`` variables, and the
     descriptors in ``job.inherit`` stay open in it (a held lane); exit code 0 is success. Its
-    output goes to the agent's stdout; the last line of stderr becomes the failure message.
+    output goes to the agent's stdout; the last line of stderr becomes the failure message. The
+    process and everything it starts end with the table, and never outlive the agent
+    (:mod:`fdcore.builtin.processes`).
     """
 
     name = "command"
@@ -73,8 +94,15 @@ class CommandRunner:
             stderr=log,
             cwd=options.get("cwd"),
             pass_fds=job.inherit,
+            preexec_fn=child_setup(),  # the agent starts tables from one thread: safe
         )
-        return _ProcessRun(process, log)
+        records = ProcessRecords(job.agent, job.environment)
+        records.add(process.pid)
+        return _ProcessRun(process, log, records)
+
+    def end_leftover_runs(self, agent: str, environment: str) -> int:
+        """At start-up: end the table processes an earlier instance of ``agent`` left running."""
+        return ProcessRecords(agent, environment).end_leftovers()
 
 
 class _ThreadRun:

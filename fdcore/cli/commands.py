@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import socket
 import sys
 from datetime import datetime, timezone
@@ -21,6 +23,7 @@ from fdcore.cli.views import (
     shared_by,
     with_host_slots,
 )
+from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
 from fdcore.errors import AlreadyExists, ConfigError, InvalidId
@@ -35,9 +38,24 @@ def _mailbox(url: str, *, create: bool) -> Mailbox:
     return Mailbox(load_plugins().open_storage(url, create=create))
 
 
+#: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
+SKEW_VARIABLE = "FDCORE_TEST_CLOCK_SKEW"
+
+
+def _test_clock() -> SystemClock:
+    text = os.environ.get(SKEW_VARIABLE, "0")
+    try:
+        skew = float(text)
+    except ValueError:
+        skew = math.nan
+    if not math.isfinite(skew) or abs(skew) > 86400:
+        raise ConfigError(SKEW_VARIABLE, None, f"expected seconds within a day, got {text!r}")
+    return SystemClock(skew)
+
+
 def _agent_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    runtime = AgentRuntime(config)
+    runtime = AgentRuntime(config, clock=_test_clock())
     runtime.install_signal_handlers()
     return runtime.run()
 
@@ -118,7 +136,11 @@ def _queue(args: argparse.Namespace) -> int:
         table.append(
             (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
         )
-    _print(args, "requests", rows, table, schedule_warnings(agents))
+    # Why each unreadable request is stuck (also its "message" in --json).
+    unreadable = [
+        f"Unreadable: {row.message or row.id}" for row in rows if row.state == "unreadable"
+    ]
+    _print(args, "requests", rows, table, [*schedule_warnings(agents), *unreadable])
     return 0
 
 
@@ -139,6 +161,7 @@ def _agents(args: argparse.Namespace) -> int:
             "STATE",
             "VERSION",
             "LAST SEEN",
+            "CLOCK SKEW",
             "RUNNING",
             "HOST SLOTS",
             "CLAIM",
@@ -157,6 +180,7 @@ def _agents(args: argparse.Namespace) -> int:
                 row.state,
                 row.version or "-",
                 _time(row.last_seen),
+                "-" if row.clock_skew is None else f"{row.clock_skew:+.1f}s",
                 f"{row.running}/{row.concurrency}",
                 "-" if row.configured_slots is None else f"{row.busy_slots}/{row.configured_slots}",
                 row.claim or "-",

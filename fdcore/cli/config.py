@@ -7,6 +7,7 @@ A schedule's timing keys are the names of the installed slot functions (``every`
 from __future__ import annotations
 
 import difflib
+import math
 import sys
 from collections.abc import Mapping
 from datetime import time
@@ -116,10 +117,74 @@ def _check_table(
             raise ConfigError(source, f"{where}{key}", f"expected {description}, got {value!r}")
 
 
-def _positive(source: str, key: str, value: float, minimum: float = 0.0) -> float:
-    if value <= minimum:
-        raise ConfigError(source, key, f"must be greater than {minimum:g}, got {value!r}")
-    return float(value)
+# Every duration is finite and within these seconds: a month bounds what an operator means,
+# and keeps times computed from it (now + stale_after) far from any overflow.
+MAX_SECONDS = 30 * 24 * 3600.0
+MIN_POLL_SECONDS = 0.01
+MIN_STALE_AFTER = 0.1
+POLLS_PER_STALE = 3  # a heartbeat may be missed twice before its agent looks lost
+POLLS_PER_LEASE = 3  # a lease is renewed at half its time, and at least one poll before that
+
+
+def _seconds(
+    source: str, key: str, value: float, minimum: float, *, zero_allowed: bool = False
+) -> float:
+    """A duration in seconds: finite, at least ``minimum`` (or > 0), at most MAX_SECONDS."""
+    value = float(value)
+    if not math.isfinite(value):
+        raise ConfigError(source, key, f"must be a finite number of seconds, got {value!r}")
+    if value > MAX_SECONDS:
+        raise ConfigError(source, key, f"must be at most {MAX_SECONDS:g} (30 days), got {value:g}")
+    if zero_allowed and value == 0:
+        return value
+    if value < minimum or value <= 0:
+        least = f"at least {minimum:g}" if minimum > 0 else "greater than 0"
+        if zero_allowed:
+            least = f"0 or {least}" if minimum > 0 else "0 or more"
+        raise ConfigError(source, key, f"must be {least}, got {value:g}")
+    return value
+
+
+def _durations(
+    source: str, agent: Mapping[str, Any], pipeline: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The durations of [agent] and [pipeline], each sane alone and together.
+
+    They decide when an agent is judged lost: none may let another agent take over a request
+    before its holder's ``stale_after`` (plus grace) has passed, nor let a lease run out between
+    two polls of its holder.
+    """
+    poll = _seconds(
+        source, "[agent] poll_seconds", agent.get("poll_seconds", 5.0), MIN_POLL_SECONDS
+    )
+    stale = _seconds(source, "[agent] stale_after", agent.get("stale_after", 60.0), MIN_STALE_AFTER)
+    if poll * POLLS_PER_STALE > stale:
+        raise ConfigError(
+            source,
+            "[agent] poll_seconds",
+            f"must be at most stale_after / {POLLS_PER_STALE} ({stale / POLLS_PER_STALE:g}),"
+            f" got {poll:g}: a busy agent would look lost",
+        )
+    grace = _seconds(
+        source,
+        "[pipeline] grace_seconds",
+        pipeline.get("grace_seconds", 60.0),
+        0,
+        zero_allowed=True,
+    )
+    shutdown = _seconds(
+        source, "[agent] shutdown_grace", agent.get("shutdown_grace", 300.0), 0, zero_allowed=True
+    )
+    lease = pipeline.get("lease_seconds")
+    if lease is not None:
+        lease = _seconds(source, "[pipeline] lease_seconds", lease, poll * POLLS_PER_LEASE)
+    return {
+        "poll_seconds": poll,
+        "stale_after": stale,
+        "grace_seconds": grace,
+        "shutdown_grace": shutdown,
+        "lease_seconds": lease,
+    }
 
 
 def _ids(source: str, key: str, values: list[Any], what: str) -> tuple[str, ...]:
@@ -179,28 +244,18 @@ def parse_config(
     max_attempts = pipeline.get("max_attempts", 3)
     if max_attempts < 1:
         raise ConfigError(source, "[pipeline] max_attempts", f"must be >= 1, got {max_attempts}")
-    lease_seconds = pipeline.get("lease_seconds")
 
     return AgentConfig(
         name=name,
         environment=agent["environment"],
-        poll_seconds=_positive(source, "[agent] poll_seconds", agent.get("poll_seconds", 5.0)),
-        stale_after=_positive(source, "[agent] stale_after", agent.get("stale_after", 60.0)),
         concurrency=concurrency,
-        shutdown_grace=float(agent.get("shutdown_grace", 300.0)),
         storage_backend=backend,
         storage_options=storage_options,
         claim=pipeline.get("claim", "always"),
         take_over=pipeline.get("take_over", False),
         takeover_policy=pipeline.get("takeover_policy", "stale_record"),
-        grace_seconds=float(pipeline.get("grace_seconds", 60.0)),
         max_attempts=max_attempts,
         leases=pipeline.get("leases", "mailbox"),
-        lease_seconds=(
-            None
-            if lease_seconds is None
-            else _positive(source, "[pipeline] lease_seconds", lease_seconds)
-        ),
         runner=kind,
         runner_options=runner,
         schedules=_parse_schedules(source, data.get("schedules", []), plugins),
@@ -209,6 +264,7 @@ def parse_config(
         host=agent.get("host") or None,
         host_admission=agent.get("host_admission", "slots"),
         source=source,
+        **_durations(source, agent, pipeline),
     )
 
 
@@ -217,7 +273,7 @@ def _duration(source: str, key: str, text: str) -> float:
         seconds = parse_duration(text)
     except DurationError as exc:
         raise ConfigError(source, key, str(exc)) from None
-    return _positive(source, key, seconds)
+    return _seconds(source, key, seconds, 0)
 
 
 def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:

@@ -7,7 +7,7 @@ output"), so the two never disagree.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -16,7 +16,10 @@ from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
 from fdcore.contract.layout import agent_key, request_key, status_key
 from fdcore.contract.models import AgentRecord, Request, ScheduleInfo, Status
+from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -34,6 +37,7 @@ class AgentRow:
     # the execution slots of its host (docs/host.md), for agents on this machine with --host
     configured_slots: int | None = None
     busy_slots: int | None = None
+    clock_skew: float | None = None  # its clock minus the store's, as it last measured
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +52,7 @@ class AgentRow:
             "requests": self.requests,
             "configured_slots": self.configured_slots,
             "busy_slots": self.busy_slots,
+            "clock_skew": self.clock_skew,
         }
 
 
@@ -94,6 +99,7 @@ def agent_rows(
                 take_over=record.take_over if record else False,
                 requests=list(record.requests) if record else [],
                 record=record,
+                clock_skew=record.clock_skew if record else None,
             )
         )
     return rows
@@ -136,16 +142,26 @@ def describe_attempts(row: QueueRow, agents: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
+def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | None]:
+    """The file at ``key`` and, if it cannot be read, why (reported once)."""
+    try:
+        found = mailbox.read(cls, key)
+    except MailboxFileError as exc:
+        mailbox.problems.report(key, str(exc))
+        return None, str(exc)
+    return (found.value if found else None), None
+
+
 def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
     rows = []
     for request_id in sorted(mailbox.request_ids()):
-        found_request = mailbox.read_or_report(Request, request_key(request_id))
-        found_status = mailbox.read_or_report(Status, status_key(request_id))
-        request = found_request.value if found_request else None
-        status = found_status.value if found_status else None
+        request, request_problem = _read(mailbox, Request, request_key(request_id))
+        status, status_problem = _read(mailbox, Status, status_key(request_id))
         if status is not None and status.state.final and not include_final:
             continue
-        if request is None:
+        # An unreadable status leaves its request stuck: say so, never "waiting".
+        problem = request_problem or status_problem
+        if request is None or problem is not None:
             state = "unreadable"
         elif status is None:
             state = "waiting"
@@ -169,7 +185,7 @@ def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
                 slot=request.schedule.slot if request and request.schedule else None,
                 created_at=request.created_at if request else None,
                 deadline=request.deadline if request else None,
-                message=status.message if status else None,
+                message=problem or (status.message if status else None),
             )
         )
     rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))

@@ -6,6 +6,7 @@
     status/<id>.json                    Status (created by the claim)
     agents/<name>.json                  AgentRecord
     leases/<table>.json                 Lease (the ``mailbox`` lease provider)
+    fences/<table>.json                 the same Lease, written first: survives the lease's loss
     runs/<id>/<attempt>-<table>.json    RunRecord
     tables/<table>.json                 a fenced table write (``fdcore.mailbox.fencing``)
     incidents/incidents.json            IncidentDocument
@@ -22,6 +23,7 @@ STATUS = "status/"
 AGENTS = "agents/"
 RUNS = "runs/"
 LEASES = "leases/"
+FENCES = "fences/"
 TABLES = "tables/"
 INCIDENTS = "incidents/incidents.json"
 
@@ -44,6 +46,10 @@ def run_key(request_id: str, attempt: int, table: str) -> str:
 
 def lease_key(table: str) -> str:
     return f"{LEASES}{validate_id(table, 'table name')}.json"
+
+
+def fence_key(table: str) -> str:
+    return f"{FENCES}{validate_id(table, 'table name')}.json"
 
 
 def table_key(table: str) -> str:

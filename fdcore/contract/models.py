@@ -48,6 +48,11 @@ def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float)
         raise ValueError(f"{attribute.name} must be in (0, {MAX_SECONDS}] seconds, got {value!r}")
 
 
+def _optional_skew(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not -MAX_SECONDS <= value <= MAX_SECONDS:
+        raise ValueError(f"{attribute.name} must be within {MAX_SECONDS} seconds, got {value!r}")
+
+
 def _extra() -> Any:
     return attrs.field(factory=dict, kw_only=True, repr=False)
 
@@ -167,6 +172,8 @@ class AgentRecord:
     stopping: bool = False
     stopped_at: datetime | None = None  # set by a clean exit: the agent holds nothing
     schedules: list[ScheduleInfo] = attrs.field(factory=list)
+    # Its clock minus the store's, as last measured (seconds; None: the store gives no time).
+    clock_skew: float | None = attrs.field(default=None, validator=_optional_skew)
     extra: dict[str, Any] = _extra()
 
 

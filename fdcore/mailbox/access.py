@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from fdcore.abc import Storage
+from fdcore.abc import Storage, read_mailbox_file
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import (
@@ -73,15 +73,27 @@ class Mailbox:
     def __init__(self, storage: Storage, problems: ProblemLog | None = None) -> None:
         self.storage = storage
         self.problems = problems or ProblemLog()
+        # Malformed files by key, with the etag they had: not decoded again until they change.
+        self._malformed: dict[str, tuple[str, MailboxFileError]] = {}
 
     # -- generic -------------------------------------------------------------------------------
 
     def read(self, cls: type[T], key: str) -> Versioned[T] | None:
         """The file at ``key`` parsed as ``cls``; None if absent. Raises MailboxFileError."""
-        blob = self.storage.read(key)
+        blob = read_mailbox_file(self.storage, key)
         if blob is None:
+            self._malformed.pop(key, None)
             return None
-        return Versioned(decode(cls, blob.data, key), blob.etag)
+        known = self._malformed.get(key)
+        if known is not None and known[0] == blob.etag:
+            raise known[1].with_traceback(None)
+        try:
+            value = decode(cls, blob.data, key)
+        except MailboxFileError as exc:
+            self._malformed[key] = (blob.etag, exc)
+            raise
+        self._malformed.pop(key, None)
+        return Versioned(value, blob.etag)
 
     def read_or_report(self, cls: type[T], key: str) -> Versioned[T] | None:
         """Like :meth:`read`, but a malformed file is reported once and read as absent."""

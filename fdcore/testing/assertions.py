@@ -18,7 +18,11 @@ from fdcore.testing.tables import TableWrite
 
 
 def double_writers(writes: Iterable[TableWrite]) -> list[tuple[TableWrite, TableWrite]]:
-    """Pairs of accepted writes to one table whose time spans overlap under different tokens."""
+    """Pairs of accepted writes to one table whose time spans overlap, by different writers.
+
+    A writer is a run: agent, request, attempt and token. Two runs that were handed the same
+    token (a lease generation that restarted) are two writers too.
+    """
     by_table: dict[str, list[TableWrite]] = defaultdict(list)
     for write in writes:
         if not write.rejected and not write.killed:
@@ -28,11 +32,15 @@ def double_writers(writes: Iterable[TableWrite]) -> list[tuple[TableWrite, Table
         spans.sort(key=lambda w: w.start)
         longest = spans[0]  # of the spans so far, the one that ends last
         for span in spans[1:]:
-            if span.start < longest.end and span.token != longest.token:
+            if span.start < longest.end and _writer(span) != _writer(longest):
                 overlaps.append((longest, span))
             if span.end > longest.end:
                 longest = span
     return overlaps
+
+
+def _writer(write: TableWrite) -> tuple[str, str, int, int]:
+    return (write.agent, write.request, write.attempt, write.token)
 
 
 def assert_no_double_writers(writes: Iterable[TableWrite]) -> None:

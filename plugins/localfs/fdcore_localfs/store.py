@@ -25,6 +25,7 @@ import stat
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -37,6 +38,7 @@ from fdcore.errors import (
     InvalidKey,
     StorageError,
     StorageUnavailable,
+    UnreadableFile,
 )
 from fdcore_localfs.watch import watch_folder
 
@@ -73,6 +75,18 @@ def _mode(path: Path) -> int | None:
         return None
 
 
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    kinds = [
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -96,6 +110,8 @@ class LocalFolderStorage:
         self.root = Path(root)
         self.url = url or self.root.as_uri()
         self._internal = self.root / INTERNAL
+        self._scratch_time: datetime | None = None
+        self._write_time: datetime | None = None  # of the last create or replace that landed
         self._open_root(create)
         # What must still be a folder for the environment not to have vanished (_check_root):
         # ``.fdcore`` tells a mounted share from the empty mount point, the root is all a
@@ -175,31 +191,61 @@ class LocalFolderStorage:
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
-            etag = _etag(data, os.fstat(fd))
+            written = os.fstat(fd)
         except BaseException:
             os.close(fd)
             scratch.unlink(missing_ok=True)
             raise
         os.close(fd)
-        return scratch, etag
+        # The file system stamps the write by its clock (the server's, on a network share).
+        self._scratch_time = datetime.fromtimestamp(written.st_mtime, timezone.utc)
+        return scratch, _etag(data, written)
 
-    def _read_path(self, path: Path, key: str) -> Blob | None:
+    def _read_path(self, path: Path, key: str, bound: int | None = None) -> Blob | None:
+        """Read the regular file at ``path``; a FIFO, device, socket or symbolic link is an
+        :class:`UnreadableFile`, found without reading it (a FIFO would block, a link to
+        ``/dev/zero`` never ends, a link may leave the environment). With ``bound`` (a mailbox
+        read) a folder or a file over ``bound`` bytes is one too; without, a folder is no key."""
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-                return Blob(data, _etag(data, os.fstat(handle.fileno())))
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
             self._check_root(key)
             return None
-        except IsADirectoryError:
-            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnreadableFile(key, "is a symbolic link, not a file: not followed") from None
+            raise self._unavailable(key, exc) from None
+        try:
+            found = os.fstat(fd)
+            if stat.S_ISDIR(found.st_mode) and bound is None:
+                return None
+            if not stat.S_ISREG(found.st_mode):
+                raise UnreadableFile(key, f"is {_kind(found.st_mode)}, not a file: not read")
+            if bound is not None and found.st_size > bound:
+                raise UnreadableFile(
+                    key, f"is {found.st_size} bytes, over the bound of {bound}: not read"
+                )
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                # One byte past the bound: a file that grew since fstat is caught by the codec.
+                data = handle.read() if bound is None else handle.read(bound + 1)
+            return Blob(data, _etag(data, found))
         except OSError as exc:
             raise self._unavailable(key, exc) from None
+        finally:
+            os.close(fd)
 
     # -- the protocol --------------------------------------------------------------------------
 
     def read(self, key: str) -> Blob | None:
         return self._read_path(self._path(key), key)
+
+    def read_bounded(self, key: str, max_bytes: int) -> Blob | None:
+        """:class:`fdcore.abc.BoundedRead`: a mailbox file, never more than ``max_bytes`` read."""
+        return self._read_path(self._path(key), key, max_bytes)
+
+    def last_write_time(self) -> datetime | None:
+        """:class:`fdcore.abc.StoreClock`: the mtime of the last file this store wrote."""
+        return self._write_time
 
     def create(self, key: str, data: bytes) -> str:
         path = self._path(key)
@@ -221,6 +267,7 @@ class LocalFolderStorage:
                 except NotADirectoryError:
                     raise self._file_in_the_way(key) from None
                 _fsync_dir(path.parent)
+                self._write_time = self._scratch_time
                 return etag
             raise StorageUnavailable(key, f"its folder kept vanishing under {self.root}")
         except OSError as exc:
@@ -267,6 +314,7 @@ class LocalFolderStorage:
                     scratch.unlink(missing_ok=True)
                     raise
                 _fsync_dir(path.parent)
+                self._write_time = self._scratch_time
                 return new_etag
         except OSError as exc:
             raise self._unavailable(key, exc) from None

@@ -47,6 +47,7 @@ from fdcore.errors import (
     PreconditionFailed,
     StorageError,
     StorageUnavailable,
+    UnreadableFile,
 )
 from fdcore_onelake.credentials import Credential, default_azure_credential, resolve_credential
 from fdcore_onelake.urls import Location, parse_location, redact
@@ -177,6 +178,12 @@ def _code(exc: HttpResponseError) -> str | None:
 def _blob_missing(exc: HttpResponseError) -> bool:
     """404 for the blob itself; a missing container is a missing environment, not a key."""
     return _status(exc) == 404 and _code(exc) != CONTAINER_MISSING
+
+
+def _total_size(content_range: str | None, downloaded: int) -> int:
+    """The blob's size from a ranged answer's ``Content-Range: bytes 0-99/12345``."""
+    total = (content_range or "").rpartition("/")[2]
+    return int(total) if total.isdigit() else downloaded
 
 
 def _is_folder(metadata: Mapping[str, str] | None) -> bool:
@@ -320,6 +327,35 @@ class OneLakeStorage:
                 raise
             if _is_folder(download.properties.metadata):
                 return None  # a directory entry of a hierarchical namespace is not a key
+            return Blob(data, str(download.properties.etag))
+
+        return self._run("read", key, attempt)
+
+    def read_bounded(self, key: str, max_bytes: int) -> Blob | None:
+        """:class:`fdcore.abc.BoundedRead`: a mailbox file, never more than ``max_bytes`` (and
+        one) downloaded; a bigger blob is an :class:`UnreadableFile` whatever its size."""
+        name = self._name(key)
+
+        def attempt(_: bool) -> Blob | None:
+            try:
+                blob = self._blob(name)
+                # A range past the end of an empty blob is refused (416): ask for it whole.
+                download = blob.download_blob(offset=0, length=max_bytes + 1, max_concurrency=1)
+                data = download.readall()
+            except HttpResponseError as exc:
+                if _blob_missing(exc):
+                    return None
+                if _status(exc) != 416:
+                    raise
+                download = self._blob(name).download_blob(max_concurrency=1)
+                data = download.readall()
+            if _is_folder(download.properties.metadata):
+                raise UnreadableFile(key, "is a folder, not a file: not read")
+            size = _total_size(download.properties.content_range, len(data))
+            if size > max_bytes:
+                raise UnreadableFile(
+                    key, f"is {size} bytes, over the bound of {max_bytes}: not read"
+                )
             return Blob(data, str(download.properties.etag))
 
         return self._run("read", key, attempt)

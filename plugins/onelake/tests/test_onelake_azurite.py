@@ -18,7 +18,7 @@ from fdcore_onelake.testing import Azurite, AzuriteMissing
 from fdcore_onelake.urls import parse_location
 
 from fdcore.abc import Blob
-from fdcore.errors import StorageUnavailable
+from fdcore.errors import StorageUnavailable, UnreadableFile
 from fdcore.plugins.manager import load_plugins
 
 CONTAINER = "fdcore-outage"  # in the test's own Azurite instances
@@ -251,3 +251,26 @@ def test_retried_writes_whose_answers_were_lost_report_their_own_success(
         store.close()
         direct.close()
         proxy.close()
+
+
+def test_a_bounded_read_downloads_no_more_than_the_bound(azurite: Azurite, container: str) -> None:
+    """A mailbox read (``read_bounded``) of a 3 MiB blob stops at the bound and says so; small
+    and empty blobs read whole."""
+    store = open_storage(azurite.url(container, f"bounded-{id(azurite):x}"))
+    try:
+        store.create("requests/big.json", b"x" * (3 << 20))
+        store.create("requests/small.json", b'{"a": 1}')
+        store.create("requests/empty.json", b"")
+        with pytest.raises(UnreadableFile, match=r"is 3145728 bytes, over the bound of 1048576"):
+            store.read_bounded("requests/big.json", 1 << 20)
+        small = store.read_bounded("requests/small.json", 1 << 20)
+        assert small is not None and small.data == b'{"a": 1}'
+        assert small.etag == store.read("requests/small.json").etag  # type: ignore[union-attr]
+        empty = store.read_bounded("requests/empty.json", 1 << 20)
+        assert empty is not None and empty.data == b""
+        assert store.read_bounded("requests/none.json", 1 << 20) is None
+        exact = b"y" * 10
+        store.create("requests/exact.json", exact)
+        assert store.read_bounded("requests/exact.json", 10).data == exact  # type: ignore[union-attr]
+    finally:
+        store.close()

@@ -1,0 +1,132 @@
+"""Table processes that never outlive the agent that started them.
+
+A table process left running by a dead agent is a second writer: the agent restarting under the
+same name (or another agent, once the lease runs out) starts the table again beside it. So each
+table process
+
+* leads its own process group, so the agent can end it with everything it started;
+* gets ``SIGKILL`` from the kernel the moment the agent dies (``PR_SET_PDEATHSIG``, Linux);
+* is recorded, by pid and start time, in a folder of this machine that belongs to the agent's
+  name and environment, so the agent's next instance ends whatever group is left (children the
+  table process started survive its death signal) before it starts any table.
+
+A recorded pid whose process now has another start time was reused by an unrelated process and is
+left alone. A process group keeps its number while any member lives, so a group whose leader is
+gone is still the table's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger("fdcore.runner")
+
+_PR_SET_PDEATHSIG = 1
+#: Where the records live; a folder in the temporary directory clears on reboot, with the
+#: processes it names. Tests point it elsewhere.
+STATE_VARIABLE = "FDCORE_RUNNER_STATE"
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux), None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22; the command name (field 2) may hold spaces and parentheses, so count from ')'.
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def child_setup() -> Callable[[], None]:
+    """The ``preexec_fn`` of a table process: its own session, and death with its parent."""
+    parent = os.getpid()
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if _linux() else None
+
+    def setup() -> None:
+        os.setsid()
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the agent died before the signal was armed
+                os._exit(1)
+
+    return setup
+
+
+def exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited; it is left unreaped, so its number stays taken."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # reaped already
+
+
+def end_group(pid: int, signum: int = signal.SIGKILL) -> None:
+    """Signal the process group ``pid`` leads; nothing if it is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+class ProcessRecords:
+    """The table processes one agent (by name, on one environment) has running on this machine."""
+
+    def __init__(self, agent: str, environment: str, root: Path | None = None) -> None:
+        digest = hashlib.sha256(f"{environment}\n{agent}".encode()).hexdigest()[:16]
+        self.folder = (root or _state_root()) / f"{agent}-{digest}"
+
+    def add(self, pid: int) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        record = {"pid": pid, "start_time": start_time(pid)}
+        (self.folder / f"{pid}.json").write_text(json.dumps(record))
+
+    def remove(self, pid: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.folder / f"{pid}.json").unlink()
+
+    def end_leftovers(self) -> int:
+        """End the groups an earlier instance of this agent left running; return how many."""
+        ended = 0
+        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
+            try:
+                record = json.loads(path.read_text())
+                pid, started = int(record["pid"]), record["start_time"]
+            except (OSError, ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            now = start_time(pid)
+            if now is None or now == started:
+                if now is not None or _group_exists(pid):
+                    log.warning("ending table process group %d left by a previous run", pid)
+                    ended += 1
+                end_group(pid)
+            path.unlink(missing_ok=True)
+        return ended
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _linux() -> bool:
+    return sys.platform.startswith("linux")
+
+
+def _state_root() -> Path:
+    given = os.environ.get(STATE_VARIABLE)
+    if given:
+        return Path(given)
+    return Path(tempfile.gettempdir()) / f"fdcore-{os.getuid()}" / "table-processes"

@@ -1,0 +1,196 @@
+"""The fault suite: real agent processes under every fault at once, never two writers.
+
+Three agents run ``command`` tables (a process per table that writes through the fencing check
+and logs each write, accepted or rejected, to its own append-only file). While requests keep
+coming, the suite, at random moments: SIGKILLs an agent and restarts it at once, SIGSTOPs one past
+``stale_after`` + grace, deletes lease files, fills the disk under the mailbox, turns the mailbox
+read-only (the last two need root: a tmpfs and a bind mount), and one agent's clock runs 20 s
+ahead the whole time. At the end every request has succeeded and no two accepted writes of one
+table overlapped in time.
+
+``make test`` runs it for ``FDCORE_SOAK_SECONDS`` (default 30); ``make soak`` for 600.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import pytest
+
+from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
+from fdcore.contract.models import State
+from fdcore.mailbox.submit import submit
+from fdcore.testing.assertions import double_writers
+from fdcore.testing.tables import table_writes
+
+SOAK_SECONDS = float(os.environ.get("FDCORE_SOAK_SECONDS", "30"))
+POLL, STALE, GRACE = 0.3, 3.0, 1.0
+AGENT = {"poll_seconds": POLL, "stale_after": STALE, "concurrency": 2, "shutdown_grace": 15}
+PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": GRACE, "lease_seconds": 3.0}
+TABLES = ["sales", "stock", "customers", "orders"]
+TABLE = """
+import os
+from fdcore.abc import TableJob
+from fdcore.testing.tables import write_table
+
+write_table(TableJob(
+    request=os.environ["FDCORE_REQUEST"], table=os.environ["FDCORE_TABLE"],
+    attempt=int(os.environ["FDCORE_ATTEMPT"]),
+    fencing_token=int(os.environ["FDCORE_FENCING_TOKEN"]), agent=os.environ["FDCORE_AGENT"],
+    environment=os.environ["FDCORE_ENVIRONMENT"], leases=os.environ["FDCORE_LEASES"],
+))
+"""
+
+
+def _run(*command: str) -> bool:
+    return subprocess.run(command, capture_output=True).returncode == 0
+
+
+@attrs.define
+class Faults:
+    """Injects one fault at a time into the fleet; counts what it did."""
+
+    fleet: AgentFleet
+    root: Path
+    mounted: bool
+    rng: random.Random
+    done: Counter[str] = attrs.field(factory=Counter)
+    stopped: dict[str, float] = attrs.field(factory=dict)  # agent -> when to SIGCONT it
+
+    def kinds(self) -> list[Callable[[], None]]:
+        kinds = [self.kill_and_restart, self.stop_past_stale, self.delete_leases]
+        if self.mounted:
+            kinds += [self.fill_disk, self.read_only]
+        return kinds
+
+    def agent(self) -> AgentProcess | None:
+        """A running agent, if at least two run: one is always left to move requests on."""
+        running = [a for a in self.fleet if a.name not in self.stopped]
+        return self.rng.choice(running) if len(running) > 1 else None
+
+    def kill_and_restart(self) -> None:
+        agent = self.agent()
+        if agent is None:
+            return
+        agent.kill()
+        agent.start()
+        self.done["kill and restart"] += 1
+
+    def stop_past_stale(self) -> None:
+        agent = self.agent()
+        if agent is None:
+            return
+        agent.signal(signal.SIGSTOP)
+        self.stopped[agent.name] = time.monotonic() + STALE + GRACE + 1 + self.rng.random() * 2
+        self.done["SIGSTOP past stale_after"] += 1
+
+    def wake_up(self, all_of_them: bool = False) -> None:
+        for name, until in list(self.stopped.items()):
+            if all_of_them or time.monotonic() >= until:
+                self.fleet.agents[name].signal(signal.SIGCONT)
+                del self.stopped[name]
+
+    def delete_leases(self) -> None:
+        for path in (self.root / "leases").glob("*.json"):
+            if self.rng.random() < 0.5:
+                path.unlink(missing_ok=True)
+                self.done["lease file deleted"] += 1
+
+    def fill_disk(self) -> None:
+        filler = self.root / ".filler"
+        _run("dd", "if=/dev/zero", f"of={filler}", "bs=1M", "count=64")
+        time.sleep(1 + self.rng.random() * 2)
+        filler.unlink(missing_ok=True)
+        self.done["disk full"] += 1
+
+    def read_only(self) -> None:
+        _run("mount", "-o", "remount,ro,bind", str(self.root))
+        time.sleep(1 + self.rng.random() * 2)
+        _run("mount", "-o", "remount,rw,bind", str(self.root))
+        self.done["mailbox read-only"] += 1
+
+
+def _mount_small_disk(root: Path) -> bool:
+    """A 16 MB tmpfs as the environment's folder, bind-mounted on itself (for read-only)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or not _run("mount", "-t", "tmpfs", "-o", "size=16m", "fdsoak", str(root)):
+        return False
+    return _run("mount", "--bind", str(root), str(root))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(SOAK_SECONDS + 300)
+def test_under_every_fault_every_request_finishes_with_one_writer_per_table(
+    fdcore_fleet: AgentFleet, tmp_path: Path
+) -> None:
+    fleet = fdcore_fleet
+    root = tmp_path / "env"  # the fdcore_environment fixture's folder
+    mounted = _mount_small_disk(root)
+    script = tmp_path / "table.py"
+    script.write_text(TABLE)
+    fleet.env["FDCORE_RUNNER_STATE"] = str(tmp_path / "runner-state")
+    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "0.2"
+    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "1.5"
+    runner = {"kind": "command", "command": [sys.executable, str(script)]}
+    rng = random.Random(int(os.environ.get("FDCORE_SOAK_SEED", "7")))
+    faults = Faults(fleet, root, mounted, rng)
+    mailbox = fleet.mailbox
+    submitted: list[str] = []
+    try:
+        for name in ("etl-01", "etl-02", "etl-03"):
+            agent = fleet.add(name, {"agent": AGENT, "pipeline": PIPELINE, "runner": runner})
+            if name == "etl-03":  # its clock runs 20 s ahead, far past the grace
+                agent.env = {**fleet.env, "FDCORE_TEST_CLOCK_SKEW": "20"}
+            agent.start()
+        end = time.monotonic() + SOAK_SECONDS
+        while time.monotonic() < end:
+            tables = rng.sample(TABLES, rng.randint(1, 2))
+            request_id = f"r{len(submitted):04d}"
+            try:
+                submit(mailbox, tables, request_id=request_id, max_attempts=100)
+                submitted.append(request_id)
+            except Exception:  # the disk is full or the mailbox read-only right now
+                pass
+            rng.choice(faults.kinds())()
+            time.sleep(rng.uniform(0.5, 2.0))
+            faults.wake_up()
+        faults.wake_up(all_of_them=True)
+
+        def finished() -> bool:
+            states = [mailbox.status(r) for r in submitted]
+            return all(s is not None and s.value.state.final for s in states)
+
+        assert wait_until(finished, 180, interval=1), Counter(
+            str(s.value.state if (s := mailbox.status(r)) else None) for r in submitted
+        )
+        codes = fleet.stop_all()
+        # Read before the tmpfs goes.
+        states = Counter(mailbox.status(r).value.state for r in submitted)  # type: ignore[union-attr]
+    finally:
+        faults.wake_up(all_of_them=True)
+        if mounted:
+            _run("mount", "-o", "remount,rw,bind", str(root))
+            _run("umount", str(root))
+            _run("umount", str(root))
+    writes = table_writes(fleet)
+    accepted = [w for w in writes if not w.rejected]
+    runs = Counter((w.request, w.table) for w in accepted)
+    print(
+        f"\nfault suite: {SOAK_SECONDS:g} s, {len(submitted)} requests, faults {dict(faults.done)},"
+        f" table writes {len(accepted)} accepted / {len(writes) - len(accepted)} rejected by"
+        f" fencing, tables written more than once {sum(n > 1 for n in runs.values())},"
+        f" overlapping writers {len(double_writers(writes))}"
+    )
+    assert states == {State.SUCCEEDED: len(submitted)}
+    assert double_writers(writes) == []
+    assert set(codes.values()) == {0}
+    assert faults.done["kill and restart"] and faults.done["SIGSTOP past stale_after"]

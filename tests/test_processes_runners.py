@@ -1,0 +1,135 @@
+"""A table process never outlives its agent: real agents, real table processes, SIGKILL.
+
+The table processes log a tick every 50 ms to an append-only file of their own; two processes of
+one table ticking at the same time are two writers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fdcore.builtin.processes import ProcessRecords
+from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
+from fdcore.contract.models import State
+from fdcore.mailbox.submit import submit
+
+AGENT = {"poll_seconds": 0.2, "stale_after": 3.0, "concurrency": 1, "shutdown_grace": 10}
+PIPELINE = {"grace_seconds": 1.0, "lease_seconds": 3.0}
+TABLE = """
+import json, os, sys, time
+log, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    with open(log, "a") as handle:
+        handle.write(json.dumps({"pid": os.getpid(), "t": time.monotonic()}) + "\\n")
+    time.sleep(0.05)
+"""
+
+
+def ticks(log: Path) -> dict[int, list[float]]:
+    by_process: dict[int, list[float]] = {}
+    for line in log.read_text().splitlines() if log.exists() else []:
+        tick = json.loads(line)
+        by_process.setdefault(tick["pid"], []).append(tick["t"])
+    return by_process
+
+
+def overlaps(log: Path) -> list[tuple[int, int, float]]:
+    """Pairs of table processes that ticked at the same time, with how long they overlapped."""
+    spans = sorted((min(t), max(t), pid) for pid, t in ticks(log).items())
+    return [
+        (pid, later_pid, min(end, later_end) - later_start)
+        for (_, end, pid), (later_start, later_end, later_pid) in itertools.combinations(spans, 2)
+        if later_start < end
+    ]
+
+
+def table_agent(fleet: AgentFleet, tmp_path: Path, command: list[str]) -> AgentProcess:
+    fleet.env["FDCORE_RUNNER_STATE"] = str(tmp_path / "runner-state")
+    runner = {"kind": "command", "command": command}
+    return fleet.add("etl-01", {"agent": AGENT, "pipeline": PIPELINE, "runner": runner})
+
+
+def script(tmp_path: Path) -> str:
+    path = tmp_path / "table.py"
+    path.write_text(TABLE)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_a_killed_agents_table_process_dies_with_it(
+    fdcore_fleet: AgentFleet, tmp_path: Path
+) -> None:
+    log = tmp_path / "ticks.jsonl"
+    agent = table_agent(fdcore_fleet, tmp_path, [sys.executable, script(tmp_path), str(log), "30"])
+    submit(fdcore_fleet.mailbox, ["sales"], request_id="r1")
+    agent.start()
+    assert wait_until(lambda: len(ticks(log)) == 1, 20)
+    agent.kill()
+    time.sleep(1.0)
+    [(pid, before)] = ticks(log).items()
+    time.sleep(1.0)
+    assert ticks(log)[pid] == before, "the table process ran on after its agent was killed"
+
+
+@pytest.mark.slow
+def test_an_agent_restarted_at_once_ends_what_its_killed_instance_left(
+    fdcore_fleet: AgentFleet, tmp_path: Path
+) -> None:
+    """The table process is a grandchild (``sh -c '...; true'``): the death signal reaches only
+    the shell, so the restarted agent must end the group it recorded before it resumes."""
+    log = tmp_path / "ticks.jsonl"
+    table = f"{sys.executable} {script(tmp_path)} {log} 8; true"
+    agent = table_agent(fdcore_fleet, tmp_path, ["sh", "-c", table])
+    mailbox = fdcore_fleet.mailbox
+    submit(mailbox, ["sales"], request_id="r1")
+    agent.start()
+    try:
+        assert wait_until(lambda: len(ticks(log)) == 1, 20)
+        time.sleep(2.5)
+        agent.kill()
+        agent.start()  # at once, under the same name: it resumes the request
+        assert wait_until(
+            lambda: mailbox.status("r1").value.state is State.SUCCEEDED,  # type: ignore[union-attr]
+            30,
+        ), agent.output()
+    finally:
+        fdcore_fleet.stop_all()
+    assert len(ticks(log)) == 2
+    assert overlaps(log) == []
+    assert "ending table process group" in agent.output()
+
+
+def test_a_recorded_pid_now_another_process_is_left_alone(tmp_path: Path) -> None:
+    records = ProcessRecords("etl-01", "file:///env", tmp_path)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        records.add(other.pid)
+        record = records.folder / f"{other.pid}.json"
+        # The recorded start time is not this process's: its pid was reused since.
+        record.write_text(json.dumps({"pid": other.pid, "start_time": 1}))
+        assert records.end_leftovers() == 0
+        assert other.poll() is None and not record.exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_recorded_group_still_running_is_ended(tmp_path: Path) -> None:
+    records = ProcessRecords("etl-01", "file:///env", tmp_path)
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
+    )
+    records.add(leader.pid)
+    assert ProcessRecords("etl-02", "file:///env", tmp_path).end_leftovers() == 0
+    assert records.end_leftovers() == 1
+    assert leader.wait(5) == -signal.SIGKILL
+    assert records.end_leftovers() == 0

@@ -1,0 +1,62 @@
+"""Clock skew: an agent whose clock runs far ahead of the store's takes nothing over.
+
+Real agent processes; one runs its clock 20 s ahead (``FDCORE_TEST_CLOCK_SKEW``). By its clock
+the other agent's record is 20 s old, far past ``stale_after`` + grace: without the skew check it
+takes the live agent's request over and the two run the table at once.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.contract.models import State
+from fdcore.mailbox.submit import submit
+from fdcore.testing.assertions import assert_no_double_writers, holder
+from fdcore.testing.tables import table_writes
+
+AGENT = {"poll_seconds": 0.2, "stale_after": 3.0, "concurrency": 1, "shutdown_grace": 10}
+PIPELINE = {"take_over": True, "grace_seconds": 1.0, "lease_seconds": 3.0}
+WRITER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
+
+
+@pytest.mark.slow
+def test_an_agent_with_a_skewed_clock_takes_no_live_agents_request(
+    fdcore_fleet: AgentFleet,
+) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
+    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "6"
+    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "6"
+    submit(mailbox, ["sales"], request_id="r1")
+    fleet.add("etl-01", {"agent": AGENT, "pipeline": PIPELINE, "runner": WRITER}).start()
+    ahead = fleet.add("etl-02", {"agent": AGENT, "pipeline": PIPELINE, "runner": WRITER})
+    ahead.env = {**fleet.env, "FDCORE_TEST_CLOCK_SKEW": "20"}
+    try:
+        assert wait_until(lambda: holder(mailbox, "r1") == "etl-01", 20)
+        ahead.start()
+        assert wait_until(lambda: "clock differs from the store's by +20" in ahead.output(), 20)
+        time.sleep(2)
+        assert holder(mailbox, "r1") == "etl-01"
+        agents = subprocess.run(
+            [sys.executable, "-m", "fdcore.cli", "agents", "--env", fleet.environment, "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        skews = {row["name"]: row["clock_skew"] for row in json.loads(agents.stdout)["agents"]}
+        assert abs(skews["etl-01"]) < 1 and 19 < skews["etl-02"] < 21, skews
+        assert wait_until(
+            lambda: mailbox.status("r1").value.state is State.SUCCEEDED,  # type: ignore[union-attr]
+            30,
+        )
+    finally:
+        fleet.stop_all()
+    status = mailbox.status("r1").value  # type: ignore[union-attr]
+    assert [a.agent for a in status.attempts] == ["etl-01"]
+    assert_no_double_writers(table_writes(fleet))
+    assert "it takes no request over" in ahead.output()
