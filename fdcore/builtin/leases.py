@@ -3,11 +3,12 @@
 Acquiring creates the file (generation 1) or replaces an expired or released one with
 ``If-Match``, raising the generation; of agents racing for one table exactly one wins.
 
-Every write of a lease writes the same lease to ``fences/<table>.json`` first, also with
-``If-Match``. A lease file lost or deleted by hand (or a fence file) then changes nothing: the
-lease is whichever of the two has the higher generation, a live holder in either copy blocks
-others, and generations (the fencing tokens) never repeat or go backwards. Only losing both
-files starts a table's generations again at 1.
+Every acquisition and renewal writes the same lease to ``fences/<table>.json`` first, also with
+``If-Match``; a release writes the lease file alone, and frees the generation it names in both
+copies. A lease file lost or deleted by hand (or a fence file) then changes nothing: the lease is
+whichever of the two has the higher generation, a live holder of a generation no copy released
+blocks others, and generations (the fencing tokens) never repeat or go backwards. Only losing
+both files starts a table's generations again at 1.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ class MailboxLeases:
 
     @staticmethod
     def _newest(fence: _Found, lease: _Found) -> Lease | None:
-        """The table's lease: the copy with the higher generation (the fence, written first, on a
-        tie)."""
+        """The table's lease: the copy with the higher generation; on a tie a released copy (a
+        release writes the lease file alone), else the fence (written first)."""
         copies = [found[0] for found in (fence, lease) if found is not None]
-        return max(copies, key=lambda copy: copy.generation) if copies else None
+        return max(copies, key=lambda copy: (copy.generation, copy.released)) if copies else None
 
     def _write(self, key: str, lease: Lease, etag: str | None) -> str:
         data = encode(lease)
@@ -75,14 +76,18 @@ class MailboxLeases:
     ) -> HeldLease | None:
         fence, stored = self._read_both(table)
         old = self._newest(fence, stored)
-        for copy in (found[0] for found in (fence, stored) if found is not None):
+        copies = [found[0] for found in (fence, stored) if found is not None]
+        # A release is written to the lease file alone (one write, not two): it frees the
+        # generation it names, and the fence's copy of that generation with it.
+        released = max((c.generation for c in copies if c.released), default=0)
+        for copy in copies:
             # A live lease blocks, except the one this agent took for this same request: only
             # one live process may carry a name, so that holder was an earlier, dead process.
-            # Either copy blocks: a release or renewal cut short between the two writes leaves
-            # the lease as held as its more careful copy says.
+            # Either copy blocks: an acquisition or renewal cut short between the two writes
+            # leaves the lease as held as its more careful copy says.
             own = copy.holder == holder and copy.request == request
             live = copy.expires_at + timedelta(seconds=grace) > now
-            if not copy.released and live and not own:
+            if copy.generation > released and live and not own:
                 return None
         generation = 1 if old is None else old.generation + 1
         lease = Lease(
@@ -121,10 +126,11 @@ class MailboxLeases:
 
     def release(self, held: HeldLease, now: datetime) -> None:
         lease = attrs.evolve(held.lease, released=True, expires_at=now)
-        lease_etag, fence_etag = _etags(held.token)
-        # A lease already taken by someone else leaves nothing of ours to give up.
+        lease_etag, _ = _etags(held.token)
+        # The lease file alone: a released copy frees its generation in both (see acquire), so
+        # the fence keeps the generation without a write of its own. A lease already taken by
+        # someone else leaves nothing of ours to give up.
         with contextlib.suppress(PreconditionFailed, NotFound, AlreadyExists):
-            self._rewrite(fence_key(lease.table), lease, fence_etag)
             self._rewrite(lease_key(lease.table), lease, lease_etag)
 
     def current(self, table: str) -> Lease | None:
