@@ -383,7 +383,7 @@ class TableJob:
     environment: str  # the environment URL
     leases: str = "mailbox"  # the lease provider's name: a fenced write checks the token there
     # open descriptors the table process inherits: a host admission's held lane (docs/host.md),
-    # so the lane stays held while the process runs, whatever becomes of the agent
+    # so the lane stays held while the process runs (it never outlives its agent)
     inherit: tuple[int, ...] = ()
 
     def environ(self) -> dict[str, str]:

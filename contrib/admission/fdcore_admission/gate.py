@@ -56,8 +56,8 @@ class LaneRun:
                 return None  # another process holds the table's lane
         if self.run is None:
             try:
-                # a table process (the command runner) inherits the lane: it holds it until it
-                # exits, even if this agent dies first
+                # a table process (the command runner) inherits the lane and holds it until it
+                # exits (it dies with this agent, so no orphan keeps it)
                 self.run = self.start(attrs.evolve(self.job, inherit=(*self.job.inherit, self.fd)))
             except Exception as exc:  # a runner that cannot start fails the table
                 self._let_go()

@@ -1,5 +1,7 @@
-"""With host admission ``lanes`` and the command runner, the table process holds its table's lane:
-released when it exits, not when its agent is SIGKILLed (real processes, real flock)."""
+"""With host admission ``lanes`` and the command runner, the table process holds its table's lane
+while it runs, and a table process never outlives its agent (docs/takeover.md): an agent
+SIGKILLed mid-table takes its table process with it, and the lane is free at once, with no
+orphan left holding it (real processes, real flock)."""
 
 from __future__ import annotations
 
@@ -38,22 +40,38 @@ while run.poll() is None:
 """
 
 
-def test_the_table_process_keeps_the_lane_after_its_agent_is_killed(tmp_path: Path) -> None:
-    started, done = tmp_path / "started", tmp_path / "done"
-    lanes = Lanes(tmp_path)
+def _agent(tmp_path: Path) -> subprocess.Popen[bytes]:
     code = f"TABLE = {TABLE!r}\n" + textwrap.dedent(AGENT)
-    agent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(started), str(done)])
+    started, done = tmp_path / "started", tmp_path / "done"
+    return subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(started), str(done)])
+
+
+def test_the_lane_is_held_while_the_table_runs_and_free_once_it_ends(tmp_path: Path) -> None:
+    lanes = Lanes(tmp_path)
+    agent = _agent(tmp_path)
     try:
-        assert wait_until(started.exists, 30)
+        assert wait_until((tmp_path / "started").exists, 30)
+        while not (tmp_path / "done").exists():
+            assert not lanes.is_free("sales")
+            time.sleep(0.02)
+        assert agent.wait(30) == 0
+        assert lanes.is_free("sales")
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+
+
+def test_an_agent_killed_mid_table_takes_its_table_and_the_lane_with_it(tmp_path: Path) -> None:
+    lanes = Lanes(tmp_path)
+    agent = _agent(tmp_path)
+    try:
+        assert wait_until((tmp_path / "started").exists, 30)
         assert not lanes.is_free("sales")
         agent.send_signal(signal.SIGKILL)
         agent.wait(10)
-        assert not done.exists()
-        assert not lanes.is_free("sales"), "the lane went with the agent, not with its table"
-        while not done.exists():
-            assert not lanes.is_free("sales")
-            time.sleep(0.02)
-        assert wait_until(lambda: lanes.is_free("sales"), 10)  # free once the table exited
+        assert wait_until(lambda: lanes.is_free("sales"), 10)
+        time.sleep(2.5)  # the table would have finished by now had it outlived its agent
+        assert not (tmp_path / "done").exists()
     finally:
         if agent.poll() is None:
             agent.kill()
