@@ -78,7 +78,7 @@ class AgentRuntime:
         self.clock = clock or SystemClock()
         self.agent = Agent(
             config,
-            Mailbox(self.storage, ProblemLog(config.name)),
+            Mailbox(self.storage, ProblemLog(config.name), max_file_bytes=config.max_file_bytes),
             attrs.evolve(components, start_table=self._waking(components.start_table)),
             self.clock,
             previous_process_gone=same_host_process_gone,

@@ -37,7 +37,9 @@ class IncidentWatch:
     ) -> None:
         self.config = config
         self.storage = storage
-        self.book = IncidentBook(Mailbox(storage, ProblemLog(config.name)))
+        self.book = IncidentBook(
+            Mailbox(storage, ProblemLog(config.name), max_file_bytes=config.max_file_bytes)
+        )
         self.channels = channels
         self.routes = tuple(config.routes if routes is None else routes)
         self.clock = clock

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from fdcore.abc import Blob, check_precondition, validate_key, validate_prefix
+from fdcore.abc import MAX_KEY_LENGTH, Blob, check_precondition, validate_key, validate_prefix
 from fdcore.errors import (
     AlreadyExists,
     ConfigError,
@@ -243,6 +243,15 @@ class LocalFolderStorage:
         """:class:`fdcore.abc.BoundedRead`: a mailbox file, never more than ``max_bytes`` read."""
         return self._read_path(self._path(key), key, max_bytes)
 
+    def unchanged(self, key: str, etag: str) -> bool:
+        """:class:`fdcore.abc.ChangeCheck`: an etag names the inode and modification time it
+        was read at (a replace links a new inode; an edit in place moves the time): one stat."""
+        try:
+            found = os.stat(self._path(key), follow_symlinks=False)
+        except OSError:
+            return False
+        return etag.startswith(f'"{found.st_ino:x}-{found.st_mtime_ns:x}-')
+
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the mtime of the last file this store wrote."""
         return self._write_time
@@ -356,19 +365,30 @@ class LocalFolderStorage:
         return iter(keys)
 
     def _walk(self, directory: Path, relative: str, prefix: str, keys: builtins.list[str]) -> None:
-        try:
-            entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        for entry in entries:
-            if entry.name.startswith("."):
+        """Collect the keys under ``directory`` that start with ``prefix``.
+
+        Iterative, and never deeper than a key can be long: a stray tree of nested folders
+        thousands deep (made by hand or by a runaway script) costs one bounded walk, never a
+        RecursionError out of an agent's poll.
+        """
+        pending = [(directory, relative)]
+        while pending:
+            directory, relative = pending.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
                 continue
-            key = f"{relative}/{entry.name}" if relative else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                if key.startswith(prefix) or prefix.startswith(key + "/"):
-                    self._walk(Path(entry.path), key, prefix, keys)
-            elif key.startswith(prefix):
-                keys.append(key)
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                key = f"{relative}/{entry.name}" if relative else entry.name
+                if len(key) > MAX_KEY_LENGTH:
+                    continue  # no key is this long: nothing below it can be one either
+                if entry.is_dir(follow_symlinks=False):
+                    if key.startswith(prefix) or prefix.startswith(key + "/"):
+                        pending.append((Path(entry.path), key))
+                elif key.startswith(prefix):
+                    keys.append(key)
 
     def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
         """Call ``changed()`` soon after keys under ``prefix`` appear or go (inotify)."""
