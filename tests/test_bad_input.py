@@ -265,9 +265,9 @@ def test_a_malformed_file_is_not_decoded_again_until_it_changes(
     decoded: list[str] = []
     real_decode = access.decode
 
-    def counting_decode(cls: type, data: bytes, key: str) -> object:
+    def counting_decode(cls: type, data: bytes, key: str, max_bytes: int) -> object:
         decoded.append(key)
-        return real_decode(cls, data, key)
+        return real_decode(cls, data, key, max_bytes)
 
     monkeypatch.setattr(access, "decode", counting_decode)
     storage = MemoryStorage.fresh("bad-once")
