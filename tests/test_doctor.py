@@ -34,6 +34,7 @@ def _names() -> list[str]:
         "create-if-absent",
         "replace-if-match",
         "no-partial-reads",
+        "optional-protocols",
         "cleanup",
     ]
 

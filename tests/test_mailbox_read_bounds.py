@@ -115,4 +115,16 @@ def test_a_tree_of_folders_thousands_deep_lists_as_nothing(
         os.mkdir("d")
         os.chdir("d")
     Path("x.json").write_text("{}")
-    assert list(Mailbox(storage).request_ids()) == ["r1"]
+    try:
+        assert list(Mailbox(storage).request_ids()) == ["r1"]
+    finally:
+        remove_deep_tree()
+
+
+def remove_deep_tree() -> None:
+    """From the bottom of the tree (the working folder) up: shutil.rmtree, and pytest's clean-up
+    of old temporary folders with it, would raise RecursionError on a tree this deep."""
+    os.unlink("x.json")
+    for _ in range(1500):
+        os.chdir("..")
+        os.rmdir("d")
