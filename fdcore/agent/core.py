@@ -149,7 +149,17 @@ class Agent:
         """When the next slot of this agent's schedules is due (None without schedules)."""
         if self.stopping or not self.schedules:
             return None
-        return min(schedule.timetable.next_due(now).due_at for schedule in self.schedules)
+        due: list[datetime] = []
+        for schedule in self.schedules:
+            # A slot function's exception must not leave the runtime's loop: that schedule
+            # wakes nobody (its polls still try it, under the poll's guard).
+            try:
+                due.append(schedule.timetable.next_due(now).due_at)
+            except Exception as exc:
+                if not self.contain_errors:
+                    raise
+                self._failed(exc)
+        return min(due, default=None)
 
     def _guarded(self, step: Callable[[], object]) -> bool:
         """Run a step; True if it completed. Nothing it raises ends the agent but a duplicate.

@@ -17,6 +17,7 @@ import pytest
 from fdcore_localfs.store import LocalFolderStorage
 
 from fdcore.abc import AgentLoad
+from fdcore.agent.settings import ScheduleConfig
 from fdcore.clock import ManualClock
 from fdcore.contract.models import AgentRecord, State
 from fdcore.errors import DuplicateAgent
@@ -124,3 +125,26 @@ def test_a_duplicate_name_still_stops_the_agent(fdcore_memory_fleet: MemoryFleet
     second.presence.previous_process_gone = lambda record: False
     with pytest.raises(DuplicateAgent):
         second.poll()
+
+
+def test_a_slot_function_that_raises_wakes_nobody_and_stops_nothing(
+    fdcore_memory_fleet: MemoryFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet = fdcore_memory_fleet
+    agent = fleet.agent("etl-01", schedules=(ScheduleConfig("hourly", ("a",), "every", "1h"),))
+    assert agent.next_due(START) is not None
+
+    class BrokenTimetable:
+        def next_due(self, now: object) -> object:
+            raise ValueError("the slot function's own bug")
+
+        def latest_due(self, now: object) -> object:
+            raise ValueError("the slot function's own bug")
+
+    agent.schedules[0].timetable = BrokenTimetable()  # type: ignore[assignment]
+    assert agent.next_due(START) is None  # the runtime's loop goes on; the error is logged
+    agent.poll()
+    # The record is still written (the schedule shows no next due time); the look failed.
+    assert agent.step_errors == 2
+    record = _record(fleet, "etl-01")
+    assert record.updated_at == START and record.schedules[0].next_due is None
