@@ -128,3 +128,16 @@ def remove_deep_tree() -> None:
     for _ in range(1500):
         os.chdir("..")
         os.rmdir("d")
+
+
+def test_a_folder_where_a_request_belongs_is_reported_once(tmp_path: Path) -> None:
+    storage = LocalFolderStorage(tmp_path / "env")
+    mailbox = Mailbox(storage)
+    submit(mailbox, ["a"], request_id="r1")
+    inner = tmp_path / "env" / "requests" / "x.json"
+    inner.mkdir()
+    (inner / "one.json").write_text("{}")
+    (inner / "two.json").write_text("{}")
+    for _ in range(3):
+        assert list(mailbox.request_ids()) == ["r1"]
+    assert mailbox.problems.reported == ["requests/x.json: is a folder, not a file: not read"]

@@ -127,6 +127,9 @@ class Mailbox:
         for key in self.storage.list(prefix):
             name = key[len(prefix) :]
             if "/" in name:
+                # Keys below a folder of its own: reported once (an empty folder is no key).
+                folder = prefix + name.partition("/")[0]
+                self.problems.report(folder, f"{folder}: is a folder, not a file: not read")
                 continue
             stem, dot, suffix = name.rpartition(".")
             if dot and suffix == "json" and is_valid_id(stem):
