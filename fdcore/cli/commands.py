@@ -11,7 +11,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from fdcore.cli.config import load_config, max_file_bytes_setting
+from fdcore.cli.config import load_config, max_file_bytes_setting, storage_option
 from fdcore.cli.runtime import AgentRuntime
 from fdcore.cli.views import (
     AgentRow,
@@ -26,7 +26,7 @@ from fdcore.cli.views import (
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
-from fdcore.errors import AlreadyExists, ConfigError, InvalidId
+from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import HOST, TAKEOVER, load_plugins
@@ -84,7 +84,7 @@ def _submit(args: argparse.Namespace) -> int:
         raise ConfigError("fdcore submit", "--max-attempts", "must be >= 1")
     try:
         request = submit(
-            open_mailbox(args.env, create=True),
+            open_mailbox(args.env, create=False),  # a mistyped URL must not start a new one
             entities,
             request_id=args.id,
             max_attempts=args.max_attempts,
@@ -94,6 +94,20 @@ def _submit(args: argparse.Namespace) -> int:
     except AlreadyExists:
         raise ConfigError("fdcore submit", "--id", f"request {args.id!r} already exists") from None
     print(request.id)
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    """Create an environment (idempotent): the one command besides an agent with
+    ``[agent] create = true`` that makes one."""
+    plugins = load_plugins()
+    options = dict(args.option)
+    try:
+        plugins.open_storage(args.env, options, create=False).close()
+        print(f"{args.env}: already an environment")
+    except EnvironmentNotFound:
+        plugins.open_storage(args.env, options, create=True).close()
+        print(f"{args.env}: created")
     return 0
 
 
@@ -219,6 +233,13 @@ def register(commands: Any) -> None:
     run = agent_commands.add_parser("run", help="run an agent until SIGTERM or SIGINT")
     run.add_argument("--config", required=True, help="path to agent.toml")
     run.set_defaults(run=_agent_run)
+
+    init = commands.add_parser("init", help="create an environment (if not there yet)")
+    init.add_argument("env", help="environment URL")
+    init.add_argument(
+        "--option", action="append", default=[], type=storage_option, help="a [storage] KEY=VALUE"
+    )
+    init.set_defaults(run=_init)
 
     submit_parser = commands.add_parser("submit", help="queue a request")
     submit_parser.add_argument("--env", required=True, help="environment URL")

@@ -6,6 +6,7 @@ A schedule's timing keys are the names of the installed slot functions (``every`
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import math
 import os
@@ -49,6 +50,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "host": ((str,), "a folder path"),
         "host_admission": ((str,), "a string"),
         "max_file_bytes": ((int,), "an integer"),
+        "create": ((bool,), "true or false"),
     },
     "pipeline": {
         "claim": ((str,), "a string"),
@@ -270,6 +272,7 @@ def parse_config(
         host=agent.get("host") or None,
         host_admission=agent.get("host_admission", "slots"),
         max_file_bytes=max_file_bytes,
+        create=agent.get("create", False),
         source=source,
         **_durations(source, agent, pipeline),
     )
@@ -295,6 +298,14 @@ def max_file_bytes_setting(source: str, key: str, value: object | None) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise ConfigError(source, key or None, f"must be {low}..{high} bytes, got {value!r}")
     return value
+
+
+def storage_option(text: str) -> tuple[str, str]:
+    """A command line's ``--option KEY=VALUE``: one key of ``[storage]`` (argparse type)."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def _duration(source: str, key: str, text: str) -> float:

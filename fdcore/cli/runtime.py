@@ -72,7 +72,10 @@ class AgentRuntime:
         self.config = config
         plugins = plugins or load_plugins()
         self.storage = plugins.open_storage(
-            config.environment, dict(config.storage_options), config.storage_backend
+            config.environment,
+            dict(config.storage_options),
+            config.storage_backend,
+            create=config.create,
         )
         components = build_components(config, plugins, self.storage, start_table)
         self.clock = clock or SystemClock()

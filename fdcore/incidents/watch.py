@@ -115,6 +115,6 @@ def watch_incidents(
     if not config.incidents.enabled:
         return None
     storage = plugins.open_storage(
-        config.environment, dict(config.storage_options), config.storage_backend
-    )
+        config.environment, dict(config.storage_options), config.storage_backend, create=False
+    )  # the agent opened (or created) it already
     return IncidentWatch(config, storage, channels, clock)

@@ -102,8 +102,10 @@ class LocalFolderStorage:
     """The :class:`fdcore.abc.Storage` protocol over a folder.
 
     ``create=True`` makes the folder (and its parents) if missing and sets up ``.fdcore``.
-    ``create=False`` writes nothing: the folder must exist (else EnvironmentNotFound); one that
-    no agent has used yet reads as an empty environment.
+    ``create=False`` writes nothing: the environment must exist, a folder with ``.fdcore`` set
+    up (by ``fdcore init``, an agent with ``[agent] create = true``, or any earlier version's
+    agent); a missing folder, or one that holds no environment, is EnvironmentNotFound. So a
+    mistyped path, or a share's empty mount point, is never taken for an empty environment.
     """
 
     def __init__(self, root: Path, url: str | None = None, *, create: bool = True) -> None:
@@ -137,6 +139,8 @@ class LocalFolderStorage:
                 os.scandir(self.root).close()  # readable, or every listing would fail later
         except OSError as exc:
             raise self._unusable_root(exc) from None
+        if not create and _mode(self._internal) != stat.S_IFDIR:
+            raise EnvironmentNotFound(self.url, f"folder {self.root} holds none (no {INTERNAL}/)")
 
     def _unusable_root(self, exc: OSError) -> StorageError:
         """What a failure to reach or set up the root at open means to the operator."""
