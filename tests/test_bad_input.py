@@ -156,7 +156,9 @@ def test_missing_runner_command_is_reported_at_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "agent.toml"
-    path.write_text(f'[agent]\nname = "a"\nenvironment = "{(tmp_path / "env").as_uri()}"\n')
+    path.write_text(
+        f'[agent]\nname = "a"\nenvironment = "{(tmp_path / "env").as_uri()}"\ncreate = true\n'
+    )
     assert main(["agent", "run", "--config", str(path)]) == 2
     assert capsys.readouterr().err.strip().endswith("[runner] command: missing (required)")
 
@@ -167,7 +169,7 @@ def test_python_runner_function_that_does_not_load_is_reported_at_start(
     path = tmp_path / "agent.toml"
     env = (tmp_path / "env").as_uri()
     path.write_text(
-        f'[agent]\nname = "a"\nenvironment = "{env}"\n'
+        f'[agent]\nname = "a"\nenvironment = "{env}"\ncreate = true\n'
         '[runner]\nkind = "python"\nfunction = "no_such_module:table"\n'
     )
     assert main(["agent", "run", "--config", str(path)]) == 2

@@ -49,7 +49,8 @@ def test_doctor_passes_every_line_on_a_local_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "env"
-    root.mkdir()  # doctor proves an existing environment; it never creates one
+    assert main(["init", root.as_uri()]) == 0  # doctor proves an environment; it makes none
+    capsys.readouterr()
     assert main(["doctor", root.as_uri()]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == [f"PASS {name}" for name in _names()]
@@ -59,7 +60,9 @@ def test_doctor_passes_every_line_on_a_local_folder(
 
 def test_doctor_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "env"
-    (root / "requests").mkdir(parents=True)
+    assert main(["init", root.as_uri()]) == 0
+    capsys.readouterr()
+    (root / "requests").mkdir()
     (root / "requests" / "r-1.json").write_text("{}")  # the environment's own files stay
     argv = ["doctor", str(root), "--json", "--rounds", "5", "--processes", "4", "--keys", "40"]
     assert main(argv) == 0
