@@ -100,6 +100,9 @@ class StoreClock(Protocol):
     backend that cannot tell does not implement it; its agents measure no skew.
     """
 
+    # A store may also set ``clock_resolution`` (seconds, a float): how coarse its stamps are
+    # (1.0 for HTTP ``Last-Modified``); the agent widens its measurement error by that much.
+
     def last_write_time(self) -> datetime | None:
         """When the store wrote the last object this instance created or replaced, by the
         store's clock (a file's mtime, an HTTP ``Last-Modified``); None before any write."""
@@ -119,11 +122,24 @@ class BoundedRead(Protocol):
         """Like :meth:`Storage.read`, within the bound; raise UnreadableFile otherwise."""
 
 
-def read_mailbox_file(storage: Storage, key: str) -> Blob | None:
+@runtime_checkable
+class ChangeCheck(Protocol):
+    """Optional for a :class:`Storage`: tell, without reading it, that a key is unchanged.
+
+    Mailbox readers use it to leave a file they found malformed unread until it changes (a
+    local folder answers from the file's inode and modification time, one ``stat``).
+    """
+
+    def unchanged(self, key: str, etag: str) -> bool:
+        """True if ``key`` still holds the value read with ``etag``; False if it changed, is
+        gone, or the store cannot tell cheaply."""
+
+
+def read_mailbox_file(storage: Storage, key: str, max_bytes: int = MAX_FILE_BYTES) -> Blob | None:
     """Read ``key`` as a mailbox file: bounded where the store can bound it (else the codec's
     size check rejects an oversized value after reading it)."""
     if isinstance(storage, BoundedRead):
-        return storage.read_bounded(key, MAX_FILE_BYTES)
+        return storage.read_bounded(key, max_bytes)
     return storage.read(key)
 
 

@@ -89,7 +89,9 @@ class EnvironmentNotFound(StorageError):
         self.url = url
         where = f"{url} ({detail})" if detail else url
         super().__init__(
-            None, f"environment not found: {where}; an agent or `fdcore submit` creates it"
+            None,
+            f"environment not found: {where}; `fdcore init {url}` creates it "
+            "(or an agent with `[agent] create = true`)",
         )
 
 

@@ -156,7 +156,9 @@ def test_missing_runner_command_is_reported_at_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "agent.toml"
-    path.write_text(f'[agent]\nname = "a"\nenvironment = "{(tmp_path / "env").as_uri()}"\n')
+    path.write_text(
+        f'[agent]\nname = "a"\nenvironment = "{(tmp_path / "env").as_uri()}"\ncreate = true\n'
+    )
     assert main(["agent", "run", "--config", str(path)]) == 2
     assert capsys.readouterr().err.strip().endswith("[runner] command: missing (required)")
 
@@ -167,7 +169,7 @@ def test_python_runner_function_that_does_not_load_is_reported_at_start(
     path = tmp_path / "agent.toml"
     env = (tmp_path / "env").as_uri()
     path.write_text(
-        f'[agent]\nname = "a"\nenvironment = "{env}"\n'
+        f'[agent]\nname = "a"\nenvironment = "{env}"\ncreate = true\n'
         '[runner]\nkind = "python"\nfunction = "no_such_module:table"\n'
     )
     assert main(["agent", "run", "--config", str(path)]) == 2
@@ -265,9 +267,9 @@ def test_a_malformed_file_is_not_decoded_again_until_it_changes(
     decoded: list[str] = []
     real_decode = access.decode
 
-    def counting_decode(cls: type, data: bytes, key: str) -> object:
+    def counting_decode(cls: type, data: bytes, key: str, max_bytes: int) -> object:
         decoded.append(key)
-        return real_decode(cls, data, key)
+        return real_decode(cls, data, key, max_bytes)
 
     monkeypatch.setattr(access, "decode", counting_decode)
     storage = MemoryStorage.fresh("bad-once")

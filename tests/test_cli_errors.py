@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -124,7 +125,8 @@ COMMANDS: dict[str, Callable[[Places, str], list[str]]] = {
     "schedules": lambda places, url: ["schedules", "--env", url],
     "doctor": lambda places, url: ["doctor", url, "--processes", "2", "--rounds", "1"],
 }
-CREATING = {"agent run", "submit"}  # they create a missing environment: that is their job
+CREATING = {"init"}  # it creates a missing environment: that is its job
+COMMANDS["init"] = lambda places, url: ["init", url]
 
 
 def run_fdcore(
@@ -177,15 +179,21 @@ def test_a_bad_environment_is_one_line_and_nothing_is_created(
     )
     assert_one_error_line(result, bad.problem(places))
     if case == "missing folder":
-        assert "an agent or `fdcore submit` creates it" in result.stderr
+        assert f"`fdcore init {url}` creates it (or an agent with `[agent] create = true`)" in (
+            result.stderr
+        )
     assert places.snapshot() == before
     assert list(places.temporary.iterdir()) == []  # no traceback file: not a bug
 
 
-def test_submit_creates_a_missing_environment_that_the_read_only_commands_then_read(
+def test_init_creates_an_environment_that_submit_and_the_read_only_commands_then_use(
     tmp_path: Path,
 ) -> None:
     url = (tmp_path / "new" / "env").as_uri()
+    created = run_fdcore("init", url)
+    assert (created.returncode, created.stdout, created.stderr) == (0, f"{url}: created\n", "")
+    again = run_fdcore("init", url)
+    assert (again.returncode, again.stdout) == (0, f"{url}: already an environment\n")
     submitted = run_fdcore("submit", "--env", url, "--entities", "sales", "--id", "r-1")
     assert (submitted.returncode, submitted.stdout, submitted.stderr) == (0, "r-1\n", "")
     listed = run_fdcore("queue", "--env", url, "--json")
@@ -193,12 +201,48 @@ def test_submit_creates_a_missing_environment_that_the_read_only_commands_then_r
     assert [row["id"] for row in json.loads(listed.stdout)["requests"]] == ["r-1"]
 
 
-def test_read_only_commands_write_nothing_in_an_existing_folder(tmp_path: Path) -> None:
-    for command in ("queue", "agents", "schedules"):
-        result = run_fdcore(command, "--env", tmp_path.as_uri(), "--json")
-        assert (result.returncode, result.stderr) == (0, ""), command
-        assert json.loads(result.stdout)["warnings"] == []
-    assert list(tmp_path.iterdir()) == []  # not even the backend's .fdcore
+def test_a_folder_that_holds_no_environment_is_not_one_and_stays_untouched(
+    tmp_path: Path,
+) -> None:
+    """An empty mount point, a folder made by hand, a mistyped path that happens to exist."""
+    (tmp_path / "notes.txt").write_text("mine")
+    for argv in (
+        ("queue", "--env", tmp_path.as_uri(), "--json"),
+        ("agents", "--env", tmp_path.as_uri()),
+        ("schedules", "--env", tmp_path.as_uri()),
+        ("submit", "--env", tmp_path.as_uri(), "--entities", "sales"),
+    ):
+        result = run_fdcore(*argv)
+        assert_one_error_line(result, f"folder {tmp_path} holds none (no .fdcore/)")
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_an_agent_creates_its_environment_only_when_told(tmp_path: Path) -> None:
+    url = (tmp_path / "env").as_uri()
+    config = tmp_path / "agent.toml"
+    config.write_text(AGENT_TOML.format(url=json.dumps(url)))
+    refused = run_fdcore("agent", "run", "--config", str(config))
+    assert_one_error_line(result=refused, problem=f"environment not found: {url}")
+    assert not (tmp_path / "env").exists()
+    config.write_text(
+        AGENT_TOML.format(url=json.dumps(url)).replace(
+            "poll_seconds", "create = true\npoll_seconds"
+        )
+    )
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "fdcore.cli", "agent", "run", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(300):
+            if (tmp_path / "env" / "agents" / "etl-01.json").exists() or agent.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (tmp_path / "env" / "agents" / "etl-01.json").exists()
+    finally:
+        agent.terminate()
+        assert agent.wait(timeout=30) == 0, agent.stderr.read() if agent.stderr else ""
 
 
 INVALID_PLUGIN = """

@@ -116,7 +116,7 @@ def test_the_agent_refuses_to_start_with_a_route_it_cannot_open(
     env = (tmp_path / "env").as_uri()
     path = tmp_path / "agent.toml"
     path.write_text(
-        f'[agent]\nname = "a"\nenvironment = "{env}"\n[runner]\ncommand = ["true"]\n'
+        f'[agent]\nname = "a"\nenvironment = "{env}"\ncreate = true\n[runner]\ncommand = ["true"]\n'
         '[notify.routes.oncall]\nnotifier = "teams"\n'
     )
     assert main(["agent", "run", "--config", str(path)]) == 2

@@ -4,8 +4,9 @@ Each was seen to stop or hang every agent of an environment (and ``fdcore queue`
 a request belongs (agents blocked forever, deaf to SIGTERM), a link to ``/dev/zero``
 (MemoryError), 50 MB of JSON (re-read every poll), 100,000 nested ``[``, a folder where a status
 or a lease belongs, a file where a request's ``runs/`` folder belongs, an agent record with
-``"stale_after": 1e300``. Good requests must all finish, every bad file is reported once per
-agent, and ``fdcore queue`` shows the stuck request ``unreadable`` with the reason.
+``"stale_after": 1e300``, a folder where an agent's own record belongs (that agent stopped).
+Good requests must all finish, every bad file is reported once per agent, and ``fdcore queue``
+shows the stuck request ``unreadable`` with the reason.
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ def test_no_stray_file_stops_an_agent(fdcore_fleet: AgentFleet, tmp_path: Path) 
     submit(mailbox, ["c"], request_id="needs-c")  # its table's lease path is a folder
     bad = plant_bad_files(root)
     names = ["etl-01", "etl-02"]
-    for name in names:
+    # An agent whose own record path is a folder cannot say it is alive: it runs on, takes
+    # nothing, and reports the folder once.
+    (root / "agents/etl-03.json").mkdir()
+    for name in [*names, "etl-03"]:
         fleet.add(name, {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER}).start()
     try:
         assert wait_until(
@@ -75,7 +79,7 @@ def test_no_stray_file_stops_an_agent(fdcore_fleet: AgentFleet, tmp_path: Path) 
             ),
             60,
         ), [fleet.agents[n].output()[-3000:] for n in names]
-        assert all(fleet.agents[name].alive() for name in names)
+        assert all(fleet.agents[name].alive() for name in [*names, "etl-03"])
         queue = subprocess.run(
             [sys.executable, "-m", "fdcore.cli", "queue", "--env", fleet.environment, "--json"],
             capture_output=True,
@@ -98,7 +102,11 @@ def test_no_stray_file_stops_an_agent(fdcore_fleet: AgentFleet, tmp_path: Path) 
         assert states == {"etl-01": "live", "etl-02": "live", "ghost": "unreadable"}
     finally:
         codes = fleet.stop_all()
-    assert codes == {name: 0 for name in names}  # SIGTERM heard, clean exit
+    assert codes == {name: 0 for name in [*names, "etl-03"]}  # SIGTERM heard, clean exit
+    assert not [r for r in GOOD if mailbox.status(r).value.attempts[0].agent == "etl-03"]  # type: ignore[union-attr]
+    blocked = fleet.agents["etl-03"].output()
+    assert "Traceback" not in blocked
+    assert blocked.count("skipping agents/etl-03.json: is a folder") == 1, blocked[-2000:]
     for name in names:
         output = fleet.agents[name].output()
         assert "Traceback" not in output

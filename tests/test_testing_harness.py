@@ -231,6 +231,7 @@ MIXINS = [
     storage_suite.CreateIfAbsentTests,
     storage_suite.ReplaceIfMatchTests,
     storage_suite.KeyTests,
+    storage_suite.OptionalProtocolTests,
     storage_suite.PayloadTests,
     storage_suite.ListTests,
     storage_suite.RaceTests,
@@ -245,7 +246,7 @@ def test_the_suite_is_its_mixins_and_each_test_belongs_to_one() -> None:
     base = own_tests(storage_suite.StorageTestsBase)
     assert base == {"test_factory_opens_an_empty_environment"}
     every = [name for mixin in MIXINS for name in own_tests(mixin)]
-    assert len(every) == len(set(every)) == 13
+    assert len(every) == len(set(every)) == 14
     suite = {name for name in dir(storage_suite.StorageSuite) if name.startswith("test_")}
     assert suite == base | set(every)
     assert own_tests(storage_suite.StorageSuite) == set()

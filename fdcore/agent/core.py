@@ -34,7 +34,7 @@ from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
 from fdcore.agent.work import Holdings, Work
 from fdcore.clock import Clock
-from fdcore.errors import StorageUnavailable
+from fdcore.errors import DuplicateAgent, MailboxFileError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox, ProblemLog
 
 log = logging.getLogger("fdcore.agent")
@@ -55,6 +55,7 @@ class Agent:
         instance: str | None = None,
         previous_process_gone: ProcessGone = lambda record: False,
         schedules: list[Schedule] | None = None,
+        contain_errors: bool = True,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -78,6 +79,9 @@ class Agent:
         )
         self.discovery.skew = self.skew
         self._outage: str | None = None
+        self.contain_errors = contain_errors
+        self.step_errors = 0  # steps cut short by an error other than the store's
+        self._errors_seen: set[str] = set()
         self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
 
     @property
@@ -98,21 +102,26 @@ class Agent:
     def poll(self) -> None:
         """One step, as docs/agents.md tells it: record, held work, schedules, new work."""
         now = self.clock.now()
-        self._guarded(lambda: self._poll(now))
+        # Each part on its own guard: a record that cannot be written must not keep running
+        # tables from being followed (leases renewed, or runs stopped before a lease runs out).
+        recorded = self._guarded(lambda: self.presence.write(now, self.stopping))
+        self._guarded(lambda: self._move_held_work(now))
+        if self.stopping or not recorded:
+            return  # an agent that cannot say it is alive takes nothing new
+        self._guarded(lambda: self._look(now))
 
-    def _poll(self, now: datetime) -> None:
-        self.presence.write(now, self.stopping)
-        self._move_held_work(now)
-        if self.stopping:
-            return
-        create_due_requests(self.schedules, self.mailbox, self.name, now)
-        # A look made between polls (react) since the last poll did what this one would, less
-        # than a poll ago: skipping it keeps the store traffic of a busy agent where it was.
-        # Not with take_over: each poll's sweep is what bounds the time to take over.
-        if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
-            self.discovery.look_for_work(now)
-            self._move_held_work(now)  # start what was just found, not a poll later
-        self._looks_at_last_poll = self.discovery.looks
+    def _look(self, now: datetime) -> None:
+        try:
+            create_due_requests(self.schedules, self.mailbox, self.name, now)
+            # A look made between polls (react) since the last poll did what this one would,
+            # less than a poll ago: skipping it keeps the store traffic of a busy agent where it
+            # was. Not with take_over: each poll's sweep is what bounds the time to take over.
+            if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
+                self.discovery.look_for_work(now)
+                self._move_held_work(now)  # start what was just found, not a poll later
+        finally:
+            # Even when cut short: a look that failed is no reason for the next poll to skip.
+            self._looks_at_last_poll = self.discovery.looks
 
     def react(self, new_work: bool = False) -> None:
         """Between polls: do at once what a table's end, a due slot or new work calls for.
@@ -140,10 +149,28 @@ class Agent:
         """When the next slot of this agent's schedules is due (None without schedules)."""
         if self.stopping or not self.schedules:
             return None
-        return min(schedule.timetable.next_due(now).due_at for schedule in self.schedules)
+        due: list[datetime] = []
+        for schedule in self.schedules:
+            # A slot function's exception must not leave the runtime's loop: that schedule
+            # wakes nobody (its polls still try it, under the poll's guard).
+            try:
+                due.append(schedule.timetable.next_due(now).due_at)
+            except Exception as exc:
+                if not self.contain_errors:
+                    raise
+                self._failed(exc)
+        return min(due, default=None)
 
-    def _guarded(self, step: Callable[[], None]) -> None:
-        """Run a step; a mailbox that cannot be reached is reported once and retried later."""
+    def _guarded(self, step: Callable[[], object]) -> bool:
+        """Run a step; True if it completed. Nothing it raises ends the agent but a duplicate.
+
+        A mailbox that cannot be reached is reported once and retried at the next step. Any
+        other error (a plugin's, a bug) is logged with its traceback once, and the step is
+        tried again next time: one bad file, value or plugin call must not stop the agent, and
+        the parts write in an order that a step cut short anywhere leaves safe (the same order
+        that makes a store error anywhere safe). ``contain_errors=False`` (the simulator) raises
+        them instead, so a bug fails the run that found it.
+        """
         try:
             step()
         except StorageUnavailable as exc:
@@ -151,10 +178,30 @@ class Agent:
             if self._outage is None:
                 log.warning("%s: mailbox unavailable, will retry: %s", self.name, exc)
             self._outage = str(exc)
-            return
+            return False
+        except DuplicateAgent:
+            raise  # another process runs under this name: this one must stop
+        except Exception as exc:
+            if not self.contain_errors:
+                raise
+            self._failed(exc)
+            return False
         if self._outage is not None:
             log.info("%s: mailbox reachable again", self.name)
             self._outage = None
+        return True
+
+    def _failed(self, exc: Exception) -> None:
+        """Log a failed step: with its traceback the first time, a line after that."""
+        self.step_errors += 1
+        what = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, MailboxFileError):
+            self.problems.report(str(exc.path), str(exc))
+        elif what not in self._errors_seen:
+            self._errors_seen.add(what)
+            log.error("%s: a step failed and will be retried: %s", self.name, what, exc_info=exc)
+        else:
+            log.debug("%s: the step failed again: %s", self.name, what)
 
     def _move_held_work(self, now: datetime) -> bool:
         """Record finished tables, then start next ones (or hand requests back when stopping).

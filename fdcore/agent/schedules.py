@@ -45,8 +45,13 @@ class Schedule:
     last_slot: str | None = None  # the latest slot written or seen: never written twice
 
     def published(self, now: datetime) -> ScheduleInfo:
-        """The schedule as the agent's status record shows it, with its next due time."""
-        return attrs.evolve(self.info, next_due=self.timetable.next_due(now).due_at)
+        """The schedule as the agent's status record shows it, with its next due time (None if
+        the slot function fails: the record must still be written; the look reports the error)."""
+        try:
+            due: datetime | None = self.timetable.next_due(now).due_at
+        except Exception:
+            due = None
+        return attrs.evolve(self.info, next_due=due)
 
     def request_id(self, slot: Slot, agent: str) -> str:
         base = f"sched-{self.config.id}-{slot.id}"

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from fdcore.contract.codec import MAX_FILE_BYTES
+
 
 @attrs.frozen
 class ScheduleConfig:
@@ -105,6 +107,8 @@ class AgentConfig:
     incidents: IncidentsConfig = IncidentsConfig()
     host: str | None = None  # the host folder its tables are admitted through (docs/host.md)
     host_admission: str = "slots"  # the host admission plugin that opens it
+    max_file_bytes: int = MAX_FILE_BYTES  # a bigger mailbox file is reported, never read
+    create: bool = False  # create the environment if it is not there (else: one-line error)
     source: str = "<config>"
 
     @property

@@ -31,6 +31,9 @@ class ClockSkew:
         self.grace = grace_seconds
         self.clock = clock
         self.storage = storage if isinstance(storage, StoreClock) else None
+        # A store that stamps whole seconds (HTTP Last-Modified) says so: that much more error.
+        resolution = getattr(storage, "clock_resolution", 0.0)
+        self.error = MEASUREMENT_ERROR + (resolution if isinstance(resolution, float) else 0.0)
         self.seconds: float | None = None  # positive: this agent's clock runs ahead
         self._warned = False
 
@@ -45,7 +48,7 @@ class ClockSkew:
         if not math.isfinite(skew):
             return
         self.seconds = round(skew, 3)
-        far = abs(skew) > self.grace / 2 + MEASUREMENT_ERROR
+        far = abs(skew) > self.grace / 2 + self.error
         if far and not self._warned:
             refusing = "; it takes no request over" if self.refuses_takeover else ""
             log.warning(
@@ -62,4 +65,4 @@ class ClockSkew:
     @property
     def refuses_takeover(self) -> bool:
         """True while the measured skew exceeds the grace: this agent may misjudge others lost."""
-        return self.seconds is not None and abs(self.seconds) > self.grace + MEASUREMENT_ERROR
+        return self.seconds is not None and abs(self.seconds) > self.grace + self.error

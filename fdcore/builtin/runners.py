@@ -94,7 +94,10 @@ class CommandRunner:
             stderr=log,
             cwd=options.get("cwd"),
             pass_fds=job.inherit,
-            preexec_fn=child_setup(),  # the agent starts tables from one thread: safe
+            # Other threads run in the agent (run waiters, the watcher, incidents): the child
+            # runs only setsid, a prctl whose function was looked up before the fork, getppid
+            # and _exit, and takes no lock another thread could hold at the fork.
+            preexec_fn=child_setup(),
         )
         records = ProcessRecords(job.agent, job.environment)
         records.add(process.pid)

@@ -11,7 +11,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from fdcore.cli.config import load_config
+from fdcore.cli.config import load_config, max_file_bytes_setting, storage_option
 from fdcore.cli.runtime import AgentRuntime
 from fdcore.cli.views import (
     AgentRow,
@@ -26,16 +26,18 @@ from fdcore.cli.views import (
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
-from fdcore.errors import AlreadyExists, ConfigError, InvalidId
+from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import HOST, TAKEOVER, load_plugins
 
 
-def _mailbox(url: str, *, create: bool) -> Mailbox:
+def open_mailbox(url: str, *, create: bool) -> Mailbox:
     """The environment's mailbox; ``create=False`` for commands that only read (a missing
-    environment is then "environment not found", never a new empty one)."""
-    return Mailbox(load_plugins().open_storage(url, create=create))
+    environment is then "environment not found", never a new empty one). Its reads are bounded
+    by $FDCORE_MAX_FILE_BYTES (1 MiB unless set)."""
+    bound = max_file_bytes_setting("", "", None)
+    return Mailbox(load_plugins().open_storage(url, create=create), max_file_bytes=bound)
 
 
 #: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
@@ -82,7 +84,7 @@ def _submit(args: argparse.Namespace) -> int:
         raise ConfigError("fdcore submit", "--max-attempts", "must be >= 1")
     try:
         request = submit(
-            _mailbox(args.env, create=True),
+            open_mailbox(args.env, create=False),  # a mistyped URL must not start a new one
             entities,
             request_id=args.id,
             max_attempts=args.max_attempts,
@@ -92,6 +94,20 @@ def _submit(args: argparse.Namespace) -> int:
     except AlreadyExists:
         raise ConfigError("fdcore submit", "--id", f"request {args.id!r} already exists") from None
     print(request.id)
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    """Create an environment (idempotent): the one command besides an agent with
+    ``[agent] create = true`` that makes one."""
+    plugins = load_plugins()
+    options = dict(args.option)
+    try:
+        plugins.open_storage(args.env, options, create=False).close()
+        print(f"{args.env}: already an environment")
+    except EnvironmentNotFound:
+        plugins.open_storage(args.env, options, create=True).close()
+        print(f"{args.env}: created")
     return 0
 
 
@@ -120,7 +136,7 @@ def _print(
 
 
 def _queue(args: argparse.Namespace) -> int:
-    mailbox = _mailbox(args.env, create=False)
+    mailbox = open_mailbox(args.env, create=False)
     rows = queue_rows(mailbox, include_final=not args.active)
     agents = _agent_rows(mailbox, args.grace)
     states = {row.name: row.state for row in agents}
@@ -154,7 +170,7 @@ def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow
 
 
 def _agents(args: argparse.Namespace) -> int:
-    rows = _host_slots(args, _agent_rows(_mailbox(args.env, create=False), args.grace))
+    rows = _host_slots(args, _agent_rows(open_mailbox(args.env, create=False), args.grace))
     table = [
         (
             "AGENT",
@@ -193,7 +209,7 @@ def _agents(args: argparse.Namespace) -> int:
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    agents = _agent_rows(_mailbox(args.env, create=False), args.grace)
+    agents = _agent_rows(open_mailbox(args.env, create=False), args.grace)
     rows = schedule_rows(agents)
     table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
     for row in rows:
@@ -217,6 +233,13 @@ def register(commands: Any) -> None:
     run = agent_commands.add_parser("run", help="run an agent until SIGTERM or SIGINT")
     run.add_argument("--config", required=True, help="path to agent.toml")
     run.set_defaults(run=_agent_run)
+
+    init = commands.add_parser("init", help="create an environment (if not there yet)")
+    init.add_argument("env", help="environment URL")
+    init.add_argument(
+        "--option", action="append", default=[], type=storage_option, help="a [storage] KEY=VALUE"
+    )
+    init.set_defaults(run=_init)
 
     submit_parser = commands.add_parser("submit", help="queue a request")
     submit_parser.add_argument("--env", required=True, help="environment URL")

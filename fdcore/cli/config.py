@@ -6,8 +6,10 @@ A schedule's timing keys are the names of the installed slot functions (``every`
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import math
+import os
 import sys
 from collections.abc import Mapping
 from datetime import time
@@ -23,6 +25,7 @@ from fdcore.agent.settings import (
     RouteConfig,
     ScheduleConfig,
 )
+from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
 from fdcore.contract.ids import validate_id
 from fdcore.durations import parse_duration
 from fdcore.errors import ConfigError, DurationError, InvalidId
@@ -46,6 +49,8 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "shutdown_grace": (_NUMBER, "a number"),
         "host": ((str,), "a folder path"),
         "host_admission": ((str,), "a string"),
+        "max_file_bytes": ((int,), "an integer"),
+        "create": ((bool,), "true or false"),
     },
     "pipeline": {
         "claim": ((str,), "a string"),
@@ -238,6 +243,9 @@ def parse_config(
         if command is not None and not (command and all(isinstance(c, str) for c in command)):
             raise ConfigError(source, "[runner] command", "expected a non-empty list of strings")
 
+    max_file_bytes = max_file_bytes_setting(
+        source, "[agent] max_file_bytes", agent.get("max_file_bytes")
+    )
     concurrency = agent.get("concurrency", 1)
     if not 1 <= concurrency <= 1024:
         raise ConfigError(source, "[agent] concurrency", f"must be 1..1024, got {concurrency}")
@@ -263,9 +271,41 @@ def parse_config(
         incidents=_parse_incidents(source, data.get("incidents", {})),
         host=agent.get("host") or None,
         host_admission=agent.get("host_admission", "slots"),
+        max_file_bytes=max_file_bytes,
+        create=agent.get("create", False),
         source=source,
         **_durations(source, agent, pipeline),
     )
+
+
+#: Sets the mailbox file size bound for the commands, and for agents whose agent.toml does not.
+FILE_BOUND_VARIABLE = "FDCORE_MAX_FILE_BYTES"
+
+
+def max_file_bytes_setting(source: str, key: str, value: object | None) -> int:
+    """The size bound of a mailbox read: ``value`` if given, else $FDCORE_MAX_FILE_BYTES, else
+    1 MiB; within FILE_BYTES_RANGE (a file over it is reported and never read)."""
+    if value is None:
+        text = os.environ.get(FILE_BOUND_VARIABLE)
+        if text is None:
+            return MAX_FILE_BYTES
+        source, key = f"environment variable {FILE_BOUND_VARIABLE}", ""
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(source, None, f"expected an integer, got {text!r}") from None
+    low, high = FILE_BYTES_RANGE
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(source, key or None, f"must be {low}..{high} bytes, got {value!r}")
+    return value
+
+
+def storage_option(text: str) -> tuple[str, str]:
+    """A command line's ``--option KEY=VALUE``: one key of ``[storage]`` (argparse type)."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def _duration(source: str, key: str, text: str) -> float:

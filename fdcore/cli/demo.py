@@ -39,7 +39,7 @@ UNFINISHED = ("waiting", "accepted", "running")
 
 @functools.cache
 def _storage(url: str) -> Storage:
-    return load_plugins().open_storage(url)
+    return load_plugins().open_storage(url, create=False)  # the fleet made it
 
 
 @functools.cache

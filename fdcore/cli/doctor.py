@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fdcore.abc import Storage
+from fdcore.cli.config import storage_option
 from fdcore.conformance.probes import (
     PROBES,
     Observation,
@@ -93,13 +94,6 @@ def _positive(text: str) -> int:
     return value
 
 
-def _option(text: str) -> tuple[str, str]:
-    key, equals, value = text.partition("=")
-    if not equals or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value
-
-
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser = commands.add_parser(
         "doctor",
@@ -131,7 +125,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--option",
-        type=_option,
+        type=storage_option,
         action="append",
         default=[],
         metavar="KEY=VALUE",

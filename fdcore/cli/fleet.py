@@ -128,6 +128,7 @@ class AgentFleet:
         if self.storage or "storage" in sections:
             merged["storage"] = {**self.storage, **sections.get("storage", {})}
         config.write_text(agent_toml(merged))
+        self.mailbox  # noqa: B018  # the environment the agents share exists before they start
         agent = AgentProcess(name, config, self.folder / f"{name}.log", self.env)
         self.agents[name] = agent
         return agent

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fdcore.agent.notify import open_routes
+from fdcore.cli.commands import open_mailbox
 from fdcore.cli.config import load_config
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import to_dict
@@ -30,7 +31,7 @@ from fdcore.plugins.manager import load_plugins
 
 def _book(url: str) -> IncidentBook:
     # Only an existing environment: "not set up" is one clear error, never an incident.
-    return IncidentBook(Mailbox(load_plugins().open_storage(url, create=False)))
+    return IncidentBook(open_mailbox(url, create=False))
 
 
 def _who(args: argparse.Namespace) -> str:

@@ -72,13 +72,16 @@ class AgentRuntime:
         self.config = config
         plugins = plugins or load_plugins()
         self.storage = plugins.open_storage(
-            config.environment, dict(config.storage_options), config.storage_backend
+            config.environment,
+            dict(config.storage_options),
+            config.storage_backend,
+            create=config.create,
         )
         components = build_components(config, plugins, self.storage, start_table)
         self.clock = clock or SystemClock()
         self.agent = Agent(
             config,
-            Mailbox(self.storage, ProblemLog(config.name)),
+            Mailbox(self.storage, ProblemLog(config.name), max_file_bytes=config.max_file_bytes),
             attrs.evolve(components, start_table=self._waking(components.start_table)),
             self.clock,
             previous_process_gone=same_host_process_gone,

@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from fdcore.abc import Blob, Storage
-from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
+from fdcore.abc import Blob, BoundedRead, ChangeCheck, Storage, StoreClock
+from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed, UnreadableFile
 from fdcore.plugins.manager import Plugins, load_plugins
 
 #: A picklable zero-argument callable returning a new handle on one environment. Every call
@@ -753,6 +753,39 @@ def probe_invalid_keys(ctx: ProbeContext) -> str:
     )
 
 
+@_probe("optional-protocols")
+def probe_optional_protocols(ctx: ProbeContext) -> str:
+    """What a store offers beyond Storage keeps its word: a bounded read refuses more than its
+    bound, a change check never calls a changed or deleted key unchanged, a store clock gives
+    an aware time for each write."""
+    key = ctx.key("optional/value.json")
+    offered = []
+    with _opened(ctx) as store:
+        etag = store.create(key, b"x" * 100)
+        if isinstance(store, BoundedRead):
+            offered.append("BoundedRead")
+            blob = store.read_bounded(key, 100)
+            _expect(blob == Blob(b"x" * 100, etag), f"read_bounded at the size gave {_show(blob)}")
+            _raises(UnreadableFile, partial(store.read_bounded, key, 99), "read_bounded(99)")
+        if isinstance(store, StoreClock):
+            offered.append("StoreClock")
+            stamped = store.last_write_time()
+            _expect(
+                stamped is not None and stamped.tzinfo is not None,
+                f"last_write_time() after a create gave {stamped!r}, expected an aware time",
+            )
+        if isinstance(store, ChangeCheck):
+            offered.append("ChangeCheck")
+            _expect(store.unchanged(key, etag), f"unchanged({key!r}, its own etag) was False")
+            newer = store.replace(key, b"y", etag)
+            _expect(not store.unchanged(key, etag), "a replaced key was called unchanged")
+            store.delete(key)
+            _expect(not store.unchanged(key, newer), "a deleted key was called unchanged")
+        else:
+            store.delete(key)
+    return f"offers {', '.join(offered)}" if offered else "offers no optional protocol"
+
+
 #: Every probe, in the order doctor runs them (cheap first, so a broken store fails fast).
 PROBES: tuple[Probe, ...] = (
     probe_create_read_delete,
@@ -767,4 +800,5 @@ PROBES: tuple[Probe, ...] = (
     probe_create_if_absent,
     probe_replace_if_match,
     probe_no_partial_reads,
+    probe_optional_protocols,
 )

@@ -181,8 +181,12 @@ def _first_problem(exc: BaseException) -> tuple[str | None, str]:
 
 
 #: Bounds on what a mailbox file may hold. Files are written by other processes and by hand:
-#: reading one must cost little and must not raise anything but MailboxFileError.
+#: reading one must cost little and must not raise anything but MailboxFileError. The size
+#: bound is the default of ``[agent] max_file_bytes`` (and ``FDCORE_MAX_FILE_BYTES``).
 MAX_FILE_BYTES = 1 << 20
+#: The range ``max_file_bytes`` may be set in: a request of thousands of tables needs more than
+#: the default; beyond 64 MiB one stray file would cost every agent that much memory per read.
+FILE_BYTES_RANGE = (4 << 10, 64 << 20)
 MAX_DEPTH = 32
 
 
@@ -212,15 +216,15 @@ def _check_values(raw: object, path: str) -> None:
             raise MailboxFileError(path, None, f"holds a number out of range ({value})")
 
 
-def decode(cls: type[T], data: bytes, path: str) -> T:
+def decode(cls: type[T], data: bytes, path: str, max_bytes: int = MAX_FILE_BYTES) -> T:
     """Parse ``data`` read from ``path`` as ``cls``; raise MailboxFileError naming the field.
 
     Nothing else escapes, whatever the bytes: oversized, deeply nested, invalid UTF-8, lone
     surrogates, NaN or infinite numbers, integers too long to parse, out-of-range times.
     """
-    if len(data) > MAX_FILE_BYTES:
+    if len(data) > max_bytes:
         raise MailboxFileError(
-            path, None, f"is {len(data)} bytes, over the bound of {MAX_FILE_BYTES} bytes"
+            path, None, f"is {len(data)} bytes, over the bound of {max_bytes} bytes"
         )
     try:
         raw = json.loads(data, parse_constant=_no_constant)

@@ -37,7 +37,9 @@ class IncidentWatch:
     ) -> None:
         self.config = config
         self.storage = storage
-        self.book = IncidentBook(Mailbox(storage, ProblemLog(config.name)))
+        self.book = IncidentBook(
+            Mailbox(storage, ProblemLog(config.name), max_file_bytes=config.max_file_bytes)
+        )
         self.channels = channels
         self.routes = tuple(config.routes if routes is None else routes)
         self.clock = clock
@@ -113,6 +115,6 @@ def watch_incidents(
     if not config.incidents.enabled:
         return None
     storage = plugins.open_storage(
-        config.environment, dict(config.storage_options), config.storage_backend
-    )
+        config.environment, dict(config.storage_options), config.storage_backend, create=False
+    )  # the agent opened (or created) it already
     return IncidentWatch(config, storage, channels, clock)

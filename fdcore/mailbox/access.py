@@ -22,8 +22,8 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from fdcore.abc import Storage, read_mailbox_file
-from fdcore.contract.codec import decode, encode
+from fdcore.abc import ChangeCheck, Storage, read_mailbox_file
+from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import (
     AGENTS,
@@ -70,9 +70,16 @@ class ProblemLog:
 class Mailbox:
     """One environment's mailbox over a :class:`~fdcore.abc.Storage`."""
 
-    def __init__(self, storage: Storage, problems: ProblemLog | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        problems: ProblemLog | None = None,
+        *,
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> None:
         self.storage = storage
         self.problems = problems or ProblemLog()
+        self.max_file_bytes = max_file_bytes
         # Malformed files by key, with the etag they had: not decoded again until they change.
         self._malformed: dict[str, tuple[str, MailboxFileError]] = {}
 
@@ -80,20 +87,26 @@ class Mailbox:
 
     def read(self, cls: type[T], key: str) -> Versioned[T] | None:
         """The file at ``key`` parsed as ``cls``; None if absent. Raises MailboxFileError."""
-        blob = read_mailbox_file(self.storage, key)
+        known = self._malformed.get(key)
+        if known is not None and self._unchanged(key, known[0]):
+            raise known[1].with_traceback(None)  # not read again until it changes
+        blob = read_mailbox_file(self.storage, key, self.max_file_bytes)
         if blob is None:
             self._malformed.pop(key, None)
             return None
-        known = self._malformed.get(key)
         if known is not None and known[0] == blob.etag:
             raise known[1].with_traceback(None)
         try:
-            value = decode(cls, blob.data, key)
+            value = decode(cls, blob.data, key, self.max_file_bytes)
         except MailboxFileError as exc:
             self._malformed[key] = (blob.etag, exc)
             raise
         self._malformed.pop(key, None)
         return Versioned(value, blob.etag)
+
+    def _unchanged(self, key: str, etag: str) -> bool:
+        """Whether the store can tell, without a read, that ``key`` still has ``etag``."""
+        return isinstance(self.storage, ChangeCheck) and self.storage.unchanged(key, etag)
 
     def read_or_report(self, cls: type[T], key: str) -> Versioned[T] | None:
         """Like :meth:`read`, but a malformed file is reported once and read as absent."""
@@ -114,6 +127,9 @@ class Mailbox:
         for key in self.storage.list(prefix):
             name = key[len(prefix) :]
             if "/" in name:
+                # Keys below a folder of its own: reported once (an empty folder is no key).
+                folder = prefix + name.partition("/")[0]
+                self.problems.report(folder, f"{folder}: is a folder, not a file: not read")
                 continue
             stem, dot, suffix = name.rpartition(".")
             if dot and suffix == "json" and is_valid_id(stem):

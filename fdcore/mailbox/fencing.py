@@ -71,7 +71,8 @@ def fenced_write_from_env(
     """
     plugins = plugins or load_plugins()
     if storage is None:
-        storage = plugins.open_storage(os.environ["FDCORE_ENVIRONMENT"])
+        # A table process writes into its agent's environment, never a new one.
+        storage = plugins.open_storage(os.environ["FDCORE_ENVIRONMENT"], create=False)
     provider = plugins.get(LEASES, os.environ.get("FDCORE_LEASES", DEFAULT_LEASES))
     return fenced_write(
         storage,

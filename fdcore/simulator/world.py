@@ -351,6 +351,7 @@ class World:
             host.clock,
             instance=f"{host.name}.{host.incarnation}",
             previous_process_gone=lambda record: True,  # the simulator killed it
+            contain_errors=False,  # a bug must fail the simulation that found it
             schedules=self.schedules(config),  # a new process: it remembers no slot
         )
         self._poll_chain(host, self.now)

@@ -39,6 +39,7 @@ from fdcore.conformance.probes import (
     probe_large_payload,
     probe_list_by_prefix,
     probe_no_partial_reads,
+    probe_optional_protocols,
     probe_replace_etag,
     probe_replace_if_match,
     probe_stale_etag_refused,
@@ -49,6 +50,7 @@ __all__ = [
     "CreateIfAbsentTests",
     "KeyTests",
     "ListTests",
+    "OptionalProtocolTests",
     "PayloadTests",
     "RaceTests",
     "ReadDeleteTests",
@@ -193,6 +195,14 @@ class RaceTests(StorageTestsBase):
         _require(probe_no_partial_reads(probe_context))
 
 
+class OptionalProtocolTests(StorageTestsBase):
+    """The optional protocols a backend implements (``BoundedRead``, ``StoreClock``,
+    ``ChangeCheck``) keep their contracts; one it does not implement is not tested. No flags."""
+
+    def test_optional_protocols(self, probe_context: ProbeContext) -> None:
+        _require(probe_optional_protocols(probe_context))
+
+
 # pytest collects a base class's tests before its subclass's: listed last, the quick
 # single-handle properties run first and the races last.
 class StorageSuite(
@@ -200,6 +210,7 @@ class StorageSuite(
     ListTests,
     PayloadTests,
     KeyTests,
+    OptionalProtocolTests,
     ReplaceIfMatchTests,
     CreateIfAbsentTests,
     ReadDeleteTests,

@@ -36,7 +36,7 @@ STORAGE_OPTIONS_VARIABLE = "FDCORE_TEST_STORAGE_OPTIONS"
 @functools.cache
 def _storage(url: str) -> Storage:
     options = json.loads(os.environ.get(STORAGE_OPTIONS_VARIABLE, "{}"))
-    return load_plugins().open_storage(url, options)
+    return load_plugins().open_storage(url, options, create=False)
 
 
 @functools.cache

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from fdcore.abc import Blob, check_precondition, validate_key, validate_prefix
+from fdcore.abc import MAX_KEY_LENGTH, Blob, check_precondition, validate_key, validate_prefix
 from fdcore.errors import (
     AlreadyExists,
     ConfigError,
@@ -102,8 +102,10 @@ class LocalFolderStorage:
     """The :class:`fdcore.abc.Storage` protocol over a folder.
 
     ``create=True`` makes the folder (and its parents) if missing and sets up ``.fdcore``.
-    ``create=False`` writes nothing: the folder must exist (else EnvironmentNotFound); one that
-    no agent has used yet reads as an empty environment.
+    ``create=False`` writes nothing: the environment must exist, a folder with ``.fdcore`` set
+    up (by ``fdcore init``, an agent with ``[agent] create = true``, or any earlier version's
+    agent); a missing folder, or one that holds no environment, is EnvironmentNotFound. So a
+    mistyped path, or a share's empty mount point, is never taken for an empty environment.
     """
 
     def __init__(self, root: Path, url: str | None = None, *, create: bool = True) -> None:
@@ -137,6 +139,8 @@ class LocalFolderStorage:
                 os.scandir(self.root).close()  # readable, or every listing would fail later
         except OSError as exc:
             raise self._unusable_root(exc) from None
+        if not create and _mode(self._internal) != stat.S_IFDIR:
+            raise EnvironmentNotFound(self.url, f"folder {self.root} holds none (no {INTERNAL}/)")
 
     def _unusable_root(self, exc: OSError) -> StorageError:
         """What a failure to reach or set up the root at open means to the operator."""
@@ -242,6 +246,15 @@ class LocalFolderStorage:
     def read_bounded(self, key: str, max_bytes: int) -> Blob | None:
         """:class:`fdcore.abc.BoundedRead`: a mailbox file, never more than ``max_bytes`` read."""
         return self._read_path(self._path(key), key, max_bytes)
+
+    def unchanged(self, key: str, etag: str) -> bool:
+        """:class:`fdcore.abc.ChangeCheck`: an etag names the inode and modification time it
+        was read at (a replace links a new inode; an edit in place moves the time): one stat."""
+        try:
+            found = os.stat(self._path(key), follow_symlinks=False)
+        except OSError:
+            return False
+        return etag.startswith(f'"{found.st_ino:x}-{found.st_mtime_ns:x}-')
 
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the mtime of the last file this store wrote."""
@@ -356,19 +369,30 @@ class LocalFolderStorage:
         return iter(keys)
 
     def _walk(self, directory: Path, relative: str, prefix: str, keys: builtins.list[str]) -> None:
-        try:
-            entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        for entry in entries:
-            if entry.name.startswith("."):
+        """Collect the keys under ``directory`` that start with ``prefix``.
+
+        Iterative, and never deeper than a key can be long: a stray tree of nested folders
+        thousands deep (made by hand or by a runaway script) costs one bounded walk, never a
+        RecursionError out of an agent's poll.
+        """
+        pending = [(directory, relative)]
+        while pending:
+            directory, relative = pending.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
                 continue
-            key = f"{relative}/{entry.name}" if relative else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                if key.startswith(prefix) or prefix.startswith(key + "/"):
-                    self._walk(Path(entry.path), key, prefix, keys)
-            elif key.startswith(prefix):
-                keys.append(key)
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                key = f"{relative}/{entry.name}" if relative else entry.name
+                if len(key) > MAX_KEY_LENGTH:
+                    continue  # no key is this long: nothing below it can be one either
+                if entry.is_dir(follow_symlinks=False):
+                    if key.startswith(prefix) or prefix.startswith(key + "/"):
+                        pending.append((Path(entry.path), key))
+                elif key.startswith(prefix):
+                    keys.append(key)
 
     def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
         """Call ``changed()`` soon after keys under ``prefix`` appear or go (inotify)."""

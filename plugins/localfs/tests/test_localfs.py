@@ -272,15 +272,19 @@ def test_opening_without_create_needs_the_folder_and_writes_nothing(tmp_path: Pa
         LocalFolderStorage(missing, create=False)
     assert str(raised.value) == (
         f"environment not found: {missing.as_uri()} (no folder {missing}); "
-        "an agent or `fdcore submit` creates it"
+        f"`fdcore init {missing.as_uri()}` creates it (or an agent with `[agent] create = true`)"
     )
     assert not missing.exists()
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    opened = LocalFolderStorage(empty, create=False)  # no agent has used it yet: empty
-    assert opened.read("requests/r-1.json") is None
-    assert list(opened.list()) == []
-    assert list(empty.iterdir()) == []
+    plain = tmp_path / "plain"  # a folder, but no environment: an empty mount point, say
+    plain.mkdir()
+    with pytest.raises(EnvironmentNotFound, match=r"folder .*/plain holds none \(no \.fdcore/\)"):
+        LocalFolderStorage(plain, create=False)
+    assert list(plain.iterdir()) == []
+    fresh = LocalFolderStorage(tmp_path / "fresh")  # set up, never used: an empty environment
+    opened = LocalFolderStorage(tmp_path / "fresh", create=False)
+    assert opened.read("requests/r-1.json") is None and list(opened.list()) == []
+    assert [p.name for p in (tmp_path / "fresh").iterdir()] == [".fdcore"]
+    fresh.close()
     LocalFolderStorage(tmp_path / "env").create("requests/r-1.json", b"{}")
     assert list(LocalFolderStorage(tmp_path / "env", create=False).list()) == ["requests/r-1.json"]
 
@@ -302,9 +306,9 @@ def test_a_folder_that_vanishes_after_opening_without_create_is_unavailable(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "env"
-    root.mkdir()
+    LocalFolderStorage(root)
     opened = LocalFolderStorage(root, create=False)
-    root.rmdir()
+    shutil.rmtree(root)
     with pytest.raises(StorageUnavailable):
         opened.read("requests/r-1.json")
     with pytest.raises(StorageUnavailable):

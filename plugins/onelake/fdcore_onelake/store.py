@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import attrs
@@ -227,6 +228,8 @@ class OneLakeStorage:
         self._sleep = sleep
         self.list_page_size = list_page_size
         self._rng = random.Random()
+        self._write_time: datetime | None = None  # the service's Last-Modified of our last write
+        self.clock_resolution = 1.0  # Last-Modified has whole seconds (fdcore.abc.StoreClock)
         self._service: BlobServiceClient | None = _acquire(location, credential, retry)
         self._container = self._service.get_container_client(location.container)
         self._where = f"{redact(url)} ({credential.description})"
@@ -306,6 +309,9 @@ class OneLakeStorage:
             max_concurrency=1,
             **condition,
         )
+        written = result.get("last_modified")
+        if isinstance(written, datetime):
+            self._write_time = written if written.tzinfo else written.replace(tzinfo=timezone.utc)
         return str(result["etag"])
 
     def _check_size(self, key: str, data: bytes) -> None:
@@ -359,6 +365,21 @@ class OneLakeStorage:
             return Blob(data, str(download.properties.etag))
 
         return self._run("read", key, attempt)
+
+    def unchanged(self, key: str, etag: str) -> bool:
+        """:class:`fdcore.abc.ChangeCheck`: one HEAD instead of a download of up to the bound."""
+        name = self._name(key)
+
+        def attempt(_: bool) -> bool:
+            current = self._version(name)
+            return current is not None and current.etag == etag
+
+        return self._run("read", key, attempt)
+
+    def last_write_time(self) -> datetime | None:
+        """:class:`fdcore.abc.StoreClock`: the service's ``Last-Modified`` of the last blob this
+        store wrote (whole seconds: a skew is known to about a second, well inside any grace)."""
+        return self._write_time
 
     def create(self, key: str, data: bytes) -> str:
         name = self._name(key)

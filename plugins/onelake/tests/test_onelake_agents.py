@@ -92,6 +92,13 @@ def test_takeover_on_azurite(fdcore_fleet: AgentFleet) -> None:
     assert status.attempts[0].agent == victim
     assert_each_table_succeeded_once(mailbox, "r1")
     assert_no_double_writers(table_writes(fleet))
+    # Each agent measured its clock against the emulator's (one machine: within the stamps'
+    # whole second), so a skewed agent on OneLake would refuse to take over. (The victim may
+    # have written only its first record, which no measurement precedes.)
+    for name in set(fleet.agents) - {victim}:
+        record = mailbox.agent(name)
+        assert record is not None and record.value.clock_skew is not None, name
+        assert abs(record.value.clock_skew) < 2.0, (name, record.value.clock_skew)
 
 
 class TestEmulatorRestart:

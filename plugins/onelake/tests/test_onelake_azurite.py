@@ -7,6 +7,7 @@ import contextlib
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from fdcore_onelake.store import FOLDER_MARK, OneLakeStorage, RetryPolicy, open_
 from fdcore_onelake.testing import Azurite, AzuriteMissing
 from fdcore_onelake.urls import parse_location
 
-from fdcore.abc import Blob
+from fdcore.abc import Blob, ChangeCheck, StoreClock
 from fdcore.errors import StorageUnavailable, UnreadableFile
 from fdcore.plugins.manager import load_plugins
 
@@ -272,5 +273,28 @@ def test_a_bounded_read_downloads_no_more_than_the_bound(azurite: Azurite, conta
         exact = b"y" * 10
         store.create("requests/exact.json", exact)
         assert store.read_bounded("requests/exact.json", 10).data == exact  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+def test_the_store_reports_its_write_time_and_unchanged_blobs(
+    azurite: Azurite, container: str
+) -> None:
+    """StoreClock: each write's ``Last-Modified`` (whole seconds), so agents on OneLake measure
+    their clock skew; ChangeCheck: a HEAD tells whether a blob still has the etag read."""
+    store = open_storage(azurite.url(container, f"clock-{id(azurite):x}"))
+    try:
+        assert isinstance(store, StoreClock) and isinstance(store, ChangeCheck)
+        assert store.last_write_time() is None
+        before = datetime.now(timezone.utc)
+        etag = store.create("agents/a.json", b"{}")
+        stamped = store.last_write_time()
+        assert stamped is not None
+        # Azurite runs on this machine's clock: within a second (the stamp's resolution).
+        assert abs((stamped - before).total_seconds()) <= 1.0 + 0.5
+        assert store.unchanged("agents/a.json", etag)
+        store.replace("agents/a.json", b'{"b": 1}', etag)
+        assert not store.unchanged("agents/a.json", etag)
+        assert not store.unchanged("agents/none.json", etag)
     finally:
         store.close()
