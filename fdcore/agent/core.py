@@ -1,6 +1,7 @@
 """The agent: one deterministic step (:meth:`Agent.poll`) at a time, composed of four parts.
 
-- :mod:`.presence`: its own status record, rewritten every poll; the duplicate-name guard.
+- :mod:`.presence`: its own status record, rewritten every ``stale_after / 4``; the
+  duplicate-name guard.
 - :mod:`.tables`: each held request's tables, one at a time, under the table's lease.
 - :mod:`.status_changes`: every write to a request's status (claim, start, finish, hand back,
   expire, take over), each an ``If-Match`` write but the creates.
@@ -101,7 +102,7 @@ class Agent:
         self._guarded(lambda: self._poll(now))
 
     def _poll(self, now: datetime) -> None:
-        self.presence.write(now, self.stopping)
+        self.presence.heartbeat(now, self.stopping)
         self._move_held_work(now)
         if self.stopping:
             return

@@ -150,7 +150,9 @@ class Discovery:
             if not self.parts.claim.may_claim(self.holdings.load()):
                 self.backlog += 1  # a worker that frees may take it at once (Agent.react)
                 continue  # keep going: later requests may still need expiring
-            self.status_changes.claim(request, now)
+            # With a worker free the request starts in this poll: created running at once.
+            free = self.holdings.load().running < self.config.concurrency
+            self.status_changes.claim(request, now, start=free)
 
     def _may_hold(self, request: Request) -> bool:
         """A request with an affinity (an unshared schedule's) is for that agent only."""

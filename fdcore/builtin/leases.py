@@ -3,12 +3,16 @@
 Acquiring creates the file (generation 1) or replaces an expired or released one with
 ``If-Match``, raising the generation; of agents racing for one table exactly one wins.
 
-Every acquisition and renewal writes the same lease to ``fences/<table>.json`` first, also with
-``If-Match``; a release writes the lease file alone, and frees the generation it names in both
-copies. A lease file lost or deleted by hand (or a fence file) then changes nothing: the lease is
-whichever of the two has the higher generation, a live holder of a generation no copy released
-blocks others, and generations (the fencing tokens) never repeat or go backwards. Only losing
-both files starts a table's generations again at 1.
+Every acquisition writes the same lease to ``fences/<table>.json`` first, also with
+``If-Match``; a renewal writes the lease file alone while it is there (the fence carries the
+generation, which a renewal keeps), and both again when it is gone; a release writes the lease
+file alone, and frees the generation it names in both copies. A request's last table is not
+released at all: its final status, written by the holder's own attempt, frees the lease (an
+acquirer blocked by a live lease reads the status of the lease's request). A lease file lost or
+deleted by hand (or a fence file) then changes nothing: the lease is whichever of the two has
+the higher generation, a live holder of a generation no copy released blocks others, and
+generations (the fencing tokens) never repeat or go backwards. Only losing both files starts a
+table's generations again at 1.
 """
 
 from __future__ import annotations
@@ -21,15 +25,24 @@ import attrs
 
 from fdcore.abc import HeldLease, Storage, read_mailbox_file
 from fdcore.contract.codec import decode, encode
-from fdcore.contract.layout import fence_key, lease_key
-from fdcore.contract.models import Lease
-from fdcore.errors import AlreadyExists, LeaseLost, NotFound, PreconditionFailed
+from fdcore.contract.layout import fence_key, lease_key, status_key
+from fdcore.contract.models import Lease, Outcome, Status
+from fdcore.errors import (
+    AlreadyExists,
+    LeaseLost,
+    MailboxFileError,
+    NotFound,
+    PreconditionFailed,
+)
 
 _Found = tuple[Lease, str] | None  # a lease as stored, with its etag
 
 
 class MailboxLeases:
     """:class:`fdcore.abc.TableLeases` kept as files in the environment's storage."""
+
+    #: A request's final status frees its holder's lease (:class:`fdcore.abc.FinishReleasesLease`).
+    finish_releases = True
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -47,9 +60,12 @@ class MailboxLeases:
     @staticmethod
     def _newest(fence: _Found, lease: _Found) -> Lease | None:
         """The table's lease: the copy with the higher generation; on a tie a released copy (a
-        release writes the lease file alone), else the fence (written first)."""
+        release writes the lease file alone), else the later expiry (a renewal writes the lease
+        file alone), else the fence (written first)."""
         copies = [found[0] for found in (fence, lease) if found is not None]
-        return max(copies, key=lambda copy: (copy.generation, copy.released)) if copies else None
+        if not copies:
+            return None
+        return max(copies, key=lambda copy: (copy.generation, copy.released, copy.expires_at))
 
     def _write(self, key: str, lease: Lease, etag: str | None) -> str:
         data = encode(lease)
@@ -87,7 +103,7 @@ class MailboxLeases:
             # leaves the lease as held as its more careful copy says.
             own = copy.holder == holder and copy.request == request
             live = copy.expires_at + timedelta(seconds=grace) > now
-            if copy.generation > released and live and not own:
+            if copy.generation > released and live and not own and not self._finished(copy):
                 return None
         generation = 1 if old is None else old.generation + 1
         lease = Lease(
@@ -107,11 +123,40 @@ class MailboxLeases:
             return None  # another agent won this race; try again next poll
         return HeldLease(lease, token)
 
+    def _finished(self, lease: Lease) -> bool:
+        """The lease's request is final in the holder's own attempt: the holder's table ended and
+        was recorded, so the lease is as good as released (the finish frees it, one write less).
+
+        Not when another agent failed the request past its attempts (``lost``): the holder may be
+        paused with its table still running. An unreadable status frees nothing.
+        """
+        key = status_key(lease.request)
+        try:
+            found = read_mailbox_file(self.storage, key)
+            status = decode(Status, found.data, key) if found else None
+        except MailboxFileError:
+            return False
+        return (
+            status is not None
+            and status.state.final
+            and status.agent == lease.holder
+            and status.attempt == lease.attempt
+            and bool(status.attempts)
+            and status.attempts[-1].outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
+        )
+
     def renew(self, held: HeldLease, ttl: float, now: datetime) -> HeldLease:
         lease = attrs.evolve(held.lease, expires_at=now + timedelta(seconds=ttl))
         lease_etag, fence_etag = _etags(held.token)
         try:
-            # A copy that is gone (deleted by hand) is written again; one that changed was taken.
+            if lease_etag is not None and fence_etag is not None:
+                # The lease file alone: the fence only has to carry the generation, which a
+                # renewal does not change (one write, not two).
+                with contextlib.suppress(NotFound):
+                    renewed = self._write(lease_key(lease.table), lease, lease_etag)
+                    return HeldLease(lease, _token(renewed, fence_etag))
+            # The lease file is gone (deleted by hand), or the token predates fences: write
+            # both again, fence first, as an acquisition does; a copy that changed was taken.
             fence = self._rewrite(fence_key(lease.table), lease, fence_etag)
             token = _token(self._rewrite(lease_key(lease.table), lease, lease_etag), fence)
         except (PreconditionFailed, AlreadyExists):
