@@ -1,4 +1,5 @@
-"""The mailbox lease provider's two copies: what a release writes and what it frees."""
+"""The mailbox lease provider's two copies: what an acquisition, a renewal, a release and a
+request's finish write and free."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import attrs
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.codec import encode
-from fdcore.contract.layout import fence_key, lease_key
+from fdcore.contract.layout import fence_key, lease_key, status_key
+from fdcore.contract.models import Attempt, Outcome, State, Status
 
 NOW = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)
 
@@ -56,3 +58,55 @@ def test_an_acquisition_cut_short_after_its_fence_blocks_on_the_fence() -> None:
     assert leases.acquire("sales", "a3", "r3", 1, 60, NOW + timedelta(seconds=1)) is None
     current = leases.current("sales")
     assert current is not None and (current.holder, current.generation) == ("a2", 2)
+
+
+def test_a_renewal_writes_the_lease_file_alone_while_it_is_there() -> None:
+    leases, storage = _leases()
+    held = leases.acquire("sales", "a1", "r1", 1, 60, NOW)
+    assert held is not None
+    fence = storage.read(fence_key("sales"))
+    before = storage.operations
+    renewed = leases.renew(held, 60, NOW + timedelta(seconds=30))
+    assert storage.operations - before == 1  # one write, no fence
+    assert storage.read(fence_key("sales")) == fence
+    current = leases.current("sales")
+    assert current is not None and current.expires_at == NOW + timedelta(seconds=90)
+    # Its renewed expiry blocks others past the fence's (the fence keeps the acquisition's).
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=70)) is None
+    # A lease file deleted by hand: the next renewal writes both again, fence first.
+    storage.delete(lease_key("sales"))
+    leases.renew(renewed, 60, NOW + timedelta(seconds=60))
+    fenced = storage.read(fence_key("sales"))
+    assert fenced is not None and fenced != fence
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=110)) is None
+
+
+def _finish(storage: MemoryStorage, outcome: Outcome, agent: str = "a1") -> None:
+    state = State.SUCCEEDED if outcome is Outcome.SUCCEEDED else State.FAILED
+    status = Status(
+        request="r1",
+        state=state,
+        agent=agent,
+        updated_at=NOW,
+        attempt=1,
+        attempts=[Attempt(number=1, agent="a1", started_at=NOW, outcome=outcome)],
+    )
+    storage.create(status_key("r1"), encode(status))
+
+
+def test_the_holders_own_finish_frees_its_lease_without_a_release() -> None:
+    for outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
+        leases, storage = _leases()
+        assert leases.acquire("sales", "a1", "r1", 1, 60, NOW) is not None
+        assert leases.acquire("sales", "a2", "r2", 1, 60, NOW) is None  # r1 not final yet
+        _finish(storage, outcome)
+        taken = leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=1))
+        assert taken is not None and taken.lease.generation == 2, outcome
+
+
+def test_a_request_failed_by_another_agent_frees_nothing() -> None:
+    # Failed past its attempts while a1 was lost: a1 may be paused with its table running.
+    leases, storage = _leases()
+    assert leases.acquire("sales", "a1", "r1", 1, 60, NOW) is not None
+    _finish(storage, Outcome.LOST)
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=1)) is None
