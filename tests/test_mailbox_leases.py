@@ -60,25 +60,36 @@ def test_an_acquisition_cut_short_after_its_fence_blocks_on_the_fence() -> None:
     assert current is not None and (current.holder, current.generation) == ("a2", 2)
 
 
-def test_a_renewal_writes_the_lease_file_alone_while_it_is_there() -> None:
+def test_a_renewal_writes_the_fence_only_when_it_would_run_out_before_the_next_one() -> None:
     leases, storage = _leases()
     held = leases.acquire("sales", "a1", "r1", 1, 60, NOW)
     assert held is not None
     fence = storage.read(fence_key("sales"))
-    before = storage.operations
-    renewed = leases.renew(held, 60, NOW + timedelta(seconds=30))
-    assert storage.operations - before == 1  # one write, no fence
-    assert storage.read(fence_key("sales")) == fence
+
+    def renew(seconds: float) -> int:
+        nonlocal held
+        before = storage.operations
+        held = leases.renew(held, 60, NOW + timedelta(seconds=seconds))
+        return storage.operations - before
+
+    # Renewals every 30 s: the fence (written to last 60 s) covers the next renewal every other
+    # time, so they write 1, 2, 1, 2 files.
+    assert [renew(30), renew(60), renew(90), renew(120)] == [1, 2, 1, 2]
+    assert storage.read(fence_key("sales")) != fence
     current = leases.current("sales")
-    assert current is not None and current.expires_at == NOW + timedelta(seconds=90)
-    # Its renewed expiry blocks others past the fence's (the fence keeps the acquisition's).
-    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=70)) is None
-    # A lease file deleted by hand: the next renewal writes both again, fence first.
+    assert current is not None and current.expires_at == NOW + timedelta(seconds=180)
+    assert renew(150) == 1
+    # The fence (written at 120 s, to last until 180 s) blocks others until the next renewal
+    # falls due, with the lease file deleted by hand...
     storage.delete(lease_key("sales"))
-    leases.renew(renewed, 60, NOW + timedelta(seconds=60))
-    fenced = storage.read(fence_key("sales"))
-    assert fenced is not None and fenced != fence
-    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=110)) is None
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=170)) is None
+    # ... and that renewal writes both again, fence first (the lease file's replace finds it
+    # gone, then creates it: 3 operations).
+    assert renew(180) == 3
+    assert storage.read(lease_key("sales")) is not None
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=230)) is None
+    later = leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=241))
+    assert later is not None and later.lease.generation == 2
 
 
 def _finish(storage: MemoryStorage, outcome: Outcome, agent: str = "a1") -> None:

@@ -78,7 +78,8 @@ class MailboxLeases:
     def _write_both(self, lease: Lease, fence_etag: str | None, lease_etag: str | None) -> str:
         """Fence first, then lease, each create-if-absent or ``If-Match``; the held token."""
         fence = self._write(fence_key(lease.table), lease, fence_etag)
-        return _token(self._write(lease_key(lease.table), lease, lease_etag), fence)
+        written = self._write(lease_key(lease.table), lease, lease_etag)
+        return _token(written, fence, lease.expires_at)
 
     def acquire(
         self,
@@ -147,18 +148,23 @@ class MailboxLeases:
 
     def renew(self, held: HeldLease, ttl: float, now: datetime) -> HeldLease:
         lease = attrs.evolve(held.lease, expires_at=now + timedelta(seconds=ttl))
-        lease_etag, fence_etag = _etags(held.token)
+        lease_etag, fence_etag, fenced_until = _parts(held.token)
         try:
-            if lease_etag is not None and fence_etag is not None:
-                # The lease file alone: the fence only has to carry the generation, which a
-                # renewal does not change (one write, not two).
+            # The lease file alone while the fence still blocks others until the next renewal
+            # falls due (half the lease from now): the fence carries the generation, which a
+            # renewal keeps, and only has to hold the table if the lease file is deleted before
+            # the holder comes back to write both. So the fence is written every other renewal.
+            next_renewal = now + timedelta(seconds=ttl / 2)
+            if lease_etag and fence_etag and fenced_until and fenced_until >= next_renewal:
                 with contextlib.suppress(NotFound):
                     renewed = self._write(lease_key(lease.table), lease, lease_etag)
-                    return HeldLease(lease, _token(renewed, fence_etag))
-            # The lease file is gone (deleted by hand), or the token predates fences: write
-            # both again, fence first, as an acquisition does; a copy that changed was taken.
+                    return HeldLease(lease, _token(renewed, fence_etag, fenced_until))
+            # Both, fence first, as an acquisition writes them: the fence's time is running out,
+            # or the lease file is gone (deleted by hand), or the token predates fences. A copy
+            # that is gone is written again; one that changed was taken.
             fence = self._rewrite(fence_key(lease.table), lease, fence_etag)
-            token = _token(self._rewrite(lease_key(lease.table), lease, lease_etag), fence)
+            written = self._rewrite(lease_key(lease.table), lease, lease_etag)
+            token = _token(written, fence, lease.expires_at)
         except (PreconditionFailed, AlreadyExists):
             raise LeaseLost(f"lease on table {lease.table} is no longer held") from None
         return HeldLease(lease, token)
@@ -171,7 +177,7 @@ class MailboxLeases:
 
     def release(self, held: HeldLease, now: datetime) -> None:
         lease = attrs.evolve(held.lease, released=True, expires_at=now)
-        lease_etag, _ = _etags(held.token)
+        lease_etag, _, _ = _parts(held.token)
         # The lease file alone: a released copy frees its generation in both (see acquire), so
         # the fence keeps the generation without a write of its own. A lease already taken by
         # someone else leaves nothing of ours to give up.
@@ -186,15 +192,25 @@ def _etag(found: _Found) -> str | None:
     return found[1] if found is not None else None
 
 
-def _token(lease_etag: str, fence_etag: str) -> str:
-    return f"{lease_etag}\n{fence_etag}"
+def _etag(found: _Found) -> str | None:
+    return found[1] if found is not None else None
 
 
-def _etags(token: str) -> tuple[str | None, str | None]:
-    """The lease's and the fence's etags from a held token (a token from before fences: the
-    lease's alone)."""
-    lease, _, fence = token.partition("\n")
-    return lease, fence or None
+def _token(lease_etag: str, fence_etag: str, fenced_until: datetime) -> str:
+    """What a held lease carries: both copies' etags and the expiry the fence was written with."""
+    return f"{lease_etag}\n{fence_etag}\n{fenced_until.isoformat()}"
+
+
+def _parts(token: str) -> tuple[str | None, str | None, datetime | None]:
+    """The lease's and the fence's etags and the fence's expiry from a held token (a token from
+    before fences: the lease's etag alone; from before this expiry: both etags)."""
+    lease, _, rest = token.partition("\n")
+    fence, _, until = rest.partition("\n")
+    try:
+        fenced_until = datetime.fromisoformat(until) if until else None
+    except ValueError:
+        fenced_until = None
+    return lease, fence or None, fenced_until
 
 
 class MailboxLeaseProvider:
