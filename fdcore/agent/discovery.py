@@ -1,9 +1,12 @@
 """Looking for work: the requests this agent could hold, and whether it should take them.
 
-Each scan lists ``requests/`` and ``status/``. Requests already under way come first (the
-sweep): this agent's own, left by an earlier process; handed back ones; and, with ``take_over``,
-those of lost agents. Then unclaimed requests, oldest first: claimed as the claim policy allows,
-or expired past their deadline. The writes themselves are :mod:`.status_changes`'.
+Each scan lists ``requests/`` and ``status/``, and reads only what it does not know: a request
+once (requests never change), a final status once (``Holdings.final``); what retention removed
+is forgotten. docs/benchmarks.md ("Cost of a poll") states what one poll costs. Requests
+already under way come first (the sweep): this agent's own, left by an earlier process; handed
+back ones; and, with ``take_over``, those of lost agents. Then unclaimed requests, oldest
+first: claimed as the claim policy allows, or expired past their deadline. The writes
+themselves are :mod:`.status_changes`'.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Discovery:
         self.looks += 1
         request_ids = set(self.mailbox.request_ids())
         status_ids = set(self.mailbox.status_ids())
+        self._forget_removed(request_ids, status_ids)
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after
@@ -65,6 +69,13 @@ class Discovery:
             candidates = (status_ids & request_ids) - self.holdings.final - busy
             self._sweep(sorted(candidates), now)
         self._claim_unclaimed(sorted(request_ids - status_ids), now)
+
+    def _forget_removed(self, request_ids: set[str], status_ids: set[str]) -> None:
+        """Forget what was known of requests no longer listed (archived or deleted by retention):
+        what this agent remembers follows the mailbox, not every request it ever saw."""
+        self.holdings.final &= status_ids
+        for request_id in self._requests.keys() - request_ids:
+            del self._requests[request_id]
 
     def _sweep(self, request_ids: list[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""
