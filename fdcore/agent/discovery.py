@@ -43,6 +43,10 @@ class Discovery:
         self.status_changes = status_changes
         self.holdings = holdings
         self._requests: dict[str, Request] = {}  # requests never change once written
+        # Statuses in flight held by other agents, as last read, with their holder's epoch then;
+        # and each holder's epoch with its record as last read (see _unchanged).
+        self._known: dict[str, tuple[Status, int]] = {}
+        self._epochs: dict[str, tuple[int, AgentRecord | None]] = {}
         self._last_sweep: datetime | None = None
         self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
@@ -76,11 +80,16 @@ class Discovery:
         self.holdings.final &= status_ids
         for request_id in self._requests.keys() - request_ids:
             del self._requests[request_id]
+        for request_id in self._known.keys() - status_ids:
+            del self._known[request_id]
 
     def _sweep(self, request_ids: list[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""
         records: dict[str, AgentRecord | None] = {}  # each holder's record, read once per sweep
         for request_id in request_ids:
+            if self._unchanged(request_id, now, records):
+                continue
+            self._known.pop(request_id, None)
             found = self.status_changes.read(request_id)
             if found is None or self._still_waiting(request_id, found):
                 continue
@@ -88,6 +97,9 @@ class Discovery:
             if status.state.final:
                 self.holdings.final.add(request_id)
                 continue
+            if status.agent is not None and status.agent != self.agent:
+                self._record_of(status.agent, records)
+                self._known[request_id] = (status, self._epochs[status.agent][0])
             if self._made_by_this_process(status):
                 # This process's own claim or takeover, whose answer a store error lost.
                 request = self._request(request_id)
@@ -104,6 +116,46 @@ class Discovery:
                 continue
             lost = status.agent is not None  # another agent, or an earlier process of this one
             self.status_changes.take_over(found, request, now, reason, lost=lost)
+
+    def _unchanged(
+        self, request_id: str, now: datetime, records: dict[str, AgentRecord | None]
+    ) -> bool:
+        """True if the status as last read still tells all: no need to read it again.
+
+        A status in flight names its holder, and only that holder changes it (a table done,
+        the finish, a hand back), or another agent once the holder is lost. None of the
+        holder's own changes gives this agent work but a hand back, and a holder hands back
+        only once its record says ``stopping``. So a status read while its holder was live is
+        trusted while that holder's record, read at every sweep, shows the same process,
+        neither stopping nor stopped nor lost, with no silence between two reads longer than
+        its ``stale_after`` (in which another agent could have judged it lost and taken the
+        request over): the holder's epoch has not moved.
+        """
+        known = self._known.get(request_id)
+        if known is None or request_id in self.holdings.work:
+            return False
+        status, epoch = known
+        holder = status.agent
+        assert holder is not None
+        record = self._record_of(holder, records)
+        return (
+            record is not None
+            and self._epochs[holder][0] == epoch
+            and not self.parts.takeover.is_lost(record, now, self.config.grace_seconds)
+        )
+
+    def _record_of(self, holder: str, records: dict[str, AgentRecord | None]) -> AgentRecord | None:
+        """The holder's record, read once per sweep; moves the holder's epoch when the record
+        shows something that may have moved its statuses (see :meth:`_unchanged`)."""
+        if holder in records:
+            return records[holder]
+        found = self.mailbox.read_or_report(AgentRecord, agent_key(holder))
+        record = records[holder] = found.value if found else None
+        epoch, before = self._epochs.get(holder, (0, None))
+        if record is None or before is None or not _continues(before, record):
+            epoch += 1
+        self._epochs[holder] = (epoch, record)
+        return record
 
     def _still_waiting(self, request_id: str, found: Versioned[Status]) -> bool:
         """A request held waiting for a worker: True if still ours, else drop it (False).
@@ -140,10 +192,8 @@ class Discovery:
             return None
         if self.skew is not None and self.skew.refuses_takeover:
             return None  # a clock this far off could judge a live agent lost (ClockSkew warns)
-        if holder not in records:
-            record = self.mailbox.read_or_report(AgentRecord, agent_key(holder))
-            records[holder] = record.value if record else None
-        if not self.parts.takeover.is_lost(records[holder], now, self.config.grace_seconds):
+        record = self._record_of(holder, records)
+        if not self.parts.takeover.is_lost(record, now, self.config.grace_seconds):
             return None
         return f"agent {holder} is lost"
 
@@ -184,3 +234,17 @@ class Discovery:
                 return None
             cached = self._requests[request_id] = found.value
         return cached
+
+
+def _continues(before: AgentRecord, after: AgentRecord) -> bool:
+    """``after`` is the same live process's record as ``before``, not silent for longer than its
+    ``stale_after`` in between (a later version, at most that much later), neither stopping nor
+    stopped."""
+    gap = (after.updated_at - before.updated_at).total_seconds()
+    return (
+        after.instance is not None
+        and after.instance == before.instance
+        and not after.stopping
+        and after.stopped_at is None
+        and 0 <= gap <= after.stale_after
+    )
