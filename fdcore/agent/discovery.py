@@ -67,9 +67,11 @@ class Discovery:
         # leave them waiting for as long as new requests keep coming.
         if self.config.take_over or sweep_due:
             self._last_sweep = now
-            # Held requests that wait for a worker are looked at too: one this agent held
-            # through a pause may have moved meanwhile (and its new holder may be lost now).
-            busy = {key for key, work in self.holdings.work.items() if work.running or work.run}
+            # Held requests that wait (for a worker, or for a table's lease) are looked at too:
+            # one this agent held through a pause may have moved meanwhile (and its new holder
+            # may be lost now). One whose table runs or holds its lease re-reads its status at
+            # each lease renewal instead.
+            busy = {key for key, work in self.holdings.work.items() if work.run or work.lease}
             candidates = (status_ids & request_ids) - self.holdings.final - busy
             self._sweep(sorted(candidates), now)
         self._claim_unclaimed(sorted(request_ids - status_ids), now)
