@@ -88,6 +88,7 @@ class Discovery:
     def _sweep(self, request_ids: list[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""
         records: dict[str, AgentRecord | None] = {}  # each holder's record, read once per sweep
+        takeable: list[tuple[Versioned[Status], str]] = []
         for request_id in request_ids:
             if self._unchanged(request_id, now, records):
                 continue
@@ -109,8 +110,12 @@ class Discovery:
                     self.holdings.add(Work(request, status, found.etag))
                 continue
             reason = self._reason_to_take(status, now, records)
-            if reason is None:
-                continue
+            if reason is not None:
+                takeable.append((found, reason))
+        # Its own requests whose answers were lost are held again first: they take room already,
+        # so what is left goes to the others, and no request waits on a full agent.
+        for found, reason in takeable:
+            status = found.value
             if not self.parts.claim.may_claim(self.holdings.load()):
                 return
             request = self._request(status.request)
