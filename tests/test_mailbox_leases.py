@@ -40,8 +40,10 @@ def test_a_live_fence_still_blocks_when_the_lease_file_is_deleted() -> None:
     held = leases.acquire("sales", "a1", "r1", 1, 60, NOW)
     assert held is not None
     storage.delete(lease_key("sales"))
-    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=30)) is None
-    later = leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=61))
+    # The fence is written to last two terms: with no lease file to say otherwise, it holds the
+    # table that long (its holder, alive, would have written both again within half a term).
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=61)) is None
+    later = leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=121))
     assert later is not None and later.lease.generation == 2  # never back to 1
 
 
@@ -60,9 +62,9 @@ def test_an_acquisition_cut_short_after_its_fence_blocks_on_the_fence() -> None:
     assert current is not None and (current.holder, current.generation) == ("a2", 2)
 
 
-def test_a_renewal_writes_the_fence_only_when_it_would_run_out_before_the_next_one() -> None:
+def test_a_renewal_writes_the_fence_only_when_less_than_a_term_of_it_is_left() -> None:
     leases, storage = _leases()
-    held = leases.acquire("sales", "a1", "r1", 1, 60, NOW)
+    held = leases.acquire("sales", "a1", "r1", 1, 60, NOW)  # the fence lasts until 120 s
     assert held is not None
     fence = storage.read(fence_key("sales"))
 
@@ -72,22 +74,22 @@ def test_a_renewal_writes_the_fence_only_when_it_would_run_out_before_the_next_o
         held = leases.renew(held, 60, NOW + timedelta(seconds=seconds))
         return storage.operations - before
 
-    # Renewals every 30 s: the fence (written to last 60 s) covers the next renewal every other
-    # time, so they write 1, 2, 1, 2 files.
-    assert [renew(30), renew(60), renew(90), renew(120)] == [1, 2, 1, 2]
+    # Renewals every 30 s write the fence (to last two terms) once less than a term of it is
+    # left: at 90 s (then until 210 s).
+    assert [renew(30), renew(60), renew(90), renew(120), renew(150)] == [1, 1, 2, 1, 1]
     assert storage.read(fence_key("sales")) != fence
     current = leases.current("sales")
-    assert current is not None and current.expires_at == NOW + timedelta(seconds=180)
-    assert renew(150) == 1
-    # The fence (written at 120 s, to last until 180 s) blocks others until the next renewal
-    # falls due, with the lease file deleted by hand...
+    assert current is not None and current.expires_at == NOW + timedelta(seconds=210)
+    # While the lease file is there its expiry rules, not the fence's longer one ...
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=209)) is None
+    # ... and with it deleted by hand, the fence still holds the table past the next renewal,
     storage.delete(lease_key("sales"))
-    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=170)) is None
-    # ... and that renewal writes both again, fence first (the lease file's replace finds it
-    # gone, then creates it: 3 operations).
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=200)) is None
+    # which writes both again, fence first (the lease file's replace finds it gone, then
+    # creates it: 3 operations).
     assert renew(180) == 3
     assert storage.read(lease_key("sales")) is not None
-    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=230)) is None
+    assert leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=239)) is None
     later = leases.acquire("sales", "a2", "r2", 1, 60, NOW + timedelta(seconds=241))
     assert later is not None and later.lease.generation == 2
 

@@ -37,6 +37,9 @@ from fdcore.errors import (
 
 _Found = tuple[Lease, str] | None  # a lease as stored, with its etag
 
+#: The fence is written to last this many lease terms (see MailboxLeases._write_both).
+FENCE_TERMS = 2
+
 
 class MailboxLeases:
     """:class:`fdcore.abc.TableLeases` kept as files in the environment's storage."""
@@ -60,12 +63,13 @@ class MailboxLeases:
     @staticmethod
     def _newest(fence: _Found, lease: _Found) -> Lease | None:
         """The table's lease: the copy with the higher generation; on a tie a released copy (a
-        release writes the lease file alone), else the later expiry (a renewal writes the lease
-        file alone), else the fence (written first)."""
-        copies = [found[0] for found in (fence, lease) if found is not None]
+        release writes the lease file alone), else the lease file (written last, and alone by
+        most renewals)."""
+        copies = [(found[0], key) for key, found in enumerate((fence, lease)) if found is not None]
         if not copies:
             return None
-        return max(copies, key=lambda copy: (copy.generation, copy.released, copy.expires_at))
+        newest = max(copies, key=lambda pair: (pair[0].generation, pair[0].released, pair[1]))
+        return newest[0]
 
     def _write(self, key: str, lease: Lease, etag: str | None) -> str:
         data = encode(lease)
@@ -75,11 +79,27 @@ class MailboxLeases:
             else self.storage.replace(key, data, etag)
         )
 
-    def _write_both(self, lease: Lease, fence_etag: str | None, lease_etag: str | None) -> str:
-        """Fence first, then lease, each create-if-absent or ``If-Match``; the held token."""
-        fence = self._write(fence_key(lease.table), lease, fence_etag)
-        written = self._write(lease_key(lease.table), lease, lease_etag)
-        return _token(written, fence, lease.expires_at)
+    def _write_both(
+        self,
+        lease: Lease,
+        ttl: float,
+        fence_etag: str | None,
+        lease_etag: str | None,
+        renewal: bool = False,
+    ) -> str:
+        """Fence first, then lease, each create-if-absent or ``If-Match`` (a renewal writes a
+        copy that is gone again); the held token.
+
+        The fence is written to last ``FENCE_TERMS`` lease terms: while the lease file is there
+        its own expiry rules (see acquire), and if it is deleted the fence holds the table until
+        the holder's next renewal has written both again.
+        """
+        fenced_until = lease.expires_at + timedelta(seconds=ttl * (FENCE_TERMS - 1))
+        fence_copy = attrs.evolve(lease, expires_at=fenced_until)
+        write = self._rewrite if renewal else self._write
+        fence = write(fence_key(lease.table), fence_copy, fence_etag)
+        written = write(lease_key(lease.table), lease, lease_etag)
+        return _token(written, fence, fenced_until)
 
     def acquire(
         self,
@@ -100,10 +120,14 @@ class MailboxLeases:
         for copy in copies:
             # A live lease blocks, except the one this agent took for this same request: only
             # one live process may carry a name, so that holder was an earlier, dead process.
-            # Either copy blocks: an acquisition or renewal cut short between the two writes
-            # leaves the lease as held as its more careful copy says.
+            # Either copy blocks: an acquisition cut short between the two writes leaves the
+            # lease as held as its more careful copy says. The fence's longer time counts only
+            # while no lease file of its generation is there (deleted by hand, or not written).
             own = copy.holder == holder and copy.request == request
-            live = copy.expires_at + timedelta(seconds=grace) > now
+            expires_at = copy.expires_at
+            if stored is not None and stored[0].generation == copy.generation:
+                expires_at = stored[0].expires_at
+            live = expires_at + timedelta(seconds=grace) > now
             if copy.generation > released and live and not own and not self._finished(copy):
                 return None
         generation = 1 if old is None else old.generation + 1
@@ -119,7 +143,7 @@ class MailboxLeases:
         if old is not None:
             lease.extra = dict(old.extra)
         try:
-            token = self._write_both(lease, _etag(fence), _etag(stored))
+            token = self._write_both(lease, ttl, _etag(fence), _etag(stored))
         except (AlreadyExists, PreconditionFailed, NotFound):
             return None  # another agent won this race; try again next poll
         return HeldLease(lease, token)
@@ -150,21 +174,18 @@ class MailboxLeases:
         lease = attrs.evolve(held.lease, expires_at=now + timedelta(seconds=ttl))
         lease_etag, fence_etag, fenced_until = _parts(held.token)
         try:
-            # The lease file alone while the fence still blocks others until the next renewal
-            # falls due (half the lease from now): the fence carries the generation, which a
-            # renewal keeps, and only has to hold the table if the lease file is deleted before
-            # the holder comes back to write both. So the fence is written every other renewal.
-            next_renewal = now + timedelta(seconds=ttl / 2)
-            if lease_etag and fence_etag and fenced_until and fenced_until >= next_renewal:
+            # The lease file alone while the fence, written to last two terms, still has one
+            # full term to run (every other renewal): the fence carries the generation, which a
+            # renewal keeps, and holds the table if the lease file is deleted, until the
+            # holder's next renewal (due within half a term) writes both again.
+            if lease_etag and fence_etag and fenced_until and fenced_until >= lease.expires_at:
                 with contextlib.suppress(NotFound):
                     renewed = self._write(lease_key(lease.table), lease, lease_etag)
                     return HeldLease(lease, _token(renewed, fence_etag, fenced_until))
-            # Both, fence first, as an acquisition writes them: the fence's time is running out,
-            # or the lease file is gone (deleted by hand), or the token predates fences. A copy
-            # that is gone is written again; one that changed was taken.
-            fence = self._rewrite(fence_key(lease.table), lease, fence_etag)
-            written = self._rewrite(lease_key(lease.table), lease, lease_etag)
-            token = _token(written, fence, lease.expires_at)
+            # Both, fence first, as an acquisition writes them: the fence's time is running
+            # low, the lease file is gone (deleted by hand), or the token predates fences. A
+            # copy that changed was taken.
+            token = self._write_both(lease, ttl, fence_etag, lease_etag, renewal=True)
         except (PreconditionFailed, AlreadyExists):
             raise LeaseLost(f"lease on table {lease.table} is no longer held") from None
         return HeldLease(lease, token)
@@ -186,10 +207,6 @@ class MailboxLeases:
 
     def current(self, table: str) -> Lease | None:
         return self._newest(*self._read_both(table))
-
-
-def _etag(found: _Found) -> str | None:
-    return found[1] if found is not None else None
 
 
 def _etag(found: _Found) -> str | None:
