@@ -4,9 +4,11 @@ Acquiring creates the file (generation 1) or replaces an expired or released one
 ``If-Match``, raising the generation; of agents racing for one table exactly one wins.
 
 Every acquisition writes the same lease to ``fences/<table>.json`` first, also with
-``If-Match``; a renewal writes the lease file alone while it is there (the fence carries the
-generation, which a renewal keeps), and both again when it is gone; a release writes the lease
-file alone, and frees the generation it names in both copies. A request's last table is not
+``If-Match``, but set to run two lease terms; a renewal writes the lease file alone while the
+fence has a full term left (the fence carries the generation, which a renewal keeps), else both
+again, as it does when the lease file is gone; a release writes the lease file alone, and frees
+the generation it names in both copies. While a lease file of the fence's generation is there,
+its expiry rules; the fence's longer one counts only without it. A request's last table is not
 released at all: its final status, written by the holder's own attempt, frees the lease (an
 acquirer blocked by a live lease reads the status of the lease's request). A lease file lost or
 deleted by hand (or a fence file) then changes nothing: the lease is whichever of the two has
