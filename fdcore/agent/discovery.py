@@ -100,7 +100,10 @@ class Discovery:
             if status.state.final:
                 self.holdings.final.add(request_id)
                 continue
-            if status.agent is not None and status.agent != self.agent:
+            if self.config.take_over and status.agent not in (None, self.agent):
+                # Remembered with take_over only: its sweep reads the holders' records at every
+                # poll anyway. Without, sweeps are stale_after apart, too far to trust a status.
+                assert status.agent is not None
                 self._record_of(status.agent, records)
                 self._known[request_id] = (status, self._epochs[status.agent][0])
             if self._made_by_this_process(status):

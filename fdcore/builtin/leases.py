@@ -119,6 +119,7 @@ class MailboxLeases:
         # A release is written to the lease file alone (one write, not two): it frees the
         # generation it names, and the fence's copy of that generation with it.
         released = max((c.generation for c in copies if c.released), default=0)
+        finished: dict[tuple[str, str, int], bool] = {}  # both copies name one attempt: read once
         for copy in copies:
             # A live lease blocks, except the one this agent took for this same request: only
             # one live process may carry a name, so that holder was an earlier, dead process.
@@ -130,8 +131,12 @@ class MailboxLeases:
             if stored is not None and stored[0].generation == copy.generation:
                 expires_at = stored[0].expires_at
             live = expires_at + timedelta(seconds=grace) > now
-            if copy.generation > released and live and not own and not self._finished(copy):
-                return None
+            if copy.generation > released and live and not own:
+                their = (copy.request, copy.holder, copy.attempt)
+                if their not in finished:
+                    finished[their] = self._finished(copy)
+                if not finished[their]:
+                    return None
         generation = 1 if old is None else old.generation + 1
         lease = Lease(
             table=table,
