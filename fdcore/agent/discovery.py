@@ -168,7 +168,8 @@ class Discovery:
         return record
 
     def _still_waiting(self, request_id: str, found: Versioned[Status]) -> bool:
-        """A request held waiting for a worker: True if still ours, else drop it (False).
+        """A request held waiting (for a worker or its table's lease): True if still ours, else
+        drop it (False).
 
         One held through a pause may have been taken over meanwhile (finding 8).
         """
