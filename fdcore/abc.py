@@ -326,6 +326,15 @@ class TableLeases(Protocol):
 
 
 @runtime_checkable
+class FinishReleasesLease(Protocol):
+    """Table leases that count a lease as released once its request's status is final in the
+    holder's own attempt (its table ended and was recorded). Optional: with it the agent does
+    not write the release of a request's last table, its finish already freed it."""
+
+    finish_releases: bool
+
+
+@runtime_checkable
 class LeaseProvider(Protocol):
     """A kind of lease store (``mailbox``: lease files next to the requests)."""
 

@@ -1,6 +1,7 @@
 """The agent: one deterministic step (:meth:`Agent.poll`) at a time, composed of four parts.
 
-- :mod:`.presence`: its own status record, rewritten every poll; the duplicate-name guard.
+- :mod:`.presence`: its own status record, rewritten every ``stale_after / 4``; the
+  duplicate-name guard.
 - :mod:`.tables`: each held request's tables, one at a time, under the table's lease.
 - :mod:`.status_changes`: every write to a request's status (claim, start, finish, hand back,
   expire, take over), each an ``If-Match`` write but the creates.
@@ -104,7 +105,7 @@ class Agent:
         now = self.clock.now()
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
-        recorded = self._guarded(lambda: self.presence.write(now, self.stopping))
+        recorded = self._guarded(lambda: self.presence.heartbeat(now, self.stopping))
         self._guarded(lambda: self._move_held_work(now))
         if self.stopping or not recorded:
             return  # an agent that cannot say it is alive takes nothing new

@@ -1,9 +1,12 @@
 """Looking for work: the requests this agent could hold, and whether it should take them.
 
-Each scan lists ``requests/`` and ``status/``. Requests already under way come first (the
-sweep): this agent's own, left by an earlier process; handed back ones; and, with ``take_over``,
-those of lost agents. Then unclaimed requests, oldest first: claimed as the claim policy allows,
-or expired past their deadline. The writes themselves are :mod:`.status_changes`'.
+Each scan lists ``requests/`` and ``status/``, and reads only what it does not know: a request
+once (requests never change), a final status once (``Holdings.final``); what retention removed
+is forgotten. docs/benchmarks.md ("Cost of a poll") states what one poll costs. Requests
+already under way come first (the sweep): this agent's own, left by an earlier process; handed
+back ones; and, with ``take_over``, those of lost agents. Then unclaimed requests, oldest
+first: claimed as the claim policy allows, or expired past their deadline. The writes
+themselves are :mod:`.status_changes`'.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ class Discovery:
         self.status_changes = status_changes
         self.holdings = holdings
         self._requests: dict[str, Request] = {}  # requests never change once written
+        # Statuses in flight held by other agents, as last read, with their holder's epoch then;
+        # and each holder's epoch with its record as last read (see _unchanged).
+        self._known: dict[str, tuple[Status, int]] = {}
+        self._epochs: dict[str, tuple[int, AgentRecord | None]] = {}
         self._last_sweep: datetime | None = None
         self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
@@ -50,6 +57,7 @@ class Discovery:
         self.looks += 1
         request_ids = set(self.mailbox.request_ids())
         status_ids = set(self.mailbox.status_ids())
+        self._forget_removed(request_ids, status_ids)
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after
@@ -59,17 +67,32 @@ class Discovery:
         # leave them waiting for as long as new requests keep coming.
         if self.config.take_over or sweep_due:
             self._last_sweep = now
-            # Held requests that wait for a worker are looked at too: one this agent held
-            # through a pause may have moved meanwhile (and its new holder may be lost now).
-            busy = {key for key, work in self.holdings.work.items() if work.running or work.run}
+            # Held requests that wait (for a worker, or for a table's lease) are looked at too:
+            # one this agent held through a pause may have moved meanwhile (and its new holder
+            # may be lost now). One whose table runs or holds its lease re-reads its status at
+            # each lease renewal instead.
+            busy = {key for key, work in self.holdings.work.items() if work.run or work.lease}
             candidates = (status_ids & request_ids) - self.holdings.final - busy
             self._sweep(sorted(candidates), now)
         self._claim_unclaimed(sorted(request_ids - status_ids), now)
 
+    def _forget_removed(self, request_ids: set[str], status_ids: set[str]) -> None:
+        """Forget what was known of requests no longer listed (archived or deleted by retention):
+        what this agent remembers follows the mailbox, not every request it ever saw."""
+        self.holdings.final &= status_ids
+        for request_id in self._requests.keys() - request_ids:
+            del self._requests[request_id]
+        for request_id in self._known.keys() - status_ids:
+            del self._known[request_id]
+
     def _sweep(self, request_ids: list[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""
         records: dict[str, AgentRecord | None] = {}  # each holder's record, read once per sweep
+        takeable: list[tuple[Versioned[Status], str]] = []
         for request_id in request_ids:
+            if self._unchanged(request_id, now, records):
+                continue
+            self._known.pop(request_id, None)
             found = self.status_changes.read(request_id)
             if found is None or self._still_waiting(request_id, found):
                 continue
@@ -77,6 +100,12 @@ class Discovery:
             if status.state.final:
                 self.holdings.final.add(request_id)
                 continue
+            if self.config.take_over and status.agent not in (None, self.agent):
+                # Remembered with take_over only: its sweep reads the holders' records at every
+                # poll anyway. Without, sweeps are stale_after apart, too far to trust a status.
+                assert status.agent is not None
+                self._record_of(status.agent, records)
+                self._known[request_id] = (status, self._epochs[status.agent][0])
             if self._made_by_this_process(status):
                 # This process's own claim or takeover, whose answer a store error lost.
                 request = self._request(request_id)
@@ -84,8 +113,12 @@ class Discovery:
                     self.holdings.add(Work(request, status, found.etag))
                 continue
             reason = self._reason_to_take(status, now, records)
-            if reason is None:
-                continue
+            if reason is not None:
+                takeable.append((found, reason))
+        # Its own requests whose answers were lost are held again first: they take room already,
+        # so what is left goes to the others, and no request waits on a full agent.
+        for found, reason in takeable:
+            status = found.value
             if not self.parts.claim.may_claim(self.holdings.load()):
                 return
             request = self._request(status.request)
@@ -94,8 +127,49 @@ class Discovery:
             lost = status.agent is not None  # another agent, or an earlier process of this one
             self.status_changes.take_over(found, request, now, reason, lost=lost)
 
+    def _unchanged(
+        self, request_id: str, now: datetime, records: dict[str, AgentRecord | None]
+    ) -> bool:
+        """True if the status as last read still tells all: no need to read it again.
+
+        A status in flight names its holder, and only that holder changes it (a table done,
+        the finish, a hand back), or another agent once the holder is lost. None of the
+        holder's own changes gives this agent work but a hand back, and a holder hands back
+        only once its record says ``stopping``. So a status read while its holder was live is
+        trusted while that holder's record, read at every sweep, shows the same process,
+        neither stopping nor stopped nor lost, with no silence between two reads longer than
+        its ``stale_after`` (in which another agent could have judged it lost and taken the
+        request over): the holder's epoch has not moved.
+        """
+        known = self._known.get(request_id)
+        if known is None or request_id in self.holdings.work:
+            return False
+        status, epoch = known
+        holder = status.agent
+        assert holder is not None
+        record = self._record_of(holder, records)
+        return (
+            record is not None
+            and self._epochs[holder][0] == epoch
+            and not self.parts.takeover.is_lost(record, now, self.config.grace_seconds)
+        )
+
+    def _record_of(self, holder: str, records: dict[str, AgentRecord | None]) -> AgentRecord | None:
+        """The holder's record, read once per sweep; moves the holder's epoch when the record
+        shows something that may have moved its statuses (see :meth:`_unchanged`)."""
+        if holder in records:
+            return records[holder]
+        found = self.mailbox.read_or_report(AgentRecord, agent_key(holder))
+        record = records[holder] = found.value if found else None
+        epoch, before = self._epochs.get(holder, (0, None))
+        if record is None or before is None or not _continues(before, record):
+            epoch += 1
+        self._epochs[holder] = (epoch, record)
+        return record
+
     def _still_waiting(self, request_id: str, found: Versioned[Status]) -> bool:
-        """A request held waiting for a worker: True if still ours, else drop it (False).
+        """A request held waiting (for a worker or its table's lease): True if still ours, else
+        drop it (False).
 
         One held through a pause may have been taken over meanwhile (finding 8).
         """
@@ -129,10 +203,8 @@ class Discovery:
             return None
         if self.skew is not None and self.skew.refuses_takeover:
             return None  # a clock this far off could judge a live agent lost (ClockSkew warns)
-        if holder not in records:
-            record = self.mailbox.read_or_report(AgentRecord, agent_key(holder))
-            records[holder] = record.value if record else None
-        if not self.parts.takeover.is_lost(records[holder], now, self.config.grace_seconds):
+        record = self._record_of(holder, records)
+        if not self.parts.takeover.is_lost(record, now, self.config.grace_seconds):
             return None
         return f"agent {holder} is lost"
 
@@ -150,7 +222,9 @@ class Discovery:
             if not self.parts.claim.may_claim(self.holdings.load()):
                 self.backlog += 1  # a worker that frees may take it at once (Agent.react)
                 continue  # keep going: later requests may still need expiring
-            self.status_changes.claim(request, now)
+            # With a worker free the request starts in this poll: created running at once.
+            free = self.holdings.load().running < self.config.concurrency
+            self.status_changes.claim(request, now, start=free)
 
     def _may_hold(self, request: Request) -> bool:
         """A request with an affinity (an unshared schedule's) is for that agent only."""
@@ -171,3 +245,17 @@ class Discovery:
                 return None
             cached = self._requests[request_id] = found.value
         return cached
+
+
+def _continues(before: AgentRecord, after: AgentRecord) -> bool:
+    """``after`` is the same live process's record as ``before``, not silent for longer than its
+    ``stale_after`` in between (a later version, at most that much later), neither stopping nor
+    stopped."""
+    gap = (after.updated_at - before.updated_at).total_seconds()
+    return (
+        after.instance is not None
+        and after.instance == before.instance
+        and not after.stopping
+        and after.stopped_at is None
+        and 0 <= gap <= after.stale_after
+    )

@@ -1,9 +1,13 @@
 """This agent's own status record, ``agents/<name>.json``: how every other reader knows it lives.
 
-The record is rewritten every poll (``If-Match`` on the etag this process last wrote), so a second
-live process under the same name fails on the etag and stops (:class:`DuplicateAgent`). Before
-its first write a process checks the name is free: a live record of another process, not known
-to be gone, refuses the start. After a clean stop the last record carries ``stopped_at``.
+The record is rewritten every ``stale_after / 4`` (at the first poll once that much time has
+passed since the last write that landed), and at once when it starts saying something new about
+the agent's life (it is stopping); each write is ``If-Match`` on the etag this process last
+wrote, so a second live process under the same name fails on the etag and stops
+(:class:`DuplicateAgent`). Before its first write a process checks the name is free: a live
+record of another process, not known to be gone, refuses the start. After a clean stop the last
+record carries ``stopped_at``. The other fields (the requests held, the schedules' next due
+times) are as of the last write: at most ``stale_after / 4`` plus one poll old.
 """
 
 from __future__ import annotations
@@ -38,8 +42,13 @@ log = logging.getLogger("fdcore.agent")
 ProcessGone = Callable[[AgentRecord], bool]
 
 
+#: The record is rewritten once this share of ``stale_after`` has passed since its last write.
+HEARTBEAT_SHARE = 0.25
+
+
 class Presence:
-    """Writes this agent's status record: at every poll, and a final one on a clean stop."""
+    """Writes this agent's status record: every ``stale_after / 4``, and a final one on a clean
+    stop."""
 
     def __init__(
         self,
@@ -62,6 +71,17 @@ class Presence:
         self.etag: str | None = None  # of the record this process last wrote (or took over)
         self._extra: dict[str, object] = {}  # unknown fields of the record found at start
         self.skew: ClockSkew | None = None  # measured after each write of the record
+        self.written: tuple[datetime, bool] | None = None  # (updated_at, stopping) that landed
+
+    def heartbeat(self, now: datetime, stopping: bool) -> None:
+        """Write the record if it is due: ``stale_after / 4`` old, or ``stopping`` changed."""
+        if self.written is not None:
+            updated_at, was_stopping = self.written
+            interval = timedelta(seconds=self.config.stale_after * HEARTBEAT_SHARE)
+            # A clock that went back (now < updated_at) writes too: the record must not wait.
+            if stopping == was_stopping and updated_at <= now < updated_at + interval:
+                return
+        self.write(now, stopping)
 
     def write(self, now: datetime, stopping: bool, stopped: bool = False) -> None:
         """Write the record as of ``now``; raise :class:`DuplicateAgent` if another process did."""
@@ -74,6 +94,7 @@ class Presence:
                 self.etag = self.mailbox.create(self.key, record)
             else:
                 self.etag = self.mailbox.replace(self.key, record, self.etag)
+            self.written = (now, stopping)
             if self.skew is not None:
                 self.skew.measure()
         except (PreconditionFailed, NotFound, AlreadyExists):
@@ -82,6 +103,7 @@ class Presence:
                 # Our own earlier write landed although its answer was lost: write this one on
                 # top of it, so the record says we are alive now.
                 self.etag = self.mailbox.replace(self.key, record, current.etag)
+                self.written = (now, stopping)
                 return
             other = _describe_process(current.value) if current else "unknown"
             raise DuplicateAgent(

@@ -59,11 +59,15 @@ class StatusChanges:
 
     # -- creating a status -------------------------------------------------------------------------
 
-    def claim(self, request: Request, now: datetime) -> None:
-        """Create the request's status naming this agent: held if the create lands."""
+    def claim(self, request: Request, now: datetime, start: bool = False) -> None:
+        """Create the request's status naming this agent: held if the create lands.
+
+        ``start``: a worker is free to start it at once, so the status is created ``running``
+        (the start folded into the claim: one write, not two).
+        """
         status = Status(
             request=request.id,
-            state=State.ACCEPTED,
+            state=State.RUNNING if start else State.ACCEPTED,
             agent=self.agent,
             updated_at=now,
             attempt=1,
@@ -109,9 +113,16 @@ class StatusChanges:
         """Record ``table`` in ``tables_done`` (once, whatever the retries); False if not ours."""
         return self._replace(work, now, _with_table_done(table))
 
-    def succeed(self, work: Work, now: datetime) -> bool:
-        """Every table is done: the request succeeded. False if it is not ours."""
-        if not self._replace(work, now, _finished(State.SUCCEEDED, Outcome.SUCCEEDED, now)):
+    def succeed(self, work: Work, now: datetime, last_table: str | None = None) -> bool:
+        """Every table is done: the request succeeded. False if it is not ours.
+
+        ``last_table``: the table that just ended, recorded in ``tables_done`` by the same write
+        (the last table folded into the finish).
+        """
+        finish = _finished(State.SUCCEEDED, Outcome.SUCCEEDED, now)
+        if last_table is not None:
+            finish = _both(_with_table_done(last_table), finish)
+        if not self._replace(work, now, finish):
             return False
         log.info("%s: request %s succeeded", self.agent, work.id)
         return True
@@ -253,6 +264,14 @@ def _with_table_done(table: str) -> Change:
     def change(status: Status) -> None:
         if table not in status.tables_done:
             status.tables_done.append(table)
+
+    return change
+
+
+def _both(first: Change, second: Change) -> Change:
+    def change(status: Status) -> None:
+        first(status)
+        second(status)
 
     return change
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from fdcore.abc import TableJob, TableResult
+from fdcore.abc import FinishReleasesLease, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.status_changes import StatusChanges
@@ -216,7 +216,10 @@ class Tables:
         attempt = work.status.attempt
         # The status update (If-Match) comes first: it proves the request is still ours, and once
         # it lands a crash cannot make another agent run the table again. The run log follows.
-        if result.succeeded:
+        remaining = [t for t in work.request.entities if t not in work.status.tables_done]
+        if result.succeeded and remaining == [table]:
+            ours = self.status_changes.succeed(work, now, last_table=table)
+        elif result.succeeded:
             ours = self.status_changes.table_done(work, table, now)
         else:
             message = f"table {table} failed: {result.message}"
@@ -241,6 +244,9 @@ class Tables:
             pass  # this attempt's record may already be there
         except InvalidKey as exc:  # a file where the request's runs/ folder belongs
             self.mailbox.problems.report(key, f"{exc}; run record not written")
-        self.leases.release(held, now)
+        finished = not self.holdings.holds(work)  # the status write made the request final
+        freed = isinstance(self.leases, FinishReleasesLease) and self.leases.finish_releases
+        if not (finished and freed):
+            self.leases.release(held, now)  # else its final status freed the lease already
         work.lease = None
         work.result = None

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from fdcore.agent.presence import HEARTBEAT_SHARE
 from fdcore.simulator.invariants import Checker, Violation
 from fdcore.simulator.options import command_line
 from fdcore.simulator.trace import Trace
@@ -44,6 +45,11 @@ class Report:
     store_writes: int
     writes_by_folder: dict[str, int]
     writes_per_completed: float  # agents' store writes per succeeded request
+    # Writes for a succeeded one-table request's own files (request, status, its leases and
+    # fences, run records), per such request; None without one.
+    writes_per_one_table_request: float | None
+    record_writes_per_agent_hour: float  # agents/ writes per agent per virtual hour
+    record_writes_budget: float  # 3600 / (stale_after / 4): the most the heartbeat may write
     virtual_seconds: float
     wall_seconds: float
     checks: dict[str, Any]
@@ -81,6 +87,15 @@ class Report:
             "store_writes": self.store_writes,
             "store_writes_by_folder": self.writes_by_folder,
             "store_writes_per_completed_request": round(self.writes_per_completed, 3),
+            "store_writes_per_completed_one_table_request": (
+                None
+                if self.writes_per_one_table_request is None
+                else round(self.writes_per_one_table_request, 3)
+            ),
+            "agent_record_writes_per_agent_hour": {
+                "measured": round(self.record_writes_per_agent_hour, 1),
+                "budget": round(self.record_writes_budget, 1),
+            },
             "virtual_seconds": round(self.virtual_seconds, 3),
             "checks": self.checks,
             "violations": [v.to_json() for v in self.violations],
@@ -110,6 +125,14 @@ class Report:
             f"({self.writes_per_completed:.1f} per completed request; "
             + ", ".join(f"{folder}/ {n}" for folder, n in self.writes_by_folder.items())
             + ")",
+            (
+                ""
+                if self.writes_per_one_table_request is None
+                else f"store writes per completed one-table request: "
+                f"{self.writes_per_one_table_request:.2f}; "
+            )
+            + f"agent-record writes per agent-hour: {self.record_writes_per_agent_hour:.0f} "
+            f"(budget 3600 / (stale_after / 4) = {self.record_writes_budget:.0f})",
             f"virtual time: {self.virtual_seconds / 3600:.2f} h; wall time: "
             f"{self.wall_seconds:.2f} s ({self.requests_per_wall_second:.0f} requests/s)",
         ]
@@ -137,6 +160,12 @@ class Report:
 
 def _figure(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def states_of(trace: Trace, request: str) -> str:
+    """The request's final state, or "unfinished"."""
+    latest = trace.latest.get(request)
+    return latest.state if latest and latest.final else "unfinished"
 
 
 def _next_table_gaps(trace: Trace) -> list[float]:
@@ -175,14 +204,15 @@ def build_report(
     trace = world.trace
     states: Counter[str] = Counter()
     for request in trace.created:
-        latest = trace.latest.get(request)
-        states[latest.state if latest and latest.final else "unfinished"] += 1
+        states[states_of(trace, request)] += 1
     operations: Counter[str] = Counter()
     folders: Counter[str] = Counter()
+    by_request: Counter[str] = Counter()
     errors = ambiguous = 0
     for host in world.hosts:
         operations.update(host.store.operations)
         folders.update(host.store.writes)
+        by_request.update(host.store.request_writes)
         errors += host.store.errors
         ambiguous += host.store.ambiguous_writes
     store = {kind: operations[kind] for kind in ("read", "list", *WRITES)}
@@ -209,6 +239,12 @@ def build_report(
             "pauses": stats["pauses"],
         }
     )
+    one_table = [
+        arrival.request
+        for arrival in world.plan.arrivals
+        if len(arrival.table_seconds) == 1 and states_of(trace, arrival.request) == "succeeded"
+    ]
+    agent_hours = world.scenario.agents * world.now / 3600
     return Report(
         seed=world.scenario.seed,
         scenario=attrs.asdict(world.scenario),
@@ -230,6 +266,11 @@ def build_report(
         store_writes=writes,
         writes_by_folder=dict(sorted(folders.items())),
         writes_per_completed=writes / succeeded if succeeded else 0.0,
+        writes_per_one_table_request=(
+            sum(by_request[r] for r in one_table) / len(one_table) if one_table else None
+        ),
+        record_writes_per_agent_hour=folders["agents"] / agent_hours if agent_hours else 0.0,
+        record_writes_budget=3600 / (world.scenario.stale_after * HEARTBEAT_SHARE),
         virtual_seconds=world.now,
         wall_seconds=wall_seconds,
         checks=checks,

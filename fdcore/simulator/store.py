@@ -14,6 +14,7 @@ The wrapper sits between an agent (its mailbox and its table leases) and the sha
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -50,6 +51,7 @@ class FaultyStore:
         self.created = created
         self.operations: Counter[str] = Counter()
         self.writes: Counter[str] = Counter()  # by top folder: agents, status, leases, runs
+        self.request_writes: Counter[str] = Counter()  # by the request a write is for
         self.errors = 0  # raised, in total
         self.ambiguous_writes = 0  # raised after the write applied
         self.poll_operations = 0  # since the poll began
@@ -88,12 +90,15 @@ class FaultyStore:
             raise self._unavailable("read", key)
         return self.inner.read(key)
 
-    def _write(self, kind: str, key: str) -> str | None:
+    def _write(self, kind: str, key: str, data: bytes | None = None) -> str | None:
         self.writes[key.split("/", 1)[0]] += 1
+        request = _request_of(key, data)
+        if request is not None:
+            self.request_writes[request] += 1
         return self._count(kind)
 
     def create(self, key: str, data: bytes) -> str:
-        fail = self._write("create", key)
+        fail = self._write("create", key, data)
         request = key.startswith("requests/")
         if fail == "before":
             if request:
@@ -113,7 +118,7 @@ class FaultyStore:
         return etag
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
-        fail = self._write("replace", key)
+        fail = self._write("replace", key, data)
         if fail == "before":
             raise self._unavailable("replace", key)
         try:
@@ -143,3 +148,17 @@ class FaultyStore:
 
     def close(self) -> None:
         pass
+
+
+def _request_of(key: str, data: bytes | None) -> str | None:
+    """The request a write is for: named by its key (a request, its status, its run records)
+    or, for a lease and its fence, by the lease; None for an agent's record and the rest."""
+    folder, _, rest = key.partition("/")
+    if folder in ("requests", "status"):
+        return rest.removesuffix(".json")
+    if folder == "runs":
+        return rest.split("/", 1)[0]
+    if folder in ("leases", "fences") and data is not None:
+        request = json.loads(data).get("request")
+        return request if isinstance(request, str) else None
+    return None

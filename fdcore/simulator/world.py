@@ -683,6 +683,18 @@ class World:
             if self.scenario.archive_after:
                 self.at(self._archive_time(request), self._archive, request)
 
+    def _finished_by_holder(self, lease: LeaseState) -> bool:
+        """The lease's request ended in its holder's attempt (succeeded or failed by it): its
+        final status freed the lease (docs/takeover.md), as a release would."""
+        latest = self.trace.latest.get(lease.request)
+        return (
+            latest is not None
+            and latest.final
+            and latest.agent == lease.holder
+            and latest.attempt == lease.attempt
+            and latest.outcome(lease.attempt) in ("succeeded", "failed")
+        )
+
     def _tap_lease(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
         table = doc["table"]
         lease = LeaseState(
@@ -695,7 +707,12 @@ class World:
             incarnation=host.incarnation,
         )
         before = self.trace.leases.get(table)
-        if before and not before.released and before.holder != lease.holder:
+        if (
+            before
+            and not before.released
+            and before.holder != lease.holder
+            and not self._finished_by_holder(before)
+        ):
             clock = self.now + self.trace.skews[before.holder]
             self.trace.leases_taken.append(LeaseTaken(seq, self.now, table, before, lease, clock))
         self.trace.leases[table] = lease

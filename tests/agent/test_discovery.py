@@ -175,28 +175,45 @@ def test_with_take_over_the_sweep_runs_at_every_look(env: Environment) -> None:
 def test_a_waiting_request_is_re_read_and_let_go_once_another_agent_holds_it(
     env: Environment,
 ) -> None:
+    env.submit("r0", "customers", now=START - timedelta(seconds=1))
     env.submit("r1", "sales")
-    discovery, held = env.discovery(env.config(take_over=True))
-    discovery.look_for_work(START)  # claims r1; no worker starts it here
+    discovery, held = env.discovery(env.config(take_over=True, concurrency=1, claim="always"))
+    discovery.look_for_work(START)  # claims r0 running (a worker is free) and r1 waiting
+    assert (held.work["r0"].running, held.work["r1"].running) == (True, False)
     waiting = held.work["r1"]
     moved = attrs.evolve(waiting.status, message="still ours, rewritten")
     env.write_status(moved)
     discovery.look_for_work(START + timedelta(seconds=5))
-    assert waiting.status == moved and held.work == {"r1": waiting}  # brought up to date
+    assert waiting.status == moved and held.work["r1"] is waiting  # brought up to date
     env.write_status(held_by("r1", "etl-02", *moved.attempts, attempt(2, "etl-02")))
     last_seen(env, "etl-02", 10)
     discovery.look_for_work(START + timedelta(seconds=10))
-    assert held.work == {}  # let go (finding 8); etl-02 is live, so not taken back
+    assert list(held.work) == ["r0"]  # r1 let go (finding 8); etl-02 is live, not taken back
 
 
-def test_a_running_request_is_left_to_its_tables(env: Environment) -> None:
+def test_a_request_whose_table_holds_its_lease_is_left_to_its_tables(env: Environment) -> None:
     env.submit("r1", "sales")
     discovery, held = env.discovery(env.config(take_over=True))
     discovery.look_for_work(START)
-    held.work["r1"].status.state = State.RUNNING  # as the tables part leaves it
+    work = held.work["r1"]
+    assert work.running  # claimed running: a worker was free
+    work.lease = env.leases.acquire("sales", "etl-01", "r1", 1, 60, START)  # its table's lease
     env.write_status(held_by("r1", "etl-02", attempt(1, "etl-01"), attempt(2, "etl-02")))
     discovery.look_for_work(START + timedelta(seconds=5))
     assert list(held.work) == ["r1"]  # its next renewal or status update finds out
+
+
+def test_a_running_request_waiting_for_its_tables_lease_is_re_read(env: Environment) -> None:
+    # Running, but its table's lease is another's: no renewal would re-read its status, so the
+    # sweep does (finding 8, for a request that got a worker but not yet its lease).
+    env.submit("r1", "sales")
+    discovery, held = env.discovery(env.config(take_over=True))
+    discovery.look_for_work(START)
+    assert held.work["r1"].running and held.work["r1"].lease is None
+    env.write_status(held_by("r1", "etl-02", attempt(1, "etl-01"), attempt(2, "etl-02")))
+    last_seen(env, "etl-02", 5)
+    discovery.look_for_work(START + timedelta(seconds=5))
+    assert held.work == {}  # let go; etl-02 is live, so not taken back
 
 
 def test_a_final_status_is_never_read_again(env: Environment) -> None:

@@ -1,4 +1,4 @@
-"""The agent's own status record: written every poll, the duplicate-name guard, the final record."""
+"""The agent's own status record: its heartbeat, the duplicate-name guard, the final record."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
 
 from fdcore.agent.work import Work
 from fdcore.contract.models import AgentRecord, Request, State
-from fdcore.errors import DuplicateAgent
+from fdcore.errors import DuplicateAgent, StorageUnavailable
 from fdcore.testing.memory_fleet import START
 
 KEY = "agents/etl-01.json"
@@ -153,3 +153,44 @@ def test_an_unreachable_mailbox_at_the_final_record_is_logged_not_raised(
         presence.write_final(START + timedelta(seconds=3), stopping=True)
     assert "could not write the final status record" in caplog.text
     assert record(env).stopped_at is None
+
+
+def test_the_heartbeat_writes_every_quarter_of_stale_after_not_every_poll(
+    env: Environment,
+) -> None:
+    presence, _ = env.presence(env.config(stale_after=60.0, poll_seconds=5.0))
+    written = []
+    for second in range(0, 61, 5):  # a poll every 5 s for a minute
+        presence.heartbeat(START + timedelta(seconds=second), stopping=False)
+        written.append(record(env).updated_at)
+    # Written at 0, 15, 30, 45 and 60 s: 5 writes, not 13, and never older than 15 s.
+    assert sorted(set(written)) == [START + timedelta(seconds=s) for s in (0, 15, 30, 45, 60)]
+
+
+def test_the_heartbeat_writes_at_once_when_the_agent_starts_stopping(env: Environment) -> None:
+    presence, _ = env.presence(env.config(stale_after=60.0))
+    presence.heartbeat(START, stopping=False)
+    presence.heartbeat(START + timedelta(seconds=1), stopping=True)
+    assert (record(env).stopping, record(env).updated_at) == (True, START + timedelta(seconds=1))
+
+
+def test_a_heartbeat_whose_write_failed_is_written_at_the_next_poll(env: Environment) -> None:
+    presence, _ = env.presence(env.config(stale_after=60.0))
+    presence.heartbeat(START, stopping=False)
+    env.storage.down = True
+    with pytest.raises(StorageUnavailable):
+        presence.heartbeat(START + timedelta(seconds=15), stopping=False)
+    env.storage.down = False
+    presence.heartbeat(START + timedelta(seconds=20), stopping=False)  # due since 15 s
+    assert record(env).updated_at == START + timedelta(seconds=20)
+
+
+def test_a_second_process_is_still_found_at_the_next_heartbeat(env: Environment) -> None:
+    presence, _ = env.presence(env.config(stale_after=60.0))
+    presence.heartbeat(START, stopping=False)
+    blob = env.storage.read(KEY)
+    assert blob is not None
+    env.mailbox.replace(KEY, other_process(updated_at=START + timedelta(seconds=1)), blob.etag)
+    presence.heartbeat(START + timedelta(seconds=5), stopping=False)  # not due: no write
+    with pytest.raises(DuplicateAgent, match="rewritten by another process"):
+        presence.heartbeat(START + timedelta(seconds=15), stopping=False)

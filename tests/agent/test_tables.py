@@ -62,10 +62,15 @@ def test_each_table_runs_under_its_lease_and_is_recorded_before_the_next(
     tables.next_table(work, env.clock.now())
     assert [run.job.table for run in env.runs] == ["sales", "customers"]
     finish(env)
-    assert tables.poll_run(work, env.clock.now())
-    tables.next_table(work, env.clock.now())  # nothing left: the request succeeded
-    assert env.status("r1").state is State.SUCCEEDED
+    # The last table is recorded by the finish itself: one status write, and no release (the
+    # final status frees the lease: another agent's request takes it at once).
+    assert not tables.poll_run(work, env.clock.now())  # nothing left to move: it succeeded
+    final = env.status("r1")
+    assert (final.state, final.tables_done) == (State.SUCCEEDED, ["sales", "customers"])
     assert holdings.work == {}
+    assert lease_of(env, "customers") == ("etl-01", 1, False)
+    taken = env.leases.acquire("customers", "etl-02", "r9", 1, 60, env.clock.now())
+    assert taken is not None and taken.lease.generation == 2
 
 
 def test_a_table_waits_while_another_holder_has_its_lease(env: Environment) -> None:
@@ -133,7 +138,9 @@ def test_a_failed_table_fails_the_request_and_records_the_failed_run(env: Enviro
     status = env.status("r1")
     assert (status.state, status.message) == (State.FAILED, "table sales failed: boom")
     assert [(r.outcome, r.message) for r in env.mailbox.runs("r1")] == [(Outcome.FAILED, "boom")]
-    assert lease_of(env, "sales") == ("etl-01", 1, True)
+    # No release written: the failed (final) status frees the lease.
+    assert lease_of(env, "sales") == ("etl-01", 1, False)
+    assert env.leases.acquire("sales", "etl-02", "r9", 1, 60, env.clock.now()) is not None
     assert holdings.work == {}
 
 
