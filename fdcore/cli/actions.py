@@ -129,7 +129,7 @@ def format_story(story: RequestStory) -> str:
         lines.append(f"why       {story.why}")
     if story.attempts:
         lines += ["", "ATTEMPTS"]
-        table = [("#", "AGENT", "STARTED", "ENDED", "OUTCOME", "MESSAGE")]
+        table: list[tuple[str, ...]] = [("#", "AGENT", "STARTED", "ENDED", "OUTCOME", "MESSAGE")]
         for a in story.attempts:
             row = (str(a.number), a.agent, _time(a.started_at), _time(a.ended_at), a.outcome)
             table.append((*row, a.message or ""))

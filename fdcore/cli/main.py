@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fdcore import __version__
-from fdcore.cli import commands as cli_commands
 from fdcore.cli import actions, demo, doctor, incidents, notify
+from fdcore.cli import commands as cli_commands
 from fdcore.cli.output import format_table
 from fdcore.errors import FdcoreError, PluginError
 from fdcore.plugins.manager import COMMAND, DISABLE_VARIABLE, Plugins, load_plugins
