@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from fdcore.cli.views import request_story
-from fdcore.contract.models import Outcome, State
-from fdcore.errors import InvalidId, RequestError, UnknownRequest
+from fdcore.contract.codec import decode
+from fdcore.contract.models import MAX_OUTPUT_BYTES, Outcome, RunRecord, State, output_tail
+from fdcore.errors import InvalidId, MailboxFileError, RequestError, UnknownRequest
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request, submit
 from fdcore.plugins.manager import LEASES
 from fdcore.testing.memory_fleet import START, MemoryFleet
+
+FIXTURES = Path(__file__).parent / "fixtures" / "contract1"
 
 
 def test_an_unclaimed_request_ends_cancelled_at_once(fdcore_memory_fleet: MemoryFleet) -> None:
@@ -100,3 +106,15 @@ def test_a_retry_links_both_ways_and_runs_once(fdcore_memory_fleet: MemoryFleet)
     assert [r.table for r in story.runs] == ["b", "c"]
     assert story.to_json()["retry_of"] == "r1"
     assert Outcome.CANCELLED.value == "cancelled"
+
+
+def test_a_run_records_output_is_a_bounded_tail() -> None:
+    lines = "".join(f"line {n:05d}\n" for n in range(1000))  # 11 000 bytes
+    tail = output_tail(lines)
+    assert len(tail.encode()) <= MAX_OUTPUT_BYTES
+    assert tail.endswith("line 00999\n") and tail.startswith("line ")  # whole lines only
+    assert output_tail("short\n") == "short\n"
+    record = json.loads((FIXTURES / "run.json").read_text())
+    record["output"] = "x" * (MAX_OUTPUT_BYTES + 1)
+    with pytest.raises(MailboxFileError, match=r"001-t.json: output must be at most 4096 bytes"):
+        decode(RunRecord, json.dumps(record).encode(), "runs/r/001-t.json")
