@@ -9,7 +9,15 @@ import pytest
 
 from fdcore.cli.views import request_story
 from fdcore.contract.codec import decode
-from fdcore.contract.models import MAX_OUTPUT_BYTES, Outcome, RunRecord, State, output_tail
+from fdcore.contract.layout import cancel_key
+from fdcore.contract.models import (
+    MAX_OUTPUT_BYTES,
+    Cancel,
+    Outcome,
+    RunRecord,
+    State,
+    output_tail,
+)
 from fdcore.errors import InvalidId, MailboxFileError, RequestError, UnknownRequest
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request, submit
@@ -118,3 +126,64 @@ def test_a_run_records_output_is_a_bounded_tail() -> None:
     record["output"] = "x" * (MAX_OUTPUT_BYTES + 1)
     with pytest.raises(MailboxFileError, match=r"001-t.json: output must be at most 4096 bytes"):
         decode(RunRecord, json.dumps(record).encode(), "runs/r/001-t.json")
+
+
+def test_an_unclaimed_request_with_a_cancel_is_never_claimed(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    """The command stopped between its two writes: the cancel is there, no status yet."""
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    cancel = Cancel(request="r1", by="ann", at=START)
+    fleet.mailbox.create(cancel_key("r1"), cancel)
+    agent = fleet.agent("etl-01")
+    agent.poll()
+    assert fleet.runs == [] and agent.idle
+    status = fleet.mailbox.status("r1")
+    assert status is not None
+    assert (status.value.state, status.value.agent, status.value.message) == (
+        State.CANCELLED,
+        None,
+        "cancelled by ann",
+    )
+
+
+def test_a_handed_back_request_is_cancelled_at_once(fdcore_memory_fleet: MemoryFleet) -> None:
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["a", "b"], request_id="r1", now=START)
+    agent = fleet.agent("etl-01")
+    agent.poll()
+    fleet.finish_runs("r1")
+    agent.poll()  # a done, b started
+    agent.stop()
+    fleet.finish_runs("r1")
+    agent.poll()  # b done: handed back with a table left
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.agent is None
+    assert status.value.state is State.ACCEPTED
+    done = cancel_request(fleet.mailbox, "r1", by="ann", reason=None, now=START)
+    assert done.state == "cancelled"
+    story = request_story(fleet.mailbox, "r1")
+    assert [a.outcome for a in story.attempts] == ["stopped"]
+    assert story.why == "cancelled by ann"
+
+
+def test_a_request_cancelled_before_its_takeover_never_starts_there(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["a", "b"], request_id="r1", now=START)
+    first = fleet.agent("etl-01", stale_after=10.0, grace_seconds=1.0)
+    second = fleet.agent("etl-02", take_over=True, stale_after=10.0, grace_seconds=1.0)
+    first.poll()
+    assert [run.job.request for run in fleet.runs] == ["r1"]
+    cancel_request(fleet.mailbox, "r1", by="ann", reason=None, now=START)  # etl-01 then dies
+    fleet.clock.advance(30)
+    second.poll()  # takes the lost agent's request over, sees the cancel, starts nothing
+    assert len(fleet.runs) == 1 and second.idle
+    story = request_story(fleet.mailbox, "r1")
+    assert story.state == "cancelled"
+    assert [(a.agent, a.outcome) for a in story.attempts] == [
+        ("etl-01", "lost"),
+        ("etl-02", "cancelled"),
+    ]

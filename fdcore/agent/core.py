@@ -140,6 +140,7 @@ class Agent:
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
         if hint and self.parts.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
+            self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)
 
     def next_due(self, now: datetime) -> datetime | None:
