@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from fdcore.abc import Blob
+from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.views import request_story
 from fdcore.contract.codec import decode
 from fdcore.contract.layout import cancel_key
@@ -18,7 +21,13 @@ from fdcore.contract.models import (
     State,
     output_tail,
 )
-from fdcore.errors import InvalidId, MailboxFileError, RequestError, UnknownRequest
+from fdcore.errors import (
+    InvalidId,
+    MailboxFileError,
+    RequestError,
+    StorageUnavailable,
+    UnknownRequest,
+)
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request, submit
 from fdcore.plugins.manager import LEASES
@@ -187,3 +196,55 @@ def test_a_request_cancelled_before_its_takeover_never_starts_there(
         ("etl-01", "lost"),
         ("etl-02", "cancelled"),
     ]
+
+
+class StatusOutage:
+    """The fleet's store, whose status replaces fail (before applying) while ``down``."""
+
+    def __init__(self, inner: MemoryStorage) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.down = False
+
+    def read(self, key: str) -> Blob | None:
+        return self.inner.read(key)
+
+    def create(self, key: str, data: bytes) -> str:
+        return self.inner.create(key, data)
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        if self.down and key.startswith("status/"):
+            raise StorageUnavailable(key, "replace failed (test outage)")
+        return self.inner.replace(key, data, etag)
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        self.inner.delete(key, etag)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        return self.inner.list(prefix)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_stop_cut_short_by_a_store_error_is_finished_at_the_next_poll(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(StatusOutage)
+    submit(fleet.mailbox, ["a", "b"], request_id="r1", now=START)
+    agent = fleet.agent("etl-01")
+    agent.poll()
+    cancel_request(fleet.mailbox, "r1", by="ann", reason=None, now=START)
+    store.down = True
+    fleet.clock.advance(5)
+    agent.poll()  # the run is stopped, its status write fails
+    assert fleet.runs[0].cancelled
+    assert request_story(fleet.mailbox, "r1").state == "running"
+    store.down = False
+    fleet.clock.advance(5)
+    agent.poll()
+    story = request_story(fleet.mailbox, "r1")
+    assert story.state == "cancelled" and agent.idle
+    assert [(r.table, r.outcome) for r in story.runs] == [("a", "cancelled")]
+    assert len(fleet.runs) == 1

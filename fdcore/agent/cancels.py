@@ -89,7 +89,8 @@ class Cancels:
         return True
 
     def _stop(self, work: Work, cancel: Cancel, now: datetime) -> None:
-        running = work.run is not None
+        # A table runs (or ran: an earlier stop was cut short by a store error) under its lease.
+        running = work.run is not None or work.lease is not None
         # Blocks for at most the runner's grace: SIGTERM, then SIGKILL to what is left.
         work.cancel_run()
         work.result = None  # a table that ended as the cancel came is not recorded done
