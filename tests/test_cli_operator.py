@@ -67,6 +67,18 @@ def test_bad_input_is_one_line(
     assert problem in err, err
 
 
+@pytest.mark.parametrize("name", ["cancel", "retry", "show"])
+def test_a_missing_environment_is_one_line_and_not_created(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """Like ``queue`` (tests/test_cli_errors.py): these commands never create an environment."""
+    missing = tmp_path / "no-such-env"
+    code, out, err = run(capsys, name, "r-1", "--env", missing.as_uri())
+    assert (code, out) == (ERROR, "")
+    assert err.startswith("fdcore: error: environment not found: ") and err.count("\n") == 1
+    assert not missing.exists()
+
+
 def test_cancel_retry_show_with_json(
     capsys: pytest.CaptureFixture[str], env: tuple[str, Mailbox]
 ) -> None:
