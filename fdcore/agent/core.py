@@ -7,6 +7,7 @@
   expire, take over), each an ``If-Match`` write but the creates.
 - :mod:`.discovery`: the requests it could hold: its own left by an earlier process, handed back
   ones, lost agents' ones (with ``take_over``), unclaimed ones, and those to expire.
+- :mod:`.cancels`: operators' cancels: a held request cancelled stops at the poll's start.
 
 They share :class:`~fdcore.agent.work.Holdings`, the requests this agent holds.
 
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from fdcore.abc import AgentLoad
+from fdcore.agent.cancels import Cancels
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
@@ -79,6 +81,8 @@ class Agent:
             config, mailbox, components, self.instance, self.status_changes, self.holdings
         )
         self.discovery.skew = self.skew
+        self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)
+        self.discovery.cancels = self.cancels
         self._outage: str | None = None
         self.contain_errors = contain_errors
         self.step_errors = 0  # steps cut short by an error other than the store's
@@ -106,10 +110,15 @@ class Agent:
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
         recorded = self._guarded(lambda: self.presence.heartbeat(now, self.stopping))
-        self._guarded(lambda: self._move_held_work(now))
+        self._guarded(lambda: self._follow_held_work(now))
         if self.stopping or not recorded:
             return  # an agent that cannot say it is alive takes nothing new
         self._guarded(lambda: self._look(now))
+
+    def _follow_held_work(self, now: datetime) -> None:
+        self.cancels.new_poll()
+        self.cancels.stop_held(now)
+        self._move_held_work(now)
 
     def _look(self, now: datetime) -> None:
         try:
@@ -119,6 +128,7 @@ class Agent:
             # was. Not with take_over: each poll's sweep is what bounds the time to take over.
             if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
                 self.discovery.look_for_work(now)
+                self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
                 self._move_held_work(now)  # start what was just found, not a poll later
         finally:
             # Even when cut short: a look that failed is no reason for the next poll to skip.
@@ -144,6 +154,7 @@ class Agent:
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
         if hint and self.parts.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
+            self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)
 
     def next_due(self, now: datetime) -> datetime | None:

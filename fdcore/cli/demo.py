@@ -27,6 +27,7 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import LEASES, load_plugins
+from fdcore.terminal import LiveView
 
 SECTIONS: dict[str, Any] = {
     "agent": {"poll_seconds": 0.3, "stale_after": 3, "concurrency": 2, "shutdown_grace": 30},
@@ -86,19 +87,20 @@ def run_demo(folder: Path, agents: int, requests: int, tables: int, timeout: flo
     victim = fleet.agents["agent-2"] if agents > 1 else None
     killed = restarted = False
     started = time.monotonic()
+    live = LiveView()  # on a terminal the progress line is redrawn in place
     try:
         while True:
             elapsed = time.monotonic() - started
             rows = queue_rows(mailbox)
-            print(_progress(rows, elapsed), flush=True)
+            live.show(_progress(rows, elapsed))
             if victim is not None and elapsed > 3 and not killed:
                 victim.kill()
                 killed = True
-                print(f"--- killed {victim.name} with SIGKILL: its requests will be taken over")
+                live.note(f"--- killed {victim.name} with SIGKILL: its requests will be taken over")
             elif victim is not None and elapsed > 10 and not restarted:
                 victim.start()
                 restarted = True
-                print(f"--- restarted {victim.name}")
+                live.note(f"--- restarted {victim.name}")
             submitted = [row for row in rows if row.schedule is None]
             if elapsed > 15 and all(row.state not in UNFINISHED for row in submitted):
                 break
