@@ -75,6 +75,7 @@ class Mailbox:
         self.problems = problems or ProblemLog()
         # Malformed files by key, with the etag they had: not decoded again until they change.
         self._malformed: dict[str, tuple[str, MailboxFileError]] = {}
+        self._listed: dict[str, dict[str, str]] = {}  # prefix -> {key: id} of its last listing
 
     # -- generic -------------------------------------------------------------------------------
 
@@ -110,16 +111,33 @@ class Mailbox:
         return self.storage.replace(key, encode(value), etag)
 
     def ids(self, prefix: str) -> Iterator[str]:
-        """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported."""
+        """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported.
+
+        A poll lists the same folders over and over: the ids of the last full listing of a
+        prefix are kept (no more than it held), so a name is checked once, when it appears.
+        """
+        known = self._listed.get(prefix, {})
+        listed: dict[str, str] = {}
         for key in self.storage.list(prefix):
-            name = key[len(prefix) :]
-            if "/" in name:
-                continue
-            stem, dot, suffix = name.rpartition(".")
-            if dot and suffix == "json" and is_valid_id(stem):
-                yield stem
-            else:
-                self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
+            found = known.get(key)
+            if found is None:
+                found = self._id_in(prefix, key)
+                if found is None:
+                    continue
+            listed[key] = found
+            yield found
+        self._listed[prefix] = listed
+
+    def _id_in(self, prefix: str, key: str) -> str | None:
+        """The id of ``key`` directly under ``prefix``; None (a bad name reported) otherwise."""
+        name = key[len(prefix) :]
+        if "/" in name:
+            return None
+        stem, dot, suffix = name.rpartition(".")
+        if dot and suffix == "json" and is_valid_id(stem):
+            return stem
+        self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
+        return None
 
     # -- typed shortcuts -----------------------------------------------------------------------
 
