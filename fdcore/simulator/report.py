@@ -160,7 +160,7 @@ def _next_table_gaps(trace: Trace) -> list[float]:
 def _utilisation(world: World) -> float:
     """Worker time spent in table runs that ended, over every agent's workers all run long."""
     busy = sum(end.time - end.run_started for end in world.trace.table_writes)
-    workers = world.scenario.agents * world.scenario.concurrency
+    workers = world.scenario.workers
     return busy / (workers * world.now) if world.now else 0.0
 
 
