@@ -62,9 +62,11 @@ def test_a_section_is_replaced_between_its_markers_and_the_text_around_stays() -
 
 
 def test_a_missing_or_doubled_marker_is_a_one_line_error_naming_the_page() -> None:
-    with pytest.raises(ValueError, match=r"^docs/x.md: expected one '<!-- bench-report: throughput"):
+    expected = r"^docs/x.md: expected one '<!-- bench-report: throughput -->'"
+    with pytest.raises(ValueError, match=expected):
         docs_report.replace_section(PAGE, "throughput", "x", "docs/x.md")
-    doubled = PAGE + "<!-- bench-report: claim-policies -->\n<!-- /bench-report: claim-policies -->\n"
+    pair = "<!-- bench-report: claim-policies -->\n<!-- /bench-report: claim-policies -->\n"
+    doubled = PAGE + pair
     with pytest.raises(ValueError, match="claim-policies"):
         docs_report.replace_section(doubled, "claim-policies", "x")
 
@@ -83,9 +85,7 @@ def test_generate_writes_the_tables_of_every_policy_and_each_producers_plot(
         return path
 
     options = docs_report.Options(seeds=(1,), requests=12)
-    paths = docs_report.generate(
-        options, ["claim-policies", "plots"], page=page, plots=[producer]
-    )
+    paths = docs_report.generate(options, ["claim-policies", "plots"], page=page, plots=[producer])
     assert paths == [tmp_path / "a-plot.png"] and drawn == [options]
     text = page.read_text()
     assert "old table" not in text and "Hand-written text after." in text
