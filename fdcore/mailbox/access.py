@@ -75,7 +75,7 @@ class Mailbox:
         self.problems = problems or ProblemLog()
         # Malformed files by key, with the etag they had: not decoded again until they change.
         self._malformed: dict[str, tuple[str, MailboxFileError]] = {}
-        self._listed: dict[str, dict[str, str]] = {}  # prefix -> {key: id} of its last listing
+        self._listed: dict[str, dict[str, str]] = {}  # prefix -> {key: id} of names listed
 
     # -- generic -------------------------------------------------------------------------------
 
@@ -113,20 +113,21 @@ class Mailbox:
     def ids(self, prefix: str) -> Iterator[str]:
         """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported.
 
-        A poll lists the same folders over and over: the ids of the last full listing of a
-        prefix are kept (no more than it held), so a name is checked once, when it appears.
+        A poll lists the same folders over and over: the ids of names seen before are kept
+        (pruned to about what the folder holds), so a name is checked once, when it appears.
         """
-        known = self._listed.get(prefix, {})
-        listed: dict[str, str] = {}
-        for key in self.storage.list(prefix):
-            found = known.get(key)
-            if found is None:
-                found = self._id_in(prefix, key)
-                if found is None:
-                    continue
-            listed[key] = found
-            yield found
-        self._listed[prefix] = listed
+        keys = list(self.storage.list(prefix))
+        known = self._listed.setdefault(prefix, {})
+        fresh = set(keys).difference(known)
+        if fresh:
+            for key in keys:  # in listing order, so bad names are reported in that order
+                if key in fresh and (found := self._id_in(prefix, key)) is not None:
+                    known[key] = found
+        if len(known) > 2 * len(keys) + 64:  # names gone from the folder: forget them
+            present = set(keys)
+            known = {key: found for key, found in known.items() if key in present}
+            self._listed[prefix] = known
+        yield from filter(None, map(known.get, keys))
 
     def _id_in(self, prefix: str, key: str) -> str | None:
         """The id of ``key`` directly under ``prefix``; None (a bad name reported) otherwise."""
