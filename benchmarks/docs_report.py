@@ -9,7 +9,8 @@ Each generated table sits between two marker comments in docs/benchmarks.md,
     <!-- /bench-report: claim-policies -->
 
 so the hand-written text around them stays. Sections: ``claim-policies`` and
-``operations-by-kind`` (the simulator, :mod:`claim_policies`), ``simulator-speed`` (a
+``operations-by-kind`` (the simulator, :mod:`claim_policies`), ``claim-policies-real`` (real
+agent processes, :mod:`claim_policies_real`), ``simulator-speed`` (a
 10,000-request comparison of the policies, timed), ``throughput`` (real agents,
 :mod:`throughput`), and ``plots`` (every producer in :data:`PLOTS`). Figures are medians over
 ``--seeds`` seeds (or runs). matplotlib comes from the core's ``bench`` extra, which
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import attrs
 import claim_policies
+import claim_policies_real
 import throughput
 
 from fdcore.simulator import Scenario, simulate
@@ -111,6 +113,25 @@ def claim_policy_tables(options: Options) -> dict[str, str]:
         "claim-policies": table(header, main_rows) + _stamp(options, command),
         "operations-by-kind": table(kinds, kind_rows) + _stamp(options, command),
     }
+
+
+def real_claim_policy_table(options: Options) -> dict[str, str]:
+    """The ``claim-policies-real`` section: the comparison on real agent processes."""
+    results = claim_policies_real.compare(seeds=options.seeds)
+    rows = [
+        [
+            load,
+            f"`{policy}`",
+            f"{f['queue_wait_p50']:.2f} s",
+            f"{f['queue_wait_p99']:.2f} s",
+            f"{f['makespan']:.1f} s",
+            f"{100 * f['utilisation']:.0f}%",
+        ]
+        for load, policy, f in results
+    ]
+    header = ["load", "policy", "queue wait p50", "p99", "makespan", "utilisation"]
+    command = f"benchmarks/claim_policies_real.py --seeds {len(options.seeds)}"
+    return {"claim-policies-real": table(header, rows) + _stamp(options, command)}
 
 
 def speed_scenario(policy: str, requests: int) -> Scenario:
@@ -213,6 +234,7 @@ PLOTS: list[PlotProducer] = [queue_wait_plot]
 
 SECTIONS: dict[str, Callable[[Options], dict[str, str]]] = {
     "claim-policies": claim_policy_tables,  # gives operations-by-kind as well
+    "claim-policies-real": real_claim_policy_table,
     "simulator-speed": speed_table,
     "throughput": throughput_table,
 }
