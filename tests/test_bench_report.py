@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import claim_policies
+import claim_policies_real
 import docs_report
 import pytest
 import throughput
@@ -113,3 +115,18 @@ def test_real_agents_drain_zero_work_requests_and_the_rate_is_measured() -> None
     rate = throughput.drain(2, 6, Place())
     assert 0 < rate < 10_000
     assert throughput.writes_per_request(2, 6) > 2  # at least claim, lease and finish
+
+
+def test_the_real_comparison_plans_the_same_work_for_every_policy_in_bursts() -> None:
+    bursty = claim_policies_real.plan("bursty", 1, 36)
+    assert bursty == claim_policies_real.plan("bursty", 1, 36)  # a seed fixes the work
+    assert sorted(Counter(when for when, _table in bursty).values()) == [12, 12, 12]
+    for _when, table in bursty:
+        assert 0 < float(table.rpartition("-s")[2]) <= claim_policies_real.LONGEST
+
+
+@pytest.mark.slow
+def test_real_agents_under_a_claim_policy_report_their_waits() -> None:
+    figures = claim_policies_real.run("bursty", "when_free", 1, 6)
+    assert 0 <= figures["queue_wait_p50"] <= figures["queue_wait_p99"] < figures["makespan"]
+    assert 0 < figures["utilisation"] <= 1
