@@ -65,8 +65,8 @@ def run(load: str, policy: str, seed: int, requests: int) -> dict[str, float]:
         fleet.env["FDCORE_BENCH_LOG"] = str(folder / "tables")
         runner = {"kind": "python", "function": "noop_tables:sleepy"}
         for n in range(AGENTS):
-            agent = {"concurrency": WORKERS, "stale_after": 30, "shutdown_grace": 20}
-            sections = {"agent": agent, "pipeline": {"claim": policy}, "runner": runner}
+            settings = {"concurrency": WORKERS, "stale_after": 30, "shutdown_grace": 20}
+            sections = {"agent": settings, "pipeline": {"claim": policy}, "runner": runner}
             fleet.add(f"bench-{n}", sections)
         storage = fleet.mailbox.storage
         submitted: dict[str, float] = {}

@@ -62,7 +62,8 @@ def drain(agents: int, requests: int, place: Place) -> float:
         runs = _runs(folder)
     if len(runs) != requests:
         raise SystemExit(f"{agents} agents: {len(runs)} table runs, not {requests}")
-    return requests / (max(r["end"] for r in runs) - min(r["start"] for r in runs))
+    span: float = max(r["end"] for r in runs) - min(r["start"] for r in runs)
+    return requests / span
 
 
 def writes_per_request(agents: int, requests: int) -> float:
