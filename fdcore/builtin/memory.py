@@ -78,7 +78,7 @@ class MemoryStorage:
         with self._space.lock:
             check_precondition(key, self._space.objects.get(key), etag)
             del self._space.objects[key]
-            self._space.keys.remove(key)
+            del self._space.keys[bisect.bisect_left(self._space.keys, key)]
 
     def list(self, prefix: str = "") -> Iterator[str]:
         validate_prefix(prefix)
