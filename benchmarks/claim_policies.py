@@ -1,6 +1,6 @@
 """Claim policies compared on the simulator: every installed policy under three kinds of load.
 
-    .venv/bin/python benchmarks/claim_policies.py [--requests 1000] [--seeds 3] [--json]
+    .venv/bin/python benchmarks/claim_policies.py [--requests 300] [--seeds 3] [--json]
 
 The policies are the ones the installed plugins offer (``always`` and ``when_free`` from
 fdcore-claim, and any other a plugin adds), asked of the plugin manager, not listed here. Each
@@ -104,7 +104,7 @@ def compare(
     loads: Iterable[str] = tuple(LOADS),
     policies: Iterable[str] | None = None,
     *,
-    requests: int = 1000,
+    requests: int = 300,
     seeds: Sequence[int] = (1, 2, 3),
     **change: Any,
 ) -> list[Result]:
@@ -131,7 +131,7 @@ def queue_wait_against_load(
     offered: Sequence[float],
     policies: Iterable[str] | None = None,
     *,
-    requests: int = 500,
+    requests: int = 300,
     seeds: Sequence[int] = (1, 2, 3),
 ) -> dict[str, list[tuple[float, float, float]]]:
     """Per policy, (offered load, queue wait p50, p99) on the uniform fleet, medians of seeds."""
@@ -149,7 +149,7 @@ def queue_wait_against_load(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N per pair")
     parser.add_argument("--loads", nargs="+", choices=sorted(LOADS), default=list(LOADS))
     parser.add_argument("--json", action="store_true")

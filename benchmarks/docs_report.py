@@ -44,7 +44,7 @@ class Options:
     """What every section is generated with."""
 
     seeds: tuple[int, ...] = (1, 2, 3)
-    requests: int = 500  # per simulated run of the claim-policy tables
+    requests: int = 300  # per simulated run of the claim-policy tables and the plot
     speed_requests: int = 10_000
     runs: int = 3  # real-process runs
     azurite: bool = True
@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     choices = [*SECTIONS, "plots"]
     parser.add_argument("--only", nargs="+", choices=choices, default=choices)
     parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N (runs, for real ones)")
-    parser.add_argument("--requests", type=int, default=500, help="per simulated run")
+    parser.add_argument("--requests", type=int, default=300, help="per simulated run")
     parser.add_argument("--speed-requests", type=int, default=10_000)
     parser.add_argument("--no-azurite", action="store_true")
     args = parser.parse_args(argv)
