@@ -64,9 +64,11 @@ FIGURES = (
 )
 
 
-def scenario(load: str, policy: str, seed: int, requests: int, **change: Any) -> Scenario:
-    """The scenario of one run: the shared fleet, the load's shape, the policy, the seed."""
-    return Scenario(seed=seed, requests=requests, claim=policy, **{**BASE, **LOADS[load], **change})
+def scenario(shape: str, policy: str, seed: int, requests: int, **change: Any) -> Scenario:
+    """The scenario of one run: the shared fleet, the load's shape (a key of LOADS), the policy,
+    the seed; ``change`` sets any other Scenario field (``load=0.9``)."""
+    fields = {**BASE, **LOADS[shape], **change}
+    return Scenario(seed=seed, requests=requests, claim=policy, **fields)
 
 
 def figures(report: Report) -> dict[str, float]:
@@ -112,12 +114,13 @@ def compare(
     logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     chosen = list(policies) if policies is not None else claim_policies()
     results = []
-    for load in loads:
+    for shape in loads:
         for policy in chosen:
-            reports = [simulate(scenario(load, policy, seed, requests, **change)) for seed in seeds]
+            runs = [scenario(shape, policy, seed, requests, **change) for seed in seeds]
+            reports = [simulate(run) for run in runs]
             results.append(
                 Result(
-                    load,
+                    shape,
                     policy,
                     tuple(seeds),
                     medians([figures(report) for report in reports]),

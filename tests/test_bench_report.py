@@ -130,3 +130,11 @@ def test_real_agents_under_a_claim_policy_report_their_waits() -> None:
     figures = claim_policies_real.run("bursty", "when_free", 1, 6)
     assert 0 <= figures["queue_wait_p50"] <= figures["queue_wait_p99"] < figures["makespan"]
     assert 0 < figures["utilisation"] <= 1
+
+
+def test_queue_wait_against_load_gives_a_curve_per_policy(fdcore_quiet_agents: None) -> None:
+    curves = claim_policies.queue_wait_against_load((0.5, 0.9), requests=10, seeds=(1,))
+    assert {"always", "when_free"} <= set(curves)
+    for points in curves.values():
+        assert [load for load, _p50, _p99 in points] == [0.5, 0.9]
+        assert all(0 <= p50 <= p99 for _load, p50, p99 in points)
