@@ -79,7 +79,7 @@ def _seconds(value: float) -> str:
 
 def _stamp(options: Options, command: str) -> str:
     seeds = ", ".join(map(str, options.seeds))
-    return f"\n_`{command}`, {time.strftime('%Y-%m-%d')}, seeds {seeds}, medians._\n"
+    return f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, seeds {seeds}, medians._\n"
 
 
 def claim_policy_tables(options: Options) -> dict[str, str]:
@@ -197,7 +197,7 @@ def throughput_table(options: Options) -> dict[str, str]:
     header = ["backend", "K agents", "requests", "requests/s (runs)", "raw creates/s"]
     header += ["writes per request", "ceiling, requests/s", "share of ceiling"]
     command = f"benchmarks/throughput.py --runs {options.runs}"
-    stamp = f"\n_`{command}`, {time.strftime('%Y-%m-%d')}, medians of {options.runs} runs._\n"
+    stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, medians of {options.runs} runs._\n"
     return {"throughput": table(header, shown) + stamp}
 
 

@@ -95,6 +95,7 @@ def test_generate_writes_the_tables_of_every_policy_and_each_producers_plot(
         for policy in ("always", "when_free"):
             assert f"| {load} | `{policy}` |" in text
     assert "| load | policy | read | list | create | replace | delete |" in text
+    assert "|\n\n_`benchmarks/claim_policies.py --requests 12 --seeds 1`" in text  # not a row
 
 
 def test_the_suite_compares_a_claim_policy_a_plugin_adds(tmp_path: Path) -> None:
