@@ -69,6 +69,9 @@ def test_a_larger_agent_gets_more_workers_and_the_fleet_counts_them() -> None:
     assert report.ok, report.text()
     starts = Counter(start.agent for start in world.trace.table_starts)
     assert starts["agent-1"] > 2 * starts["agent-2"]
+    assert report.text().startswith(
+        "seed 3: 2 agents x 1 workers (agent-1 5 workers), claim when_free"
+    )
 
 
 def test_the_claim_policies_are_the_installed_plugins() -> None:
