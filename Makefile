@@ -22,7 +22,7 @@ STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup azurite demo test lint typecheck pytest soak bench clean
+.PHONY: setup azurite demo test lint typecheck pytest soak bench bench-report clean
 
 setup: $(STAMP) azurite
 
@@ -62,6 +62,17 @@ soak: setup
 
 bench: setup
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops
+
+# docs/benchmarks.md's generated tables and the plots under docs/ (docs/benchmarks.md says how
+# long it takes); matplotlib comes from the bench extra, never the default install.
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_REPORT_ARGS ?=
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	touch $@
+
+bench-report: setup $(BENCH_STAMP)
+	nice $(BIN)/python benchmarks/docs_report.py $(BENCH_REPORT_ARGS)
 
 clean:
 	rm -rf $(VENV) tools/azurite/node_modules

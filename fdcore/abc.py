@@ -12,6 +12,7 @@ Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.
 from __future__ import annotations
 
 import argparse
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -138,8 +139,12 @@ class ChangeCheck(Protocol):
 def read_mailbox_file(storage: Storage, key: str, max_bytes: int = MAX_FILE_BYTES) -> Blob | None:
     """Read ``key`` as a mailbox file: bounded where the store can bound it (else the codec's
     size check rejects an oversized value after reading it)."""
-    if isinstance(storage, BoundedRead):
-        return storage.read_bounded(key, max_bytes)
+    # getattr, not isinstance: a runtime-checkable protocol's isinstance walks the protocol's
+    # members on every call, and every mailbox read comes here.
+    read_bounded = getattr(storage, "read_bounded", None)
+    if read_bounded is not None:
+        bounded: Blob | None = read_bounded(key, max_bytes)
+        return bounded
     return storage.read(key)
 
 
@@ -158,7 +163,15 @@ def validate_key(key: str) -> str:
     Segments are non-empty, never ``.``/``..``, never start with ``.`` (backends keep their own
     scratch files under dot names), and hold no control characters or backslashes.
     """
-    if not isinstance(key, str) or not key:
+    if isinstance(key, str):
+        return _valid_key(key)  # a store checks the same few keys over and over
+    raise InvalidKey(None, f"invalid key {key!r}: must be a non-empty string")
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_key(key: str) -> str:
+    """:func:`validate_key` of a string; only legal keys are remembered (a raise is not)."""
+    if not key:
         raise InvalidKey(None, f"invalid key {key!r}: must be a non-empty string")
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidKey(None, f"invalid key {key[:40]!r}...: longer than {MAX_KEY_LENGTH}")

@@ -34,6 +34,9 @@ def _bad(cls: type, data: bytes) -> str:
         (b'{"id": "r1", "x": ' + b"9" * 5000 + b"}", "not valid JSON"),
         (b'{"id": "r1", "x": "\\ud800"}', "not valid Unicode"),
         (b'{"\\udfff": 1}', "not valid Unicode"),
+        (b'{"id": "r1", "x": "\xed\xa0\x80"}', "not valid Unicode"),  # a surrogate, UTF-8 bytes
+        (b'{"id": "r1", "x": [-1e400]}', "number out of range"),
+        (b'{"id": "r1", "x": [1e400, }', "not valid JSON"),  # out of range and broken: broken
         (b"\xff\xfe{}", "not valid JSON"),
         (b"", "not valid JSON"),
     ],

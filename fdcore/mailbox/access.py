@@ -95,6 +95,7 @@ class Mailbox:
         self.max_file_bytes = max_file_bytes
         # Malformed files by key, with the etag they had: not decoded again until they change.
         self._malformed: dict[str, tuple[str, MailboxFileError]] = {}
+        self._listed: dict[str, dict[str, str]] = {}  # prefix -> {key: id} of names listed
 
     # -- generic -------------------------------------------------------------------------------
 
@@ -136,19 +137,37 @@ class Mailbox:
         return self.storage.replace(key, encode(value), etag)
 
     def ids(self, prefix: str) -> Iterator[str]:
-        """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported."""
-        for key in self.storage.list(prefix):
-            name = key[len(prefix) :]
-            if "/" in name:
-                # Keys below a folder of its own: reported once (an empty folder is no key).
-                folder = prefix + name.partition("/")[0]
-                self.problems.report(folder, f"{folder}: is a folder, not a file: not read")
-                continue
-            stem, dot, suffix = name.rpartition(".")
-            if dot and suffix == "json" and is_valid_id(stem):
-                yield stem
-            else:
-                self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
+        """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported.
+
+        A poll lists the same folders over and over: the ids of names seen before are kept
+        (pruned to about what the folder holds), so a name is checked once, when it appears.
+        """
+        keys = list(self.storage.list(prefix))
+        known = self._listed.setdefault(prefix, {})
+        fresh = set(keys).difference(known)
+        if fresh:
+            for key in keys:  # in listing order, so bad names are reported in that order
+                if key in fresh and (found := self._id_in(prefix, key)) is not None:
+                    known[key] = found
+        if len(known) > 2 * len(keys) + 64:  # names gone from the folder: forget them
+            present = set(keys)
+            known = {key: found for key, found in known.items() if key in present}
+            self._listed[prefix] = known
+        yield from filter(None, map(known.get, keys))
+
+    def _id_in(self, prefix: str, key: str) -> str | None:
+        """The id of ``key`` directly under ``prefix``; None (a bad name reported) otherwise."""
+        name = key[len(prefix) :]
+        if "/" in name:
+            # Keys below a folder of its own: reported once (an empty folder is no key).
+            folder = prefix + name.partition("/")[0]
+            self.problems.report(folder, f"{folder}: is a folder, not a file: not read")
+            return None
+        stem, dot, suffix = name.rpartition(".")
+        if dot and suffix == "json" and is_valid_id(stem):
+            return stem
+        self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
+        return None
 
     # -- typed shortcuts -----------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from fdcore.simulator.scenario import Scenario
 _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
     ("--agents", "agents", int, "agents in the fleet"),
     ("--requests", "requests", int, "requests submitted"),
-    ("--claim", "claim", str, "claim policy: always or when_free"),
+    ("--claim", "claim", str, "claim policy: always, when_free or one a plugin adds"),
     ("--concurrency", "concurrency", int, "workers per agent"),
     ("--poll-seconds", "poll_seconds", float, "seconds between an agent's polls"),
     ("--poll-jitter", "poll_jitter", float, "poll interval spread, a share of poll-seconds"),
@@ -27,8 +27,9 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
     ("--max-tables", "max_tables", int, "each request names 1..this many tables"),
     ("--table-median", "table_median", float, "median table run, seconds (lognormal)"),
     ("--table-sigma", "table_sigma", float, "spread of table runs (lognormal sigma)"),
-    ("--arrival", "arrival", str, "poisson (over time) or all (at once)"),
+    ("--arrival", "arrival", str, "poisson (over time), bursty (in bursts) or all (at once)"),
     ("--load", "load", float, "offered work as a share of the fleet's workers"),
+    ("--burst", "burst", int, "requests per burst (--arrival bursty)"),
     ("--poison", "poison", int, "requests that crash whichever agent runs them"),
     ("--cancel", "cancel", float, "share of requests an operator cancels (fdcore cancel)"),
     ("--crash-rate", "crash_rate", float, "crashes per agent per virtual hour"),
@@ -50,19 +51,22 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
 )
 
 
-def _agent_skew(text: str) -> tuple[str, float]:
-    name, _equals, value = text.partition("=")
-    try:
-        return name, float(value)
-    except ValueError:
-        raise ConfigError(
-            "fdcore simulate",
-            "--agent-skew",
-            f"expected NAME=SECONDS (e.g. agent-1=-30), got {text!r}",
-        ) from None
+def _per_agent(option: str, kind: type, example: str) -> Any:
+    """A reader of ``NAME=VALUE`` for ``option``; a one-line ConfigError naming it otherwise."""
+
+    def read(text: str) -> tuple[str, Any]:
+        name, _equals, value = text.partition("=")
+        try:
+            return name, kind(value)
+        except ValueError:
+            raise ConfigError(
+                "fdcore simulate", option, f"expected {example}, got {text!r}"
+            ) from None
+
+    return read
 
 
-def _show_agent_skew(value: tuple[str, float]) -> str:
+def _show_per_agent(value: tuple[str, Any]) -> str:
     return f"{value[0]}={value[1]!r}"
 
 
@@ -79,9 +83,23 @@ _REPEATED: tuple[tuple[str, str, Any, str, Any], ...] = (
     (
         "--agent-skew",
         "agent_skews",
-        _agent_skew,
+        _per_agent("--agent-skew", float, "NAME=SECONDS (e.g. agent-1=-30)"),
         "NAME=SECONDS: that agent's clock skew, instead of one drawn from --skew",
-        _show_agent_skew,
+        _show_per_agent,
+    ),
+    (
+        "--agent-speed",
+        "agent_speeds",
+        _per_agent("--agent-speed", float, "NAME=FACTOR (e.g. agent-1=0.5)"),
+        "NAME=FACTOR: that agent runs its tables FACTOR times as fast",
+        _show_per_agent,
+    ),
+    (
+        "--agent-concurrency",
+        "agent_concurrency",
+        _per_agent("--agent-concurrency", int, "NAME=WORKERS (e.g. agent-1=8)"),
+        "NAME=WORKERS: that agent's workers, instead of --concurrency",
+        _show_per_agent,
     ),
 )
 

@@ -113,6 +113,8 @@ def plan_arrivals(scenario: Scenario) -> list[Arrival]:
     for n in range(s.requests):
         if s.arrival == "poisson":
             when += rng.expovariate(s.arrival_rate)
+        elif s.arrival == "bursty" and n % s.burst == 0:
+            when += rng.expovariate(s.arrival_rate / s.burst)  # the same load, in bursts
         times.append((when, f"r{n + 1:06d}", False))
     span = when
     for n in range(s.poison):
@@ -235,7 +237,7 @@ class Plan:
             environment=environment,
             poll_seconds=s.poll_seconds,
             stale_after=s.stale_after,
-            concurrency=s.concurrency,
+            concurrency=s.workers_of(name),
             claim=s.claim,
             take_over=s.take_over,
             grace_seconds=s.grace_seconds,

@@ -108,9 +108,12 @@ class Report:
 
     def text(self) -> str:
         s = self.scenario
+        uneven = [f"{name} {n} workers" for name, n in s["agent_concurrency"]]
+        uneven += [f"{name} at {speed:g}x speed" for name, speed in s["agent_speeds"]]
         lines = [
-            f"seed {self.seed}: {s['agents']} agents x {s['concurrency']} workers, "
-            f"claim {s['claim']}, take_over {'on' if s['take_over'] else 'off'}",
+            f"seed {self.seed}: {s['agents']} agents x {s['concurrency']} workers"
+            + (f" ({', '.join(uneven)})" if uneven else "")
+            + f", claim {s['claim']}, take_over {'on' if s['take_over'] else 'off'}",
             "requests: " + ", ".join(f"{state} {n}" for state, n in self.requests.items()),
             "table runs: " + ", ".join(f"{kind} {n}" for kind, n in self.table_runs.items()),
             f"queue wait (created -> started): p50 {self.queue_wait_p50:.1f}s, "
@@ -189,7 +192,7 @@ def _next_table_gaps(trace: Trace) -> list[float]:
 def _utilisation(world: World) -> float:
     """Worker time spent in table runs that ended, over every agent's workers all run long."""
     busy = sum(end.time - end.run_started for end in world.trace.table_writes)
-    workers = world.scenario.agents * world.scenario.concurrency
+    workers = world.scenario.workers
     return busy / (workers * world.now) if world.now else 0.0
 
 

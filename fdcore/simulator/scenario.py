@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import datetime, timezone
 
 import attrs
 
 from fdcore.errors import ConfigError
-from fdcore.plugins.manager import SLOT, load_plugins
+from fdcore.plugins.manager import CLAIM, SLOT, load_plugins
 
 EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)  # virtual time 0, a Friday, 00:00 UTC
-ARRIVALS = ("poisson", "all")
-CLAIMS = ("always", "when_free")
+ARRIVALS = ("poisson", "bursty", "all")
 
 
 @attrs.frozen
@@ -36,7 +36,8 @@ class Scenario:
     table_median: float = 20.0  # table run time is lognormal: this median ...
     table_sigma: float = 1.0  # ... and this spread (1.0: the slowest 1% take ~10x the median)
     arrival: str = "poisson"  # "poisson": over time at `load`; "all": every request at time 0
-    load: float = 0.8  # offered work as a share of the fleet's workers (poisson arrivals)
+    load: float = 0.8  # offered work as a share of the fleet's workers (poisson, bursty)
+    burst: int = 20  # "bursty": requests come in bursts of this many at once, bursts at `load`
     poison: int = 0  # requests whose table run crashes whichever agent runs it
     cancel: float = 0.0  # share of submitted requests an operator cancels (``fdcore cancel``)
     # faults
@@ -58,6 +59,10 @@ class Scenario:
     unshared_schedules: tuple[str, ...] = ()  # given to agent-1 only
     schedule_hours: float = 24.0  # the schedules' due slots are judged over this long
     agent_skews: tuple[tuple[str, float], ...] = ()  # (agent, fixed skew) instead of drawn
+    # Uneven fleets: (agent, factor) runs that agent's tables factor times as fast; (agent, n)
+    # gives it n workers instead of `concurrency`.
+    agent_speeds: tuple[tuple[str, float], ...] = ()
+    agent_concurrency: tuple[tuple[str, int], ...] = ()
 
     def __attrs_post_init__(self) -> None:
         _check(self)
@@ -71,6 +76,17 @@ class Scenario:
         """How long a silent agent's record takes to be judged lost."""
         return self.stale_after + self.grace_seconds
 
+    def workers_of(self, agent: str) -> int:
+        return dict(self.agent_concurrency).get(agent, self.concurrency)
+
+    def speed_of(self, agent: str) -> float:
+        return dict(self.agent_speeds).get(agent, 1.0)
+
+    @property
+    def workers(self) -> int:
+        """The fleet's workers: every agent's concurrency added up."""
+        return sum(self.workers_of(f"agent-{n + 1}") for n in range(self.agents))
+
     @property
     def mean_table_seconds(self) -> float:
         return self.table_median * math.exp(self.table_sigma**2 / 2)
@@ -83,7 +99,9 @@ class Scenario:
     @property
     def arrival_rate(self) -> float:
         """Poisson arrivals per virtual second that offer `load` of the fleet's workers."""
-        return self.load * self.agents * self.concurrency / self.mean_request_seconds
+        if not self.agent_concurrency:  # this order of operations keeps seeded runs as they were
+            return self.load * self.agents * self.concurrency / self.mean_request_seconds
+        return self.load * self.workers / self.mean_request_seconds
 
     @property
     def time_limit(self) -> float:
@@ -92,11 +110,17 @@ class Scenario:
             return self.max_hours * 3600
         total = self.requests + self.poison
         span = 0.0 if self.arrival == "all" else total / self.arrival_rate
-        work = total * self.mean_request_seconds / (self.agents * self.concurrency)
+        work = total * self.mean_request_seconds / self.workers
         scheduled = self.schedule_hours * 3600 if self.scheduled else 0.0
         # time for the last requests to finish, even after every agent was down a long while
         drain = 6 * 3600 + (self.restart_after or 0.0)
         return 4 * (span + work) + drain + scheduled
+
+
+@functools.cache
+def claim_policies() -> list[str]:
+    """The claim policies the installed plugins offer (``always``, ``when_free``, any other)."""
+    return sorted(load_plugins().implementations(CLAIM))
 
 
 def seconds(when: datetime) -> float:
@@ -130,8 +154,11 @@ def _check(s: Scenario) -> None:
         fail("--requests", f"must be >= 0, got {s.requests}")
     if s.poison < 0:
         fail("--poison", f"must be >= 0, got {s.poison}")
-    if s.claim not in CLAIMS:
-        fail("--claim", f"must be one of {', '.join(CLAIMS)}, got {s.claim!r}")
+    claims = claim_policies()
+    if s.claim not in claims:
+        fail("--claim", f"must be one of {', '.join(claims)}, got {s.claim!r}")
+    if s.burst < 1:
+        fail("--burst", f"must be >= 1, got {s.burst}")
     if s.arrival not in ARRIVALS:
         fail("--arrival", f"must be one of {', '.join(ARRIVALS)}, got {s.arrival!r}")
     if not 1 <= s.concurrency <= 1024:
@@ -178,11 +205,23 @@ def _check(s: Scenario) -> None:
         for text in texts:
             split_timing(text, option)
     names = {f"agent-{n + 1}" for n in range(s.agents)}
+    for option, pairs in (
+        ("--agent-skew", s.agent_skews),
+        ("--agent-speed", s.agent_speeds),
+        ("--agent-concurrency", s.agent_concurrency),
+    ):
+        for name, _value in pairs:
+            if name not in names:
+                fail(option, f"no agent {name!r} (agents are agent-1..agent-{s.agents})")
     for name, skew in s.agent_skews:
-        if name not in names:
-            fail("--agent-skew", f"no agent {name!r} (agents are agent-1..agent-{s.agents})")
         if not math.isfinite(skew):
             fail("--agent-skew", f"{name}: skew must be a number of seconds, got {skew}")
+    for name, speed in s.agent_speeds:
+        if not (math.isfinite(speed) and speed > 0):
+            fail("--agent-speed", f"{name}: speed must be a factor > 0, got {speed}")
+    for name, workers in s.agent_concurrency:
+        if not 1 <= workers <= 1024:
+            fail("--agent-concurrency", f"{name}: must be 1..1024 workers, got {workers}")
     for option, maybe in (
         ("--restart-after", s.restart_after),
         ("--pause-max", s.pause_max),

@@ -171,6 +171,7 @@ class AgentHost:
         self.plan = plan
         self.name = plan.name
         self.skew = plan.skew
+        self.speed = scenario.speed_of(plan.name)  # its tables run this many times as fast
         self.store = FaultyStore(
             world.store,
             self._tap,
@@ -577,7 +578,7 @@ class World:
     # -- table runs ------------------------------------------------------------------------------
 
     def _start_table(self, host: AgentHost, job: TableJob) -> SimRun:
-        duration = self.plan.table_seconds(job.request, job.table)
+        duration = self.plan.table_seconds(job.request, job.table) / host.speed
         run = SimRun(host, job, self.now, self.now + duration)
         status = self.trace.latest.get(job.request)
         self.trace.table_starts.append(

@@ -1,0 +1,306 @@
+"""``make bench-report``: regenerate docs/benchmarks.md's tables and the PNG plots under docs/.
+
+    .venv/bin/python benchmarks/docs_report.py [--only SECTION ...] [--seeds 3] [--requests 500]
+
+Each generated table sits between two marker comments in docs/benchmarks.md,
+
+    <!-- bench-report: claim-policies -->
+    ...replaced on every run...
+    <!-- /bench-report: claim-policies -->
+
+so the hand-written text around them stays. Sections: ``claim-policies`` and
+``operations-by-kind`` (the simulator, :mod:`claim_policies`), ``claim-policies-real`` (real
+agent processes, :mod:`claim_policies_real`), ``simulator-speed`` (a
+10,000-request comparison of the policies, timed), ``throughput`` (real agents,
+:mod:`throughput`), and ``plots`` (every producer in :data:`PLOTS`). Figures are medians over
+``--seeds`` seeds (or runs). matplotlib comes from the core's ``bench`` extra, which
+``make bench-report`` installs; nothing else here needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+import claim_policies
+import claim_policies_real
+import throughput
+
+from fdcore.simulator import Scenario, simulate
+from fdcore.simulator.scenario import claim_policies as installed_claim_policies
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PAGE = DOCS / "benchmarks.md"
+
+
+@attrs.frozen
+class Options:
+    """What every section is generated with."""
+
+    seeds: tuple[int, ...] = (1, 2, 3)
+    requests: int = 300  # per simulated run of the claim-policy tables and the plot
+    speed_requests: int = 10_000
+    runs: int = 3  # real-process runs
+    azurite: bool = True
+
+
+#: A plot producer: measures what it draws, writes ``docs/<name>.png``, returns the path. A new
+#: plot is one more entry here (and its image embedded in docs/benchmarks.md).
+PlotProducer = Callable[[Options, Path], Path]
+
+
+def replace_section(text: str, name: str, body: str, where: str = "docs/benchmarks.md") -> str:
+    """``text`` with the lines between the markers of section ``name`` replaced by ``body``."""
+    begin, end = (re.escape(f"<!-- {mark}bench-report: {name} -->") for mark in ("", "/"))
+    pattern = re.compile(rf"({begin}\n).*?({end})", re.DOTALL)
+    if len(pattern.findall(text)) != 1:
+        raise ValueError(
+            f"{where}: expected one '<!-- bench-report: {name} -->' ... "
+            f"'<!-- /bench-report: {name} -->' pair of markers"
+        )
+    return pattern.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(2), text)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.1f} s"
+
+
+def _stamp(options: Options, command: str) -> str:
+    seeds = ", ".join(map(str, options.seeds))
+    return f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, seeds {seeds}, medians._\n"
+
+
+def claim_policy_tables(options: Options) -> dict[str, str]:
+    """The ``claim-policies`` and ``operations-by-kind`` sections."""
+    results = claim_policies.compare(requests=options.requests, seeds=options.seeds)
+    main_rows, kind_rows = [], []
+    for r in results:
+        f = r.figures
+        main_rows.append(
+            [
+                r.load,
+                f"`{r.policy}`",
+                _seconds(f["queue_wait_p50"]),
+                _seconds(f["queue_wait_p99"]),
+                f"{f['makespan_hours']:.2f} h",
+                f"{100 * f['utilisation']:.1f}%",
+                f"{f['stranded']:.0f}",
+                f"{r.unfinished}",
+            ]
+        )
+        kind_rows.append(
+            [r.load, f"`{r.policy}`"]
+            + [f"{f[f'{kind}_per_request']:.1f}" for kind in claim_policies.OPERATIONS]
+            + [f"{f['operations_per_request']:.1f}", f"{f['writes_per_request']:.1f}"]
+        )
+    header = ["load", "policy", "queue wait p50", "p99", "makespan", "utilisation"]
+    header += ["stranded", "unfinished"]
+    command = f"benchmarks/claim_policies.py --requests {options.requests}"
+    command += f" --seeds {len(options.seeds)}"
+    kinds = ["load", "policy", *claim_policies.OPERATIONS, "all operations", "writes"]
+    return {
+        "claim-policies": table(header, main_rows) + _stamp(options, command),
+        "operations-by-kind": table(kinds, kind_rows) + _stamp(options, command),
+    }
+
+
+def real_claim_policy_table(options: Options) -> dict[str, str]:
+    """The ``claim-policies-real`` section: the comparison on real agent processes."""
+    results = claim_policies_real.compare(seeds=options.seeds)
+    rows = [
+        [
+            load,
+            f"`{policy}`",
+            f"{f['queue_wait_p50']:.2f} s",
+            f"{f['queue_wait_p99']:.2f} s",
+            f"{f['makespan']:.1f} s",
+            f"{100 * f['utilisation']:.0f}%",
+        ]
+        for load, policy, f in results
+    ]
+    header = ["load", "policy", "queue wait p50", "p99", "makespan", "utilisation"]
+    command = f"benchmarks/claim_policies_real.py --seeds {len(options.seeds)}"
+    return {"claim-policies-real": table(header, rows) + _stamp(options, command)}
+
+
+def speed_scenario(policy: str, requests: int) -> Scenario:
+    """The 10,000-request comparison whose speed docs/benchmarks.md reports."""
+    return Scenario(
+        seed=7,
+        agents=4,
+        concurrency=4,
+        requests=requests,
+        table_pool=1000,
+        table_median=10.0,
+        table_sigma=1.5,
+        load=0.8,
+        archive_after=300.0,
+        claim=policy,
+    )
+
+
+def speed_table(options: Options) -> dict[str, str]:
+    """The ``simulator-speed`` section: requests of virtual work per wall second."""
+    logging.getLogger("fdcore").setLevel(logging.ERROR)
+    rows = []
+    for policy in installed_claim_policies():
+        cpu = time.process_time()
+        report = simulate(speed_scenario(policy, options.speed_requests))
+        cpu = time.process_time() - cpu
+        rows.append(
+            [
+                f"`{policy}`",
+                f"{options.speed_requests:,}",
+                f"{report.virtual_seconds / 3600:.1f} h",
+                f"{report.wall_seconds:.1f} s",
+                f"{report.requests_per_wall_second:,.0f}",
+                f"{cpu:.1f} s",
+                f"{options.speed_requests / cpu:,.0f}",
+            ]
+        )
+    # On a shared machine the wall time counts the neighbours too: the CPU time is this run's.
+    header = ["policy", "requests", "virtual time", "wall", "requests per wall second"]
+    header += ["CPU", "requests per CPU second"]
+    command = "benchmarks/docs_report.py --only simulator-speed"
+    stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, seed 7, one run per policy._\n"
+    return {"simulator-speed": table(header, rows) + stamp}
+
+
+def throughput_table(options: Options) -> dict[str, str]:
+    """The ``throughput`` section: real agents against the backend's ceiling."""
+    rows = throughput.measure(runs=options.runs, azurite=options.azurite)
+    shown = [
+        [
+            row.backend,
+            str(row.agents),
+            str(row.requests),
+            f"**{row.requests_per_s:.1f}** ({', '.join(f'{v:.1f}' for v in row.runs)})",
+            f"{row.creates_per_s:.0f}",
+            f"{row.writes_per_request:.1f}",
+            f"{row.ceiling:.1f}",
+            f"{100 * row.share_of_ceiling:.0f}%",
+        ]
+        for row in rows
+    ]
+    header = ["backend", "K agents", "requests", "requests/s (runs)", "raw creates/s"]
+    header += ["writes per request", "ceiling, requests/s", "share of ceiling"]
+    command = f"benchmarks/throughput.py --runs {options.runs}"
+    stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, medians of {options.runs} runs._\n"
+    return {"throughput": table(header, shown) + stamp}
+
+
+def queue_wait_plot(options: Options, docs: Path) -> Path:
+    """docs/queue-wait-by-load.png: queue wait p50 and p99 against offered load, per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    offered = (0.5, 0.65, 0.8, 0.9, 0.95)
+    curves = claim_policies.queue_wait_against_load(
+        offered, requests=options.requests, seeds=options.seeds
+    )
+    figure, (p50, p99) = plt.subplots(1, 2, figsize=(10, 4))
+    for policy, points in curves.items():
+        loads = [load for load, _median, _tail in points]
+        p50.plot(loads, [median for _load, median, _tail in points], marker="o", label=policy)
+        p99.plot(loads, [tail for _load, _median, tail in points], marker="o", label=policy)
+    for axes, title in ((p50, "queue wait p50"), (p99, "queue wait p99")):
+        axes.set_title(title)
+        axes.set_xlabel("offered load (share of the fleet's workers)")
+        axes.set_ylabel("virtual seconds")
+        axes.set_yscale("log")
+        axes.grid(True, alpha=0.3)
+        axes.legend()
+    figure.suptitle(
+        f"3 agents x 2 workers, Poisson arrivals, {options.requests} requests, "
+        f"medians of {len(options.seeds)} seeds"
+    )
+    figure.tight_layout()
+    path = docs / "queue-wait-by-load.png"
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path
+
+
+#: Every plot ``make bench-report`` draws. (The poll cost against history plot of the retention
+#: work is one more entry: ``poll_cost_plot``.)
+PLOTS: list[PlotProducer] = [queue_wait_plot]
+
+SECTIONS: dict[str, Callable[[Options], dict[str, str]]] = {
+    "claim-policies": claim_policy_tables,  # gives operations-by-kind as well
+    "claim-policies-real": real_claim_policy_table,
+    "simulator-speed": speed_table,
+    "throughput": throughput_table,
+}
+
+
+def write_sections(page: Path, sections: dict[str, str]) -> None:
+    """Replace each named section of ``page`` between its markers; the rest stays as it is.
+
+    Under a lock, so sections generated by several invocations at once all land."""
+    with open(page, "r+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        text = handle.read()
+        for name, body in sections.items():
+            text = replace_section(text, name, body, str(page))
+        handle.seek(0)
+        handle.write(text)
+        handle.truncate()
+
+
+def generate(
+    options: Options,
+    only: Sequence[str] = (*SECTIONS, "plots"),
+    *,
+    page: Path = PAGE,
+    plots: Sequence[PlotProducer] = PLOTS,
+) -> list[Path]:
+    """Run the chosen sections, write their tables into ``page`` and their plots beside it."""
+    for name in only:
+        if name in SECTIONS:
+            write_sections(page, SECTIONS[name](options))
+            print(f"{page.name}: {name} written", flush=True)
+    drawn = []
+    if "plots" in only:
+        for produce in plots:
+            drawn.append(produce(options, page.parent))
+            print(f"{drawn[-1].name} drawn", flush=True)
+    return drawn
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    choices = [*SECTIONS, "plots"]
+    parser.add_argument("--only", nargs="+", choices=choices, default=choices)
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N (runs, for real ones)")
+    parser.add_argument("--requests", type=int, default=300, help="per simulated run")
+    parser.add_argument("--speed-requests", type=int, default=10_000)
+    parser.add_argument("--no-azurite", action="store_true")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f"--seeds: must be >= 1, got {args.seeds}")
+    options = Options(
+        seeds=tuple(range(1, args.seeds + 1)),
+        requests=args.requests,
+        speed_requests=args.speed_requests,
+        runs=args.seeds,
+        azurite=not args.no_azurite,
+    )
+    generate(options, args.only)
+
+
+if __name__ == "__main__":
+    main()

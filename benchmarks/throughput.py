@@ -1,0 +1,180 @@
+"""Real throughput: K real agents draining N zero-work requests, against the store's ceiling.
+
+    .venv/bin/python benchmarks/throughput.py [--agents 1 3 6] [--requests 200]
+        [--azurite-requests 60] [--runs 3] [--no-azurite] [--json]
+
+K = 1, 3 and 6 ``fdcore agent run`` processes with default settings (nothing tuned: poll 5 s,
+one worker, ``claim = "always"``; the python runner with the zero-work table of
+``noop_tables.py``) drain N one-table requests queued before they start, on a local folder and
+on Azurite (the OneLake backend). In every run, next to the fleets, the backend's raw
+conditional-create rate is measured from one client (``bench_fleet.creates_per_second``):
+divided by the store writes one request costs, it is the ceiling a fleet's requests/s is set
+against. The writes per request are the simulator's for the same fleet and work (the same agent
+code, counted per operation), computed in the same run, so a change to what agents write moves
+the ceiling with it. Requests/s is counted from the first table's start to the last table's end
+(agent start-up left out). Figures are medians over ``--runs``; every K of a run comes one after
+another on one backend, so a noisy neighbour on the machine hits them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from bench_fleet import CONTAINER, HERE, RUNNER, Place, _runs, creates_per_second
+from fdcore_onelake.testing import Azurite
+
+from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.mailbox.submit import submit
+from fdcore.simulator import Scenario, simulate
+
+
+def drain(agents: int, requests: int, place: Place) -> float:
+    """Requests per second of ``agents`` default agents draining ``requests`` queued ones."""
+    with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
+        folder = Path(tmp)
+        (folder / "tables").mkdir()
+        url, storage = place.environment(folder)
+        fleet = AgentFleet(folder, url, storage)
+        fleet.add_pythonpath(HERE)
+        fleet.env["FDCORE_BENCH_LOG"] = str(folder / "tables")
+        for n in range(agents):
+            fleet.add(f"bench-{n}", {"agent": {}, "runner": RUNNER})  # defaults: nothing tuned
+        for n in range(requests):
+            submit(fleet.mailbox, [f"t{n}"], request_id=f"bench-{n:05d}")
+        try:
+            for agent in fleet:
+                agent.start()
+            if not wait_until(lambda: len(_runs(folder)) >= requests, 1800, 0.05):
+                raise SystemExit(f"{agents} agents did not drain {requests} requests in 30 min")
+        finally:
+            fleet.stop_all()
+            fleet.kill_all()
+        runs = _runs(folder)
+    if len(runs) != requests:
+        raise SystemExit(f"{agents} agents: {len(runs)} table runs, not {requests}")
+    span: float = max(r["end"] for r in runs) - min(r["start"] for r in runs)
+    return requests / span
+
+
+def writes_per_request(agents: int, requests: int) -> float:
+    """Store writes per completed request of the same fleet and work, in the simulator."""
+    logging.getLogger("fdcore").setLevel(logging.ERROR)
+    work = Scenario(
+        seed=1,
+        agents=agents,
+        requests=requests,
+        concurrency=1,
+        claim="always",
+        arrival="all",
+        max_tables=1,
+        table_pool=max(requests, 1),
+        table_median=0.01,
+        table_sigma=0.0,
+    )
+    return simulate(work).writes_per_completed
+
+
+@attrs.frozen
+class Row:
+    backend: str
+    agents: int
+    requests: int
+    requests_per_s: float  # median over runs
+    creates_per_s: float  # median over runs, measured between the fleets
+    writes_per_request: float
+    runs: tuple[float, ...]  # each run's requests/s
+
+    @property
+    def ceiling(self) -> float:
+        return self.creates_per_s / self.writes_per_request
+
+    @property
+    def share_of_ceiling(self) -> float:
+        return self.requests_per_s / self.ceiling
+
+
+def measure(
+    agent_counts: Sequence[int] = (1, 3, 6),
+    *,
+    requests: int = 200,
+    azurite_requests: int = 60,
+    runs: int = 3,
+    azurite: bool = True,
+) -> list[Row]:
+    """Every K on the local folder and (``azurite``) on Azurite, ``runs`` times; medians."""
+    rows = []
+    with contextlib.ExitStack() as stack:
+        places = {"local folder": (Place(), requests)}
+        if azurite:
+            emulator = stack.enter_context(Azurite())
+            emulator.create_container(CONTAINER)
+            places["Azurite"] = (Place(emulator), azurite_requests)
+        for backend, (place, count) in places.items():
+            rates: dict[int, list[float]] = {k: [] for k in agent_counts}
+            creates = []
+            for run in range(runs):
+                creates.append(creates_per_second(place))
+                for k in agent_counts:
+                    rates[k].append(drain(k, count, place))
+                    shown = f"{rates[k][-1]:.1f} requests/s"
+                    print(f"{backend} run {run + 1} K={k}: {shown}", flush=True)
+            for k in agent_counts:
+                rows.append(
+                    Row(
+                        backend,
+                        k,
+                        count,
+                        statistics.median(rates[k]),
+                        statistics.median(creates),
+                        writes_per_request(k, count),
+                        tuple(rates[k]),
+                    )
+                )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, nargs="+", default=[1, 3, 6])
+    parser.add_argument("--requests", type=int, default=200, help="on the local folder")
+    parser.add_argument("--azurite-requests", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-azurite", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    rows = measure(
+        args.agents,
+        requests=args.requests,
+        azurite_requests=args.azurite_requests,
+        runs=args.runs,
+        azurite=not args.no_azurite,
+    )
+    if args.json:
+        data: list[dict[str, Any]] = [
+            {**attrs.asdict(row), "ceiling": row.ceiling, "share": row.share_of_ceiling}
+            for row in rows
+        ]
+        print(json.dumps(data, indent=2))
+        return
+    for row in rows:
+        print(
+            f"{row.backend} K={row.agents}: {row.requests_per_s:.1f} requests/s, ceiling "
+            f"{row.ceiling:.1f} ({row.creates_per_s:.0f} creates/s / {row.writes_per_request:.1f} "
+            f"writes per request): {100 * row.share_of_ceiling:.0f}%"
+        )
+    print(f"({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
