@@ -130,3 +130,14 @@ class DurationError(FdcoreError, ValueError):
         self.text = text
         self.reason = reason
         super().__init__(f"duration {text!r}: {reason}")
+
+
+# -- operator actions on requests -----------------------------------------------------------------
+
+
+class RequestError(FdcoreError):
+    """A request cannot be acted on as asked (cancel, retry): names the request and why."""
+
+
+class UnknownRequest(RequestError):
+    """No request of that id is in the environment."""

@@ -13,7 +13,7 @@ from datetime import timedelta
 from fdcore.abc import Blob
 from fdcore.agent.settings import ScheduleConfig
 from fdcore.builtin.memory import MemoryStorage
-from fdcore.contract.layout import agent_key
+from fdcore.contract.layout import CANCELS, agent_key
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
@@ -22,7 +22,11 @@ EVERY_SECOND = ScheduleConfig(id="tick", entities=("sales",), timing="every", sp
 
 
 class Counting:
-    """A store that counts the operations it passes to the in-memory one, by kind."""
+    """A store that counts the operations it passes to the in-memory one, by kind.
+
+    ``list`` counts the looks' listings (``requests/``, ``status/``); the listing of operators'
+    cancels, at most one a poll (docs/operations.md), counts as ``list cancels/``.
+    """
 
     def __init__(self, inner: MemoryStorage) -> None:
         self.inner = inner
@@ -46,7 +50,7 @@ class Counting:
         self.inner.delete(key, etag)
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        self.operations["list"] += 1
+        self.operations["list cancels/" if prefix == CANCELS else "list"] += 1
         return self.inner.list(prefix)
 
     def close(self) -> None:
@@ -78,6 +82,7 @@ def test_a_finished_table_is_recorded_and_the_next_started_without_a_poll(
     # No poll came in between: the record is the one the poll wrote, and nothing was listed.
     assert fleet.storage.read(agent_key("etl-01")) == record
     assert store.operations["list"] == 2  # the poll's look only
+    assert store.operations["list cancels/"] == 1  # once, by the poll (this reaction did not look)
 
 
 def test_a_reaction_with_nothing_to_do_touches_no_file(fdcore_memory_fleet: MemoryFleet) -> None:

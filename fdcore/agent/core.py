@@ -6,6 +6,7 @@
   expire, take over), each an ``If-Match`` write but the creates.
 - :mod:`.discovery`: the requests it could hold: its own left by an earlier process, handed back
   ones, lost agents' ones (with ``take_over``), unclaimed ones, and those to expire.
+- :mod:`.cancels`: operators' cancels: a held request cancelled stops at the poll's start.
 
 They share :class:`~fdcore.agent.work.Holdings`, the requests this agent holds.
 
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from fdcore.abc import AgentLoad
+from fdcore.agent.cancels import Cancels
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
@@ -77,6 +79,8 @@ class Agent:
             config, mailbox, components, self.instance, self.status_changes, self.holdings
         )
         self.discovery.skew = self.skew
+        self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)
+        self.discovery.cancels = self.cancels
         self._outage: str | None = None
         self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
 
@@ -102,6 +106,7 @@ class Agent:
 
     def _poll(self, now: datetime) -> None:
         self.presence.write(now, self.stopping)
+        self.cancels.stop_held(now)
         self._move_held_work(now)
         if self.stopping:
             return
@@ -111,6 +116,7 @@ class Agent:
         # Not with take_over: each poll's sweep is what bounds the time to take over.
         if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
             self.discovery.look_for_work(now)
+            self.cancels.stop_held(now)  # a request taken over may be cancelled: not started
             self._move_held_work(now)  # start what was just found, not a poll later
         self._looks_at_last_poll = self.discovery.looks
 

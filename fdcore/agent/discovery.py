@@ -9,6 +9,7 @@ or expired past their deadline. The writes themselves are :mod:`.status_changes`
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
@@ -18,6 +19,9 @@ from fdcore.agent.work import Holdings, Work, is_held_by
 from fdcore.contract.layout import agent_key, request_key
 from fdcore.contract.models import AgentRecord, Request, Status
 from fdcore.mailbox.access import Mailbox, Versioned
+
+if TYPE_CHECKING:
+    from fdcore.agent.cancels import Cancels
 
 
 class Discovery:
@@ -44,6 +48,7 @@ class Discovery:
         self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
         self.skew: ClockSkew | None = None  # this agent's clock against the store's
+        self.cancels: Cancels | None = None  # operators' cancels: never claim those
 
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
@@ -142,6 +147,8 @@ class Discovery:
         requests.sort(key=lambda r: (r.created_at, r.id))
         self.backlog = 0
         for request in requests:
+            if self.cancels is not None and self.cancels.end_unclaimed(request.id, now):
+                continue
             if request.deadline is not None and now > request.deadline:
                 self.status_changes.expire(request, now)
                 continue

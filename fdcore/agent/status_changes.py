@@ -1,7 +1,7 @@
 """Every write this agent makes to a request's status, ``status/<id>.json``.
 
 A claim or an expiry creates the status (create-if-absent: only one agent's create lands). Every
-later change (start, a table done, succeed, fail, hand back, take over) replaces it with
+later change (start, a table done, succeed, fail, cancel, hand back, take over) replaces it with
 ``If-Match`` on the etag this agent last read or wrote. A failed replace means another agent
 holds the request now: this agent drops it and writes nothing more for it, unless the status it
 finds is its own write whose answer was lost, which it builds on. :meth:`StatusChanges._replace`
@@ -121,6 +121,15 @@ class StatusChanges:
         if not self._replace(work, now, _finished(State.FAILED, Outcome.FAILED, now, message)):
             return False
         log.warning("%s: request %s failed: %s", self.agent, work.id, message)
+        return True
+
+    def cancel(self, work: Work, message: str, now: datetime) -> bool:
+        """An operator cancelled the request (``cancels/``): it ends here. False if not ours."""
+        if not self._replace(
+            work, now, _finished(State.CANCELLED, Outcome.CANCELLED, now, message)
+        ):
+            return False
+        log.warning("%s: request %s %s", self.agent, work.id, message)
         return True
 
     def hand_back(self, work: Work, now: datetime) -> None:

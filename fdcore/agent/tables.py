@@ -21,7 +21,7 @@ from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work
 from fdcore.clock import Clock
 from fdcore.contract.layout import run_key
-from fdcore.contract.models import Outcome, RunRecord
+from fdcore.contract.models import Outcome, RunRecord, output_tail
 from fdcore.errors import (
     AlreadyExists,
     InvalidKey,
@@ -223,6 +223,20 @@ class Tables:
             ours = self.status_changes.fail(work, message, now)
         if not ours:
             return
+        outcome = Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED
+        self.write_run_record(work, attempt, outcome, result, now)
+        self.leases.release(held, now)
+        work.lease = None
+        work.result = None
+
+    def write_run_record(
+        self, work: Work, attempt: int, outcome: Outcome, result: TableResult, now: datetime
+    ) -> None:
+        """The run log's record of the table the request's lease is held for (once per
+        attempt and table), written after the status change that proves the request ours."""
+        held = work.lease
+        assert held is not None
+        table = held.lease.table
         record = RunRecord(
             request=work.id,
             table=table,
@@ -231,8 +245,10 @@ class Tables:
             generation=held.lease.generation,
             started_at=work.table_started or now,
             ended_at=now,
-            outcome=Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED,
+            outcome=outcome,
             message=result.message or None,
+            exit_code=result.exit_code,
+            output=output_tail(result.output) or None,
         )
         key = run_key(work.id, attempt, table)
         try:
@@ -241,6 +257,3 @@ class Tables:
             pass  # this attempt's record may already be there
         except InvalidKey as exc:  # a file where the request's runs/ folder belongs
             self.mailbox.problems.report(key, f"{exc}; run record not written")
-        self.leases.release(held, now)
-        work.lease = None
-        work.result = None

@@ -18,6 +18,10 @@ from typing import IO, Any
 
 from fdcore.abc import TableJob, TableResult, TableRun
 from fdcore.builtin.processes import ProcessRecords, child_setup, end_group, exited
+from fdcore.contract.models import output_tail
+
+#: How much of a table process's stderr is read at its end: the tail kept is at most 4 KiB.
+OUTPUT_READ_BYTES = 8192
 
 
 class _ProcessRun:
@@ -45,13 +49,20 @@ class _ProcessRun:
         if self.process.returncode is None and not exited(self.process.pid):
             return None
         code = self._ended()
-        self.log.seek(0)
-        tail = self.log.read()[-2000:].decode(errors="replace").strip().splitlines()
-        self.log.close()
+        output = self._output_tail()
+        lines = output.strip().splitlines()
         if code == 0:
-            return TableResult(True)
-        last = tail[-1] if tail else ""
-        return TableResult(False, f"exit code {code}" + (f": {last}" if last else ""))
+            return TableResult(True, exit_code=code, output=output)
+        last = lines[-1] if lines else ""
+        message = f"exit code {code}" + (f": {last}" if last else "")
+        return TableResult(False, message, exit_code=code, output=output)
+
+    def _output_tail(self) -> str:
+        """The last lines of what the table process wrote to stderr (a run record keeps them)."""
+        self.log.seek(max(0, self.log.seek(0, os.SEEK_END) - OUTPUT_READ_BYTES))
+        text = self.log.read().decode(errors="replace")
+        self.log.close()
+        return output_tail(text)
 
     def wait(self, timeout: float | None = None) -> bool:
         try:

@@ -1,4 +1,4 @@
-"""What the operator commands show: the queue and the agents, as plain rows.
+"""What the operator commands show: the queue, the agents, a request's story, as plain rows.
 
 The same rows feed the human table and the ``--json`` output (docs/agents.md, "``--json``
 output"), so the two never disagree.
@@ -16,9 +16,10 @@ from fdcore.abc import HostSlots, TakeoverPolicy
 from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
 from fdcore.contract.layout import agent_key, request_key, status_key
-from fdcore.contract.models import AgentRecord, Request, ScheduleInfo, Status
+from fdcore.contract.models import AgentRecord, Cancel, Request, ScheduleInfo, State, Status
 from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.cancel import find_request
 from fdcore.plugins.manager import HOST, load_plugins
 
 T = TypeVar("T")
@@ -262,3 +263,173 @@ def schedule_warnings(agents: list[AgentRow]) -> list[str]:
 def shared_by(agents: list[AgentRow]) -> dict[str, list[str]]:
     """Shared schedule id -> the agents serving it, for the queue's "Shared by" column."""
     return {row.id: row.agents for row in schedule_rows(agents) if row.shared and row.agents}
+
+
+@attrs.frozen
+class RunStory:
+    """One table run of a request, from its run record."""
+
+    table: str
+    agent: str
+    attempt: int
+    fencing_token: int  # the table lease's generation it ran under
+    started_at: datetime
+    ended_at: datetime
+    outcome: str
+    exit_code: int | None
+    message: str | None
+    output: str | None  # the last lines of the runner's output (at most 4 KiB)
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended_at - self.started_at).total_seconds()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "agent": self.agent,
+            "attempt": self.attempt,
+            "fencing_token": self.fencing_token,
+            "started_at": format_time(self.started_at),
+            "ended_at": format_time(self.ended_at),
+            "seconds": round(self.seconds, 3),
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "message": self.message,
+            "output": self.output,
+        }
+
+
+@attrs.frozen
+class AttemptStory:
+    """One agent's attempt at the request, from its status."""
+
+    number: int
+    agent: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    outcome: str
+    message: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "agent": self.agent,
+            "started_at": format_time(self.started_at) if self.started_at else None,
+            "ended_at": format_time(self.ended_at) if self.ended_at else None,
+            "outcome": self.outcome,
+            "message": self.message,
+        }
+
+
+@attrs.frozen
+class RequestStory:
+    """A request's whole story: what it asked, who tried it, every table run, how it ended."""
+
+    request: Request
+    state: str  # a status state, or "waiting" (no status yet)
+    agent: str | None  # its holder now
+    tables_done: list[str]
+    attempts: list[AttemptStory]
+    runs: list[RunStory]  # oldest first
+    cancel: Cancel | None
+    retried_as: str | None  # the request that runs this one again (``fdcore retry``)
+    why: str | None  # why it ended (or what holds it up), in a sentence
+
+    @property
+    def id(self) -> str:
+        return self.request.id
+
+    def to_json(self) -> dict[str, Any]:
+        request = self.request
+        return {
+            "id": request.id,
+            "state": self.state,
+            "agent": self.agent,
+            "tables": list(request.entities),
+            "tables_done": self.tables_done,
+            "created_at": format_time(request.created_at),
+            "created_by": request.created_by,
+            "deadline": format_time(request.deadline) if request.deadline else None,
+            "schedule": request.schedule.id if request.schedule else None,
+            "slot": request.schedule.slot if request.schedule else None,
+            "retry_of": request.retry_of,
+            "retried_as": self.retried_as,
+            "cancel": (
+                {
+                    "by": self.cancel.by,
+                    "at": format_time(self.cancel.at),
+                    "reason": self.cancel.reason,
+                }
+                if self.cancel
+                else None
+            ),
+            "attempts": [attempt.to_json() for attempt in self.attempts],
+            "runs": [run.to_json() for run in self.runs],
+            "why": self.why,
+        }
+
+
+def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
+    """The story of one request, read through the mailbox (its request, status, run records,
+    cancel and retry link). :class:`~fdcore.errors.UnknownRequest` if there is no such request;
+    a malformed file raises its :class:`~fdcore.errors.MailboxFileError`."""
+    request = find_request(mailbox, request_id)
+    found = mailbox.status(request_id)
+    status = found.value if found else None
+    cancel = mailbox.cancel(request_id)
+    retry = mailbox.retry(request_id)
+    runs = sorted(
+        mailbox.runs(request_id), key=lambda r: (r.started_at, r.attempt, r.ended_at, r.table)
+    )
+    return RequestStory(
+        request=request,
+        state=status.state.value if status else "waiting",
+        agent=status.agent if status else None,
+        tables_done=list(status.tables_done) if status else [],
+        attempts=_attempts(status),
+        runs=[
+            RunStory(
+                table=run.table,
+                agent=run.agent,
+                attempt=run.attempt,
+                fencing_token=run.generation,
+                started_at=run.started_at,
+                ended_at=run.ended_at,
+                outcome=run.outcome.value,
+                exit_code=run.exit_code,
+                message=run.message,
+                output=run.output,
+            )
+            for run in runs
+        ],
+        cancel=cancel.value if cancel else None,
+        retried_as=retry.value.retry if retry else None,
+        why=_why(request, status, cancel.value if cancel else None),
+    )
+
+
+def _attempts(status: Status | None) -> list[AttemptStory]:
+    if status is None:
+        return []
+    if not status.attempts and status.agent:
+        # A status from an older agent keeps no attempt list: the one it implies.
+        outcome = status.state.value if status.state.final else "running"
+        return [AttemptStory(status.attempt, status.agent, None, None, outcome, None)]
+    return [
+        AttemptStory(a.number, a.agent, a.started_at, a.ended_at, a.outcome.value, a.message)
+        for a in status.attempts
+    ]
+
+
+def _why(request: Request, status: Status | None, cancel: Cancel | None) -> str | None:
+    """Why the request ended, or what it waits for."""
+    if status is None:
+        return cancel.describe() + "; not ended yet" if cancel else "waiting to be claimed"
+    if status.state is State.SUCCEEDED:
+        return f"all {len(request.entities)} tables succeeded"
+    if status.state.final:
+        return status.message or (cancel.describe() if cancel else status.state.value)
+    if cancel is not None:
+        return f"{cancel.describe()}; its holder {status.agent} stops it at its next poll"
+    return None

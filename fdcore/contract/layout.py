@@ -10,6 +10,8 @@
     runs/<id>/<attempt>-<table>.json    RunRecord
     tables/<table>.json                 a fenced table write (``fdcore.mailbox.fencing``)
     incidents/incidents.json            IncidentDocument
+    cancels/<id>.json                   Cancel (an operator's ``fdcore cancel``)
+    retries/<id>.json                   Retry (the request that runs <id> again)
 
 Every id that becomes part of a key is validated first, so no key leaves its folder.
 """
@@ -26,6 +28,8 @@ LEASES = "leases/"
 FENCES = "fences/"
 TABLES = "tables/"
 INCIDENTS = "incidents/incidents.json"
+CANCELS = "cancels/"
+RETRIES = "retries/"
 
 
 def request_key(request_id: str) -> str:
@@ -54,3 +58,11 @@ def fence_key(table: str) -> str:
 
 def table_key(table: str) -> str:
     return f"{TABLES}{validate_id(table, 'table name')}.json"
+
+
+def cancel_key(request_id: str) -> str:
+    return f"{CANCELS}{validate_id(request_id, 'request id')}.json"
+
+
+def retry_key(request_id: str) -> str:
+    return f"{RETRIES}{validate_id(request_id, 'request id')}.json"

@@ -53,6 +53,25 @@ def _optional_skew(_instance: object, attribute: attrs.Attribute[Any], value: An
         raise ValueError(f"{attribute.name} must be within {MAX_SECONDS} seconds, got {value!r}")
 
 
+#: The most of a table runner's output a run record keeps (its last lines), in UTF-8 bytes.
+MAX_OUTPUT_BYTES = 4096
+
+
+def _output_tail(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and len(value.encode("utf-8", "surrogatepass")) > MAX_OUTPUT_BYTES:
+        raise ValueError(f"{attribute.name} must be at most {MAX_OUTPUT_BYTES} bytes")
+
+
+def output_tail(text: str) -> str:
+    """The last whole lines of ``text`` that fit in :data:`MAX_OUTPUT_BYTES`."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_OUTPUT_BYTES:
+        return text
+    tail = data[-MAX_OUTPUT_BYTES:].decode("utf-8", "ignore")
+    _, newline, rest = tail.partition("\n")
+    return rest if newline else tail
+
+
 def _extra() -> Any:
     return attrs.field(factory=dict, kw_only=True, repr=False)
 
@@ -94,6 +113,8 @@ class Request:
     schedule: ScheduleRef | None = None
     max_attempts: int | None = None
     affinity: str | None = None
+    # the request this one runs again (``fdcore retry``); ``retries/<that id>.json`` links back
+    retry_of: str | None = attrs.field(default=None, validator=_optional_id("request id"))
     extra: dict[str, Any] = _extra()
 
 
@@ -105,6 +126,7 @@ class Outcome(str, enum.Enum):
     FAILED = "failed"
     LOST = "lost"  # its agent stopped reporting and another agent took the request over
     STOPPED = "stopped"  # the agent found the request no longer its own and stopped
+    CANCELLED = "cancelled"  # an operator cancelled the request (``cancels/<id>.json``)
 
 
 @attrs.define
@@ -207,6 +229,40 @@ class RunRecord:
     outcome: Outcome
     contract: int = 1
     message: str | None = None
+    exit_code: int | None = None  # a command runner's table process
+    output: str | None = attrs.field(default=None, validator=_output_tail)  # its last lines
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class Cancel:
+    """``cancels/<id>.json``: an operator asked to stop a request. Created once (create-if-absent),
+    never changed; its holder stops it at its next poll, and nobody claims it any more."""
+
+    request: str = attrs.field(validator=_id("request id"))
+    by: str
+    at: datetime
+    contract: int = 1
+    reason: str | None = None
+    extra: dict[str, Any] = _extra()
+
+    def describe(self) -> str:
+        """``cancelled by ann: wrong tables``: the status message of a cancelled request."""
+        return f"cancelled by {self.by}" + (f": {self.reason}" if self.reason else "")
+
+
+@attrs.define
+class Retry:
+    """``retries/<id>.json``: the request ``retry`` runs request ``<id>`` again. Created once
+    (create-if-absent) before that request, so a request is retried at most once; a retry that
+    fails is retried in turn. The new request names the old one in ``retry_of``."""
+
+    request: str = attrs.field(validator=_id("request id"))
+    retry: str = attrs.field(validator=_id("request id"))
+    by: str
+    at: datetime
+    contract: int = 1
+    from_table: str | None = attrs.field(default=None, validator=_optional_id("table name"))
     extra: dict[str, Any] = _extra()
 
 

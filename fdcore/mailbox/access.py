@@ -8,6 +8,8 @@ Layout under the environment root (documented in docs/contracts.md)::
     leases/<table>.json           Lease
     runs/<id>/<attempt>-<table>.json  RunRecord
     incidents/incidents.json      IncidentDocument
+    cancels/<id>.json             Cancel
+    retries/<id>.json             Retry
 
 Any file may be malformed (written by another agent, an older or newer fdcore, or by hand):
 readers get a :class:`~fdcore.errors.MailboxFileError`, and :class:`ProblemLog` reports each
@@ -27,15 +29,26 @@ from fdcore.contract.codec import decode, encode
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import (
     AGENTS,
+    CANCELS,
     INCIDENTS,
     REQUESTS,
     RUNS,
     STATUS,
     agent_key,
+    cancel_key,
     request_key,
+    retry_key,
     status_key,
 )
-from fdcore.contract.models import AgentRecord, IncidentDocument, Request, RunRecord, Status
+from fdcore.contract.models import (
+    AgentRecord,
+    Cancel,
+    IncidentDocument,
+    Request,
+    Retry,
+    RunRecord,
+    Status,
+)
 from fdcore.errors import MailboxFileError
 
 T = TypeVar("T")
@@ -132,6 +145,14 @@ class Mailbox:
     def agent(self, name: str) -> Versioned[AgentRecord] | None:
         return self.read(AgentRecord, agent_key(name))
 
+    def cancel(self, request_id: str) -> Versioned[Cancel] | None:
+        """The operator's cancel of the request, if there is one."""
+        return self.read(Cancel, cancel_key(request_id))
+
+    def retry(self, request_id: str) -> Versioned[Retry] | None:
+        """The link to the request that runs this one again, if it was retried."""
+        return self.read(Retry, retry_key(request_id))
+
     def request_ids(self) -> Iterator[str]:
         return self.ids(REQUESTS)
 
@@ -140,6 +161,10 @@ class Mailbox:
 
     def agent_names(self) -> Iterator[str]:
         return self.ids(AGENTS)
+
+    def cancel_ids(self) -> Iterator[str]:
+        """The requests an operator cancelled: one listing, whatever their number."""
+        return self.ids(CANCELS)
 
     def runs(self, request_id: str) -> list[RunRecord]:
         records = []

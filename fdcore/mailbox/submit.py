@@ -1,13 +1,25 @@
-"""Submitting a request: one create-if-absent of ``requests/<id>.json``."""
+"""Submitting a request: one create-if-absent of ``requests/<id>.json``; and retrying one.
+
+A retry is a new request (requests never change), linked both ways: it names the old request in
+``retry_of``, and ``retries/<old id>.json`` names it. The link is created first, with
+create-if-absent: of operators racing to retry a request, one wins, and a retry cut short
+between the two writes is completed by the next ``retry`` of the same request.
+"""
 
 from __future__ import annotations
 
 import secrets
 from datetime import datetime, timezone
 
-from fdcore.contract.layout import request_key
-from fdcore.contract.models import Request
+from fdcore.contract.ids import validate_id
+from fdcore.contract.layout import request_key, retry_key
+from fdcore.contract.models import Request, Retry, State
+from fdcore.errors import AlreadyExists, RequestError
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.cancel import find_request
+
+#: The final states a request may be retried from (a succeeded one has nothing to run again).
+RETRYABLE = (State.FAILED, State.EXPIRED, State.CANCELLED)
 
 
 def new_request_id(now: datetime) -> str:
@@ -36,3 +48,75 @@ def submit(
     )
     mailbox.create(request_key(request.id), request)
     return request
+
+
+def retry_request(
+    mailbox: Mailbox,
+    request_id: str,
+    *,
+    from_table: str | None = None,
+    by: str,
+    now: datetime,
+) -> Request:
+    """Queue a new request running a failed, expired or cancelled request's tables again (from
+    ``from_table`` on, if given); return it. Refuses (:class:`RequestError`) a request that has
+    not ended, that succeeded, or that was already retried, and a table it does not have.
+
+    The new request keeps the old one's ``max_attempts`` and ``affinity``; not its deadline
+    (which has passed for an expired one) nor its schedule slot (the slot was served).
+    """
+    old = find_request(mailbox, request_id)
+    entities = _tables_from(old, from_table)
+    found = mailbox.status(request_id)
+    state = found.value.state if found else None
+    if state not in RETRYABLE:
+        now_is = state.value if state else "waiting (not claimed yet)"
+        raise RequestError(
+            f"request {request_id} is {now_is}; only failed, expired or cancelled requests "
+            "can be retried"
+        )
+    link = Retry(
+        request=request_id, retry=new_request_id(now), by=by, at=now, from_table=from_table
+    )
+    try:
+        mailbox.create(retry_key(request_id), link)
+    except AlreadyExists:
+        standing = mailbox.retry(request_id)
+        if standing is None:  # removed since: try again from the start
+            return retry_request(mailbox, request_id, from_table=from_table, by=by, now=now)
+        link = standing.value
+        if mailbox.request(link.retry) is not None:
+            raise RequestError(
+                f"request {request_id} was already retried as {link.retry}; "
+                f"retry {link.retry} instead"
+            ) from None
+        # A retry cut short after its link: complete it as the link says.
+        entities = _tables_from(old, link.from_table)
+    request = Request(
+        id=link.retry,
+        entities=entities,
+        created_at=now,
+        created_by=by,
+        max_attempts=old.max_attempts,
+        affinity=old.affinity,
+        retry_of=request_id,
+    )
+    try:
+        mailbox.create(request_key(request.id), request)
+    except AlreadyExists:  # a racing completion of the same link wrote it
+        written = mailbox.request(request.id)
+        if written is not None:
+            return written.value
+    return request
+
+
+def _tables_from(request: Request, table: str | None) -> list[str]:
+    if table is None:
+        return list(request.entities)
+    validate_id(table, "table name")
+    if table not in request.entities:
+        raise RequestError(
+            f"table {table!r} is not one of request {request.id}'s tables "
+            f"({', '.join(request.entities)})"
+        )
+    return request.entities[request.entities.index(table) :]

@@ -1,0 +1,100 @@
+"""Honouring operators' cancels (``cancels/<id>.json``, :mod:`fdcore.mailbox.cancel`).
+
+Each poll lists ``cancels/`` once, and only when the answer matters (the agent holds requests,
+or found unclaimed ones): one listing serves every held request, so the cost does not grow with
+what the agent holds. A held request that is cancelled stops at once: its table run is
+cancelled (the command runner's process group gets SIGTERM, then SIGKILL after a grace), the
+status ends ``cancelled`` naming who cancelled it, the table is logged ``cancelled`` in the run
+log, and its lease is released. No further table of it starts. A cancelled request nobody holds
+is never claimed: discovery ends it instead (:func:`fdcore.mailbox.cancel.end_unheld`).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from fdcore.abc import TableResult
+from fdcore.agent.status_changes import StatusChanges
+from fdcore.agent.tables import Tables
+from fdcore.agent.work import Holdings, Work
+from fdcore.contract.layout import cancel_key
+from fdcore.contract.models import Cancel, Outcome
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.cancel import end_unheld
+
+log = logging.getLogger("fdcore.agent")
+
+
+class Cancels:
+    """The cancelled requests this agent must stop or must not claim."""
+
+    def __init__(
+        self, mailbox: Mailbox, holdings: Holdings, status_changes: StatusChanges, tables: Tables
+    ) -> None:
+        self.mailbox = mailbox
+        self.holdings = holdings
+        self.status_changes = status_changes
+        self.tables = tables
+        self._listed_at: datetime | None = None
+        self._ids: frozenset[str] = frozenset()
+        self.listings = 0  # how many times ``cancels/`` was listed (the cost of honouring them)
+
+    def ids(self, now: datetime) -> frozenset[str]:
+        """The cancelled requests' ids, listed at most once per poll (``now`` is the poll's)."""
+        if self._listed_at != now:
+            self._ids = frozenset(self.mailbox.cancel_ids())
+            self._listed_at = now
+            self.listings += 1
+        return self._ids
+
+    def read(self, request_id: str) -> Cancel | None:
+        """A cancel, None if unreadable (reported once) or not about that request."""
+        found = self.mailbox.read_or_report(Cancel, cancel_key(request_id))
+        if found is None:
+            return None
+        if found.value.request != request_id:
+            key = cancel_key(request_id)
+            self.mailbox.problems.report(
+                key, f"{key}: field 'request': {found.value.request!r} does not match the file name"
+            )
+            return None
+        return found.value
+
+    def stop_held(self, now: datetime) -> None:
+        """Stop every held request an operator cancelled."""
+        if not self.holdings.work:
+            return
+        cancelled = self.ids(now)
+        for work in list(self.holdings.work.values()):
+            if work.id in cancelled:
+                cancel = self.read(work.id)
+                if cancel is not None:
+                    self._stop(work, cancel, now)
+
+    def end_unclaimed(self, request_id: str, now: datetime) -> bool:
+        """True if the unclaimed request was cancelled: it ends so, and is not to be claimed."""
+        if request_id not in self.ids(now):
+            return False
+        cancel = self.read(request_id)
+        if cancel is None:
+            return True  # an unreadable cancel still says "do not start it"; it is reported
+        end_unheld(self.mailbox, cancel, now)
+        self.holdings.final.add(request_id)
+        return True
+
+    def _stop(self, work: Work, cancel: Cancel, now: datetime) -> None:
+        running = work.run is not None
+        # Blocks for at most the runner's grace: SIGTERM, then SIGKILL to what is left.
+        work.cancel_run()
+        work.result = None  # a table that ended as the cancel came is not recorded done
+        attempt = work.status.attempt
+        log.info("%s: request %s: %s; stopping it", self.holdings.agent, work.id, cancel.describe())
+        if not self.status_changes.cancel(work, cancel.describe(), now):
+            return  # not ours any more: dropped, its lease let go
+        if work.lease is not None:
+            if running:
+                stopped = TableResult(False, cancel.describe())
+                ended = self.tables.clock.now()  # after the run's grace
+                self.tables.write_run_record(work, attempt, Outcome.CANCELLED, stopped, ended)
+            self.tables.release_lease(work, now)

@@ -1,0 +1,108 @@
+"""Cancelling a request: ``cancels/<id>.json``, a file of its own (requests never change).
+
+The cancel is created with create-if-absent, so of operators racing one cancel stands. A request
+nobody holds (never claimed, or handed back) ends ``cancelled`` here at once; a held one is
+stopped by its holder at its next poll (:mod:`fdcore.agent.cancels`), and no agent claims or
+takes over a cancelled request.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+
+import attrs
+
+from fdcore.contract.ids import validate_id
+from fdcore.contract.layout import cancel_key, status_key
+from fdcore.contract.models import Cancel, Request, State, Status
+from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, RequestError, UnknownRequest
+from fdcore.mailbox.access import Mailbox
+
+
+@attrs.frozen
+class Cancellation:
+    """What ``cancel_request`` did: the cancel that stands and the request's status after it."""
+
+    cancel: Cancel
+    created: bool  # False: an earlier cancel of the request stands (it is the one returned)
+    status: Status | None  # None: still unclaimed (only when its status could not be written)
+
+    @property
+    def state(self) -> str:
+        """``cancelled`` once it ended, ``running``/``accepted`` while its holder has yet to stop
+        it."""
+        return self.status.state.value if self.status else "waiting"
+
+
+def find_request(mailbox: Mailbox, request_id: str) -> Request:
+    """The request of that id; :class:`UnknownRequest` if the environment has none."""
+    validate_id(request_id, "request id")
+    found = mailbox.request(request_id)
+    if found is None:
+        raise UnknownRequest(f"request {request_id!r} not found in {mailbox.storage.url}")
+    return found.value
+
+
+def cancel_request(
+    mailbox: Mailbox, request_id: str, *, by: str, reason: str | None, now: datetime
+) -> Cancellation:
+    """Cancel the request: create its cancel file, and end it at once if nobody holds it.
+
+    Refuses (:class:`RequestError`) a request that already ended; cancelling twice returns the
+    first cancel (``created`` False).
+    """
+    find_request(mailbox, request_id)
+    found = mailbox.status(request_id)
+    if found is not None and found.value.state.final:
+        raise RequestError(
+            f"request {request_id} already ended {found.value.state.value}; nothing to cancel"
+        )
+    cancel = Cancel(request=request_id, by=by, at=now, reason=reason or None)
+    created = True
+    try:
+        mailbox.create(cancel_key(request_id), cancel)
+    except AlreadyExists:
+        created = False
+        standing = mailbox.cancel(request_id)
+        if standing is not None:
+            cancel = standing.value
+    return Cancellation(cancel, created, end_unheld(mailbox, cancel, now))
+
+
+def end_unheld(mailbox: Mailbox, cancel: Cancel, now: datetime) -> Status | None:
+    """End a cancelled request nobody holds: create its ``cancelled`` status (as an expiry does),
+    or mark a handed-back one cancelled with If-Match. A held request is left to its holder.
+
+    Returns the status as it stands after (None if it could not be created).
+    """
+    key = status_key(cancel.request)
+    for _ in range(3):  # a claim or a hand-back may land between the read and the write
+        found = mailbox.status(cancel.request)
+        if found is None:
+            status = Status(
+                request=cancel.request,
+                state=State.CANCELLED,
+                agent=None,
+                updated_at=now,
+                attempt=0,
+                message=cancel.describe(),
+            )
+            try:
+                mailbox.create(key, status)
+            except AlreadyExists:
+                continue
+            return status
+        if found.value.state.final or found.value.agent is not None:
+            return found.value
+        status = copy.deepcopy(found.value)
+        status.state = State.CANCELLED
+        status.message = cancel.describe()
+        status.updated_at = now
+        try:
+            mailbox.replace(key, status, found.etag)
+        except (PreconditionFailed, NotFound):
+            continue
+        return status
+    found = mailbox.status(cancel.request)
+    return found.value if found else None
