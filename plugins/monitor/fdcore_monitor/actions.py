@@ -1,10 +1,10 @@
-"""What an operator may do from the page: acknowledge an incident (cancel and retry a request).
+"""What an operator may do from the page: cancel or retry a request, acknowledge an incident.
 
 Off unless ``fdcore monitor --allow-actions``; then each needs the token the command printed at
 start, sent in the ``X-Fdcore-Token`` header (a header a page of another site cannot send without
 the monitor's consent, so a forged form post fails too) and compared in constant time. Each
-action is recorded where the mailbox keeps who did it (``acknowledged_by``...) and logged with
-who, when and from where.
+action is recorded where the mailbox keeps who did it (the cancel file's ``by``, the retry link's
+``by``, the incident's ``acknowledged_by``) and logged with who, when and from where.
 """
 
 from __future__ import annotations

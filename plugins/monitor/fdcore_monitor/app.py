@@ -31,19 +31,21 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fdcore.cli.views import QueueRow
+from fdcore.cli.views import QueueRow, request_story
 from fdcore.contract.codec import to_dict
-from fdcore.errors import FdcoreError, InvalidId
+from fdcore.errors import FdcoreError, InvalidId, UnknownRequest
+from fdcore.mailbox.cancel import cancel_request
+from fdcore.mailbox.submit import retry_request
 from fdcore_monitor.actions import TOKEN_HEADER, Actions, Refused, acknowledge_incident
 from fdcore_monitor.metrics import REQUEST_STATES, oldest_waiting_seconds, registry
-from fdcore_monitor.snapshot import Source, read_request
+from fdcore_monitor.snapshot import Source
 from fdcore_monitor.timeline import timeline_svg
 
 log = logging.getLogger("fdcore.monitor")
 
 REFRESH_SECONDS = 2.0
 #: The actions a request's row offers (with --allow-actions); acknowledge is an incident's.
-REQUEST_ACTIONS: tuple[str, ...] = ()
+REQUEST_ACTIONS = ("cancel", "retry")
 QUEUE_LIMIT = 500  # rows of the queue page: the newest that match its filters
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 SECURITY_HEADERS = {
@@ -179,17 +181,19 @@ def create_app(settings: Settings) -> Starlette:
 
     def request_page(request: Request) -> Response:
         try:
-            found = read_request(source.mailbox, request.path_params["id"])
-        except InvalidId:
-            found = None
+            story = request_story(source.mailbox, request.path_params["id"])
+        except (InvalidId, UnknownRequest) as exc:
+            return PlainTextResponse(f"fdcore monitor: {exc}", status_code=404)
         now = datetime.now(timezone.utc)
-        if found is None:
-            return PlainTextResponse(
-                f"fdcore monitor: no request {request.path_params['id']!r}", status_code=404
-            )
-        attempts = found.status.attempts if found.status else []
-        svg = timeline_svg(attempts, found.runs, now)
-        return page("request", request, {"found": found, "timeline": svg, "now": now})
+        svg = timeline_svg(story.attempts, story.runs, now)
+        return page("request", request, {"story": story, "timeline": svg, "now": now})
+
+    def api_request(request: Request) -> Response:
+        try:
+            story = request_story(source.mailbox, request.path_params["id"])
+        except (InvalidId, UnknownRequest) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        return JSONResponse(story.to_json())
 
     def api_rows(request: Request) -> Response:
         what = request.path_params["what"]
@@ -238,6 +242,30 @@ def create_app(settings: Settings) -> Starlette:
             lambda now: acknowledge_incident(source.mailbox, incident, now, by),
         )
 
+    def cancel_action(request: Request) -> Response:
+        request_id = request.path_params["id"]
+        by = settings.actions.by
+
+        def cancel(now: datetime) -> str:
+            done = cancel_request(
+                source.mailbox, request_id, by=by, reason="from fdcore monitor", now=now
+            )
+            if not done.created:
+                return f"{request_id} was already cancelled by {done.cancel.by}: {done.state}"
+            return f"{request_id} cancelled by {by}: {done.state}"
+
+        return action(request, "cancel", request_id, cancel)
+
+    def retry_action(request: Request) -> Response:
+        request_id = request.path_params["id"]
+        by = settings.actions.by
+
+        def retry(now: datetime) -> str:
+            new = retry_request(source.mailbox, request_id, by=by, now=now)
+            return f"{request_id} retried by {by} as {new.id}"
+
+        return action(request, "retry", request_id, retry)
+
     static = Path(str(files("fdcore_monitor") / "static"))
     routes = [
         Route("/", guarded(agents_page)),
@@ -246,9 +274,12 @@ def create_app(settings: Settings) -> Starlette:
         Route("/incidents", guarded(incidents_page)),
         Route("/requests/{id}", guarded(request_page)),
         Route("/api/incidents", guarded(api_incidents)),
+        Route("/api/requests/{id}", guarded(api_request)),
         Route("/api/{what}", guarded(api_rows)),
         Route("/metrics", guarded(scrape)),
         Route("/actions/incidents/{id}/acknowledge", guarded(acknowledge_action), methods=["POST"]),
+        Route("/actions/requests/{id}/cancel", guarded(cancel_action), methods=["POST"]),
+        Route("/actions/requests/{id}/retry", guarded(retry_action), methods=["POST"]),
         Mount("/static", StaticFiles(directory=static), name="static"),
     ]
     middleware = [Middleware(SecurityHeaders)]

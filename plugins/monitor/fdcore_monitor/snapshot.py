@@ -22,7 +22,7 @@ from fdcore.cli.views import (
     schedule_warnings,
     with_host_folder,
 )
-from fdcore.contract.models import Incident, Request, RunRecord, Status
+from fdcore.contract.models import Incident
 from fdcore.incidents.book import IncidentBook
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import TAKEOVER, load_plugins
@@ -82,22 +82,3 @@ class Source:
         """Open incidents first, then the resolved ones, newest first (``incidents list --all``)."""
         document = IncidentBook(self.mailbox).read()
         return document.open + list(reversed(document.resolved))
-
-
-@attrs.frozen
-class RequestFiles:
-    """One request: its file, its status (None before a claim) and its table runs."""
-
-    request: Request
-    status: Status | None
-    runs: list[RunRecord]
-
-
-def read_request(mailbox: Mailbox, request_id: str) -> RequestFiles | None:
-    """The request ``request_id`` with its status and run records; None if there is none."""
-    found = mailbox.request(request_id)
-    if found is None:
-        return None
-    status = mailbox.status(request_id)
-    runs = sorted(mailbox.runs(request_id), key=lambda run: (run.started_at, run.table))
-    return RequestFiles(found.value, status.value if status else None, runs)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
-from fdcore.contract.models import Attempt, RunRecord
+from fdcore.cli.views import AttemptStory, RunStory
 
 WIDTH = 960
 LABEL = 130  # the agents' names, left of the lanes
@@ -26,12 +26,15 @@ def _seconds(value: float) -> str:
     return f"{value:.1f} s"
 
 
-def timeline_svg(attempts: Sequence[Attempt], runs: Sequence[RunRecord], now: datetime) -> str:
-    """The SVG element (a string) of ``attempts`` and ``runs``; a short note if there is none."""
+def timeline_svg(attempts: Sequence[AttemptStory], runs: Sequence[RunStory], now: datetime) -> str:
+    """The SVG element (a string) of a request's attempts and table runs (those of its
+    :class:`~fdcore.cli.views.RequestStory`); a short note if there is none yet."""
+    # an attempt of an old status may not say when it started: its runs still show
+    attempts = [a for a in attempts if a.started_at is not None]
     if not attempts and not runs:
         return '<p class="empty">No attempt yet: no agent has claimed this request.</p>'
     lanes = list(dict.fromkeys([a.agent for a in attempts] + [r.agent for r in runs]))
-    starts = [a.started_at for a in attempts] + [r.started_at for r in runs]
+    starts = [a.started_at for a in attempts if a.started_at] + [r.started_at for r in runs]
     ends = [a.ended_at or now for a in attempts] + [r.ended_at for r in runs]
     start, end = min(starts), max(max(ends), min(starts))
     span = max((end - start).total_seconds(), 1e-3)
@@ -64,28 +67,29 @@ def timeline_svg(attempts: Sequence[Attempt], runs: Sequence[RunRecord], now: da
             f'y2="{top + LANE - 2}"/>'
         )
         for attempt in (a for a in attempts if a.agent == agent):
+            assert attempt.started_at is not None  # kept above
             left, right = x(attempt.started_at), x(attempt.ended_at or now)
             tip = (
-                f"attempt {attempt.number} by {agent}: {attempt.outcome.value}, "
+                f"attempt {attempt.number} by {agent}: {attempt.outcome}, "
                 f"{attempt.started_at:%H:%M:%S} - "
                 f"{f'{attempt.ended_at:%H:%M:%S}' if attempt.ended_at else 'now'}"
             )
             parts.append(
-                f'<rect class="attempt {attempt.outcome.value}" x="{left:.1f}" '
+                f'<rect class="attempt {escape(attempt.outcome)}" x="{left:.1f}" '
                 f'y="{top + LANE - 8}" width="{max(right - left, 2):.1f}" height="5">'
                 f"<title>{escape(tip)}</title></rect>"
             )
         for run in (r for r in runs if r.agent == agent):
             left, right = x(run.started_at), x(run.ended_at)
             width = max(right - left, 3)
-            seconds = (run.ended_at - run.started_at).total_seconds()
+            exit_code = "" if run.exit_code is None else f", exit code {run.exit_code}"
             tip = (
-                f"{run.table} (attempt {run.attempt}, fencing token {run.generation}): "
-                f"{run.outcome.value} in {_seconds(seconds)}, "
+                f"{run.table} (attempt {run.attempt}, fencing token {run.fencing_token}): "
+                f"{run.outcome} in {_seconds(run.seconds)}{exit_code}, "
                 f"{run.started_at:%H:%M:%S} - {run.ended_at:%H:%M:%S}"
             )
             parts.append(
-                f'<g class="run {run.outcome.value}" data-table="{escape(run.table)}">'
+                f'<g class="run {escape(run.outcome)}" data-table="{escape(run.table)}">'
                 f'<rect x="{left:.1f}" y="{top + 6}" width="{width:.1f}" height="22" rx="3">'
                 f"<title>{escape(tip)}</title></rect>"
             )

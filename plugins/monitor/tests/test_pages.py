@@ -16,7 +16,8 @@ from fdcore_monitor.snapshot import Source
 from fdcore_monitor.timeline import timeline_svg
 from starlette.testclient import TestClient
 
-from fdcore.contract.models import Attempt, Outcome, RunRecord
+from fdcore.cli.views import AttemptStory, RunStory, request_story
+from fdcore.contract.models import State
 from fdcore.incidents.book import IncidentBook
 
 TOKEN = "s3cret-token"
@@ -115,8 +116,9 @@ def test_the_request_page_draws_one_lane_per_agent(history: Any) -> None:
 def test_the_timeline_of_a_running_attempt_reaches_now() -> None:
     now = datetime(2026, 1, 1, 12, 0, 10, tzinfo=timezone.utc)
     start = now - timedelta(seconds=10)
-    attempt = Attempt(number=1, agent="a<b", started_at=start)
-    run = RunRecord("r", "t1", "a<b", 1, 3, start, start + timedelta(seconds=5), Outcome.SUCCEEDED)
+    attempt = AttemptStory(1, "a<b", start, None, "running", None)
+    end = start + timedelta(seconds=5)
+    run = RunStory("t1", "a<b", 1, 3, start, end, "succeeded", 0, None, None)
     svg = timeline_svg([attempt], [run], now)
     assert "a&lt;b" in svg and "a<b" not in svg  # names are escaped
     bar = re.search(r'class="attempt running" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', svg)
@@ -191,3 +193,31 @@ def test_acknowledge_needs_the_token_and_records_who(
             "/actions/incidents/inc-0099/acknowledge", headers={TOKEN_HEADER: TOKEN}
         )
         assert unknown.status_code == 409 and "inc-0099" in unknown.json()["error"]
+
+
+def test_cancel_and_retry_need_the_token_and_record_who(history: Any) -> None:
+    with client(history) as http:
+        page = http.get("/queue").text
+        assert 'data-action="/actions/requests/w1/cancel"' in page
+        assert 'data-action="/actions/requests/bad1/retry"' in page
+        assert 'data-action="/actions/requests/ok1/' not in page  # a success: neither
+        cancel = "/actions/requests/w1/cancel"
+        assert http.post(cancel, headers={TOKEN_HEADER: "wrong"}).status_code == 403
+        assert history.mailbox.cancel("w1") is None
+        answer = http.post(cancel, headers={TOKEN_HEADER: TOKEN})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["message"] == "w1 cancelled by alice: cancelled"
+        story = request_story(history.mailbox, "w1")
+        assert story.state == State.CANCELLED.value and story.cancel is not None
+        assert story.cancel.by == "alice"
+        again = http.post("/actions/requests/ok1/cancel", headers={TOKEN_HEADER: TOKEN})
+        assert again.status_code == 409 and "already ended succeeded" in again.json()["error"]
+
+        assert http.post("/actions/requests/bad1/retry").status_code == 403
+        retried = http.post("/actions/requests/bad1/retry", headers={TOKEN_HEADER: TOKEN})
+        assert retried.status_code == 200, retried.text
+        new = retried.json()["message"].rpartition(" as ")[2]
+        assert request_story(history.mailbox, "bad1").retried_as == new
+        assert http.get(f"/api/requests/{new}").json()["retry_of"] == "bad1"
+        assert f'href="/requests/{new}"' in http.get("/requests/bad1").text
+        assert http.get("/api/requests/nope").status_code == 404
