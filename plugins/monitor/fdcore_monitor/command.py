@@ -42,6 +42,7 @@ def _listen(host: str, port: int) -> socket.socket:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(128)  # connections wait in the backlog until the server runs
     except OSError as exc:
         raise ConfigError(
             "fdcore monitor", "--host/--port", f"cannot listen on {host}:{port}: {exc.strerror}"

@@ -76,6 +76,16 @@ def _run(
 
 @pytest.fixture
 def history(tmp_path: Path) -> History:
+    return write_history(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    """One history for the tests of a module that only read it."""
+    return write_history(tmp_path_factory.mktemp("history"))
+
+
+def write_history(tmp_path: Path) -> History:
     """Agents live, lost and stopped; requests waiting, running, succeeded (one after a takeover,
     one of a schedule) and failed after two lost attempts; four table runs; an open incident."""
     url = (tmp_path / "env").as_uri()
