@@ -31,7 +31,7 @@ from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import TAKEOVER, load_plugins
 
 
-def _mailbox(url: str, *, create: bool) -> Mailbox:
+def open_mailbox(url: str, *, create: bool) -> Mailbox:
     """The environment's mailbox; ``create=False`` for commands that only read (a missing
     environment is then "environment not found", never a new empty one)."""
     return Mailbox(load_plugins().open_storage(url, create=create))
@@ -81,7 +81,7 @@ def _submit(args: argparse.Namespace) -> int:
         raise ConfigError("fdcore submit", "--max-attempts", "must be >= 1")
     try:
         request = submit(
-            _mailbox(args.env, create=True),
+            open_mailbox(args.env, create=True),
             entities,
             request_id=args.id,
             max_attempts=args.max_attempts,
@@ -119,7 +119,7 @@ def _print(
 
 
 def _queue(args: argparse.Namespace) -> int:
-    mailbox = _mailbox(args.env, create=False)
+    mailbox = open_mailbox(args.env, create=False)
     rows = queue_rows(mailbox, include_final=not args.active)
     agents = _agent_rows(mailbox, args.grace)
     states = {row.name: row.state for row in agents}
@@ -149,7 +149,7 @@ def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow
 
 
 def _agents(args: argparse.Namespace) -> int:
-    rows = _host_slots(args, _agent_rows(_mailbox(args.env, create=False), args.grace))
+    rows = _host_slots(args, _agent_rows(open_mailbox(args.env, create=False), args.grace))
     table = [
         (
             "AGENT",
@@ -188,7 +188,7 @@ def _agents(args: argparse.Namespace) -> int:
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    agents = _agent_rows(_mailbox(args.env, create=False), args.grace)
+    agents = _agent_rows(open_mailbox(args.env, create=False), args.grace)
     rows = schedule_rows(agents)
     table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
     for row in rows:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fdcore import __version__
+from fdcore.cli import actions, demo, doctor, incidents, notify
 from fdcore.cli import commands as cli_commands
-from fdcore.cli import demo, doctor, incidents, notify
 from fdcore.cli.output import format_table
 from fdcore.errors import FdcoreError, PluginError
 from fdcore.plugins.manager import COMMAND, DISABLE_VARIABLE, Plugins, load_plugins
@@ -74,6 +74,7 @@ def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
     # add theirs through the ``fdcore_commands`` hook (``simulate`` is the simulator's)
     for register in (
         cli_commands.register,
+        actions.register,
         demo.register,
         doctor.register,
         incidents.register,

@@ -1,0 +1,181 @@
+"""The operator's actions on one request: ``cancel``, ``retry`` and ``show`` (docs/operations.md).
+
+``cancel`` and ``retry`` write new files only (``cancels/``, ``retries/``, a new request):
+requests never change and history is never rewritten. ``show`` prints
+:func:`fdcore.cli.views.request_story`, the view the monitor page shows too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+from fdcore.cli.commands import open_mailbox
+from fdcore.cli.output import format_table
+from fdcore.cli.views import RequestStory, request_story
+from fdcore.contract.codec import format_time
+from fdcore.contract.ids import validate_id
+from fdcore.errors import ConfigError, InvalidId
+from fdcore.mailbox.cancel import cancel_request
+from fdcore.mailbox.submit import retry_request
+
+
+def operator_name() -> str:
+    """Who acts, when ``--by`` does not say: ``user@host``."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no user name in the environment nor the password database
+        user = "operator"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _request_id(command: str, text: str) -> str:
+    try:
+        return validate_id(text, "request id")
+    except InvalidId as exc:
+        raise ConfigError(f"fdcore {command}", "REQUEST", str(exc)) from None
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    request_id = _request_id("cancel", args.request)
+    now = datetime.now(timezone.utc)
+    by = args.by or operator_name()
+    done = cancel_request(
+        open_mailbox(args.env, create=False), request_id, by=by, reason=args.reason, now=now
+    )
+    holder = done.status.agent if done.status else None
+    if args.json:
+        document = {
+            "request": request_id,
+            "created": done.created,
+            "by": done.cancel.by,
+            "at": format_time(done.cancel.at),
+            "reason": done.cancel.reason,
+            "state": done.state,
+            "agent": holder,
+        }
+        print(json.dumps(document, indent=2))
+        return 0
+    if not done.created:
+        print(f"{request_id}: already cancelled by {done.cancel.by} at {_time(done.cancel.at)}")
+    if done.state == "cancelled":
+        print(f"{request_id}: cancelled")
+    else:
+        print(f"{request_id}: cancel recorded; its holder {holder} stops it at its next poll")
+    return 0
+
+
+def _retry(args: argparse.Namespace) -> int:
+    request_id = _request_id("retry", args.request)
+    if args.from_table is not None:
+        try:
+            validate_id(args.from_table, "table name")
+        except InvalidId as exc:
+            raise ConfigError("fdcore retry", "--from-table", str(exc)) from None
+    retry = retry_request(
+        open_mailbox(args.env, create=False),
+        request_id,
+        from_table=args.from_table,
+        by=args.by or operator_name(),
+        now=datetime.now(timezone.utc),
+    )
+    if args.json:
+        document = {"request": retry.id, "retry_of": request_id, "tables": retry.entities}
+        print(json.dumps(document, indent=2))
+    else:
+        print(retry.id)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    request_id = _request_id("show", args.request)
+    story = request_story(open_mailbox(args.env, create=False), request_id)
+    if args.json:
+        print(json.dumps(story.to_json(), indent=2))
+    else:
+        print(format_story(story))
+    return 0
+
+
+def _time(value: datetime | None) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S}" if value else "-"
+
+
+def format_story(story: RequestStory) -> str:
+    """The human form of ``fdcore show``: the request, its attempts, its runs, how it ended."""
+    request = story.request
+    lines = [
+        f"request   {request.id}",
+        f"state     {story.state}" + (f" (held by {story.agent})" if story.agent else ""),
+        f"tables    {', '.join(request.entities)}"
+        + (f"  (done: {', '.join(story.tables_done)})" if story.tables_done else ""),
+        f"created   {_time(request.created_at)} by {request.created_by or '-'}",
+    ]
+    if request.deadline:
+        lines.append(f"deadline  {_time(request.deadline)}")
+    if request.schedule:
+        lines.append(f"schedule  {request.schedule.id} slot {request.schedule.slot}")
+    if request.retry_of:
+        lines.append(f"retry of  {request.retry_of}")
+    if story.retried_as:
+        lines.append(f"retried   as {story.retried_as}")
+    if story.cancel:
+        lines.append(f"cancel    {story.cancel.describe()} at {_time(story.cancel.at)}")
+    if story.why:
+        lines.append(f"why       {story.why}")
+    if story.attempts:
+        lines += ["", "ATTEMPTS"]
+        table: list[tuple[str, ...]] = [("#", "AGENT", "STARTED", "ENDED", "OUTCOME", "MESSAGE")]
+        for a in story.attempts:
+            row = (str(a.number), a.agent, _time(a.started_at), _time(a.ended_at), a.outcome)
+            table.append((*row, a.message or ""))
+        lines.append(format_table(table))
+    if story.runs:
+        lines += ["", "TABLE RUNS"]
+        table = [("TABLE", "ATTEMPT", "AGENT", "TOKEN", "STARTED", "ENDED", "SECONDS", "OUTCOME")]
+        for run in story.runs:
+            outcome = run.outcome + (f" (exit {run.exit_code})" if run.exit_code else "")
+            table.append(
+                (
+                    run.table,
+                    str(run.attempt),
+                    run.agent,
+                    str(run.fencing_token),
+                    _time(run.started_at),
+                    _time(run.ended_at),
+                    f"{run.seconds:.1f}",
+                    outcome,
+                )
+            )
+        lines.append(format_table(table))
+        for run in story.runs:
+            if run.message or run.output:
+                lines += ["", f"{run.table} (attempt {run.attempt}): {run.message or ''}".rstrip()]
+                lines += [f"  | {line}" for line in (run.output or "").splitlines()]
+    return "\n".join(lines)
+
+
+def register(commands: Any) -> None:
+    cancel = commands.add_parser(
+        "cancel",
+        help="cancel a request: unclaimed it ends now, running its holder stops it",
+    )
+    cancel.add_argument("--reason", help="why, kept in the cancel and the request's status")
+    retry = commands.add_parser(
+        "retry", help="run a failed, expired or cancelled request again, as a new request"
+    )
+    retry.add_argument("--from-table", help="start at this table (default: the first)")
+    show = commands.add_parser(
+        "show", help="a request's story: attempts, table runs with their output, how it ended"
+    )
+    for parser, handler in ((cancel, _cancel), (retry, _retry), (show, _show)):
+        parser.add_argument("request", metavar="REQUEST", help="the request's id")
+        parser.add_argument("--env", required=True, help="environment URL")
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        if parser is not show:
+            parser.add_argument("--by", help="who acts (default: user@host)")
+        parser.set_defaults(run=handler)

@@ -1,0 +1,91 @@
+"""``fdcore cancel``, ``retry`` and ``show`` as a user runs them: output, ``--json``, and one
+line on stderr for each kind of bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fdcore.cli.main import ERROR, main
+from fdcore.contract.layout import status_key
+from fdcore.contract.models import Attempt, Outcome, State, Status
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.submit import submit
+from fdcore.plugins.manager import load_plugins
+from fdcore.testing.memory_fleet import START
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> tuple[str, Mailbox]:
+    url = (tmp_path / "env").as_uri()
+    mailbox = Mailbox(load_plugins().open_storage(url, create=True))
+    submit(mailbox, ["a", "b"], request_id="waiting", now=START)
+    for request_id, state in (("failed", State.FAILED), ("done", State.SUCCEEDED)):
+        submit(mailbox, ["a", "b"], request_id=request_id, now=START)
+        attempt = Attempt(1, "etl-01", START, START, Outcome(state.value), "table a failed")
+        status = Status(request_id, state, START, "etl-01", attempts=[attempt])
+        mailbox.create(status_key(request_id), status)
+    return url, mailbox
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["cancel", "nope"], "request 'nope' not found in file://"),
+        (["retry", "nope"], "request 'nope' not found"),
+        (["show", "nope"], "request 'nope' not found"),
+        (["cancel", "../x"], "fdcore cancel: REQUEST: invalid request id '../x'"),
+        (["show", "a b"], "fdcore show: REQUEST: invalid request id 'a b'"),
+        (["cancel", "done"], "request done already ended succeeded; nothing to cancel"),
+        (["retry", "done"], "request done is succeeded; only failed, expired or cancelled"),
+        (["retry", "waiting"], "request waiting is waiting (not claimed yet); only failed"),
+        (["retry", "failed", "--from-table", "zz"], "table 'zz' is not one of request failed's"),
+        (["retry", "failed", "--from-table", "../t"], "fdcore retry: --from-table: invalid table"),
+    ],
+)
+def test_bad_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], env: tuple[str, Mailbox], argv: list[str], problem: str
+) -> None:
+    url, _ = env
+    code, out, err = run(capsys, *argv, "--env", url)
+    assert (code, out) == (ERROR, "")
+    assert len(err.splitlines()) == 1 and err.startswith("fdcore: error: "), err
+    assert problem in err, err
+
+
+def test_cancel_retry_show_with_json(
+    capsys: pytest.CaptureFixture[str], env: tuple[str, Mailbox]
+) -> None:
+    url, mailbox = env
+    code, out, _ = run(capsys, "cancel", "waiting", "--env", url, "--by", "ann", "--json")
+    cancelled = json.loads(out)
+    assert code == 0
+    assert (cancelled["state"], cancelled["by"], cancelled["created"]) == ("cancelled", "ann", True)
+    code, out, err = run(capsys, "cancel", "waiting", "--env", url, "--reason", "again")
+    assert (code, out) == (ERROR, "")
+    assert "request waiting already ended cancelled; nothing to cancel" in err
+
+    code, out, _ = run(capsys, "retry", "waiting", "--env", url, "--from-table", "b", "--json")
+    retried = json.loads(out)
+    assert (code, retried["retry_of"], retried["tables"]) == (0, "waiting", ["b"])
+    code, out, _ = run(capsys, "retry", "failed", "--env", url)
+    new_id = out.strip()
+    assert code == 0 and mailbox.request(new_id) is not None
+
+    code, out, _ = run(capsys, "show", "failed", "--env", url, "--json")
+    story = json.loads(out)
+    assert (code, story["state"], story["retried_as"]) == (0, "failed", new_id)
+    assert story["attempts"][0]["agent"] == "etl-01"
+    code, out, _ = run(capsys, "show", new_id, "--env", url)
+    assert code == 0
+    assert "retry of  failed" in out and "waiting to be claimed" in out
+    code, out, _ = run(capsys, "show", "waiting", "--env", url)
+    assert "cancel    cancelled by ann at" in out and "retried   as" in out
