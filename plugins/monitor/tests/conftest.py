@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -23,6 +28,59 @@ from fdcore.contract.models import (
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
+
+
+class Monitor:
+    """A running ``fdcore monitor`` on a free port, and the address it printed."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "fdcore.cli", "monitor", "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.lines: list[str] = []
+        for line in self.process.stdout:
+            self.lines.append(line)
+            if line.startswith("Prometheus metrics:"):
+                break
+        printed = "".join(self.lines)
+        found = re.search(r"open (http://127\.0\.0\.1:\d+/)(?:\?token=(\S+))?", printed)
+        assert found, printed
+        self.url: str = found[1]
+        self.token: str | None = found[2]
+
+    def get(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path.lstrip("/"), timeout=10) as answer:
+            return str(answer.read().decode())
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def monitor(shared_history: History) -> Iterator[Monitor]:
+    """``fdcore monitor --allow-actions`` over ``shared_history``."""
+    running = Monitor("--env", shared_history.url, "--allow-actions")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def start_monitor() -> Iterator[Callable[..., Monitor]]:
+    """Start ``fdcore monitor ARGS`` (stopped at the end of the test)."""
+    started: list[Monitor] = []
+
+    def start(*args: str) -> Monitor:
+        started.append(Monitor(*args))
+        return started[-1]
+
+    yield start
+    for running in started:
+        running.stop()
 
 
 @attrs.frozen

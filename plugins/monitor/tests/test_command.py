@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,57 +17,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from fdcore.cli.main import main
 
 
-class Monitor:
-    """A running ``fdcore monitor`` on a free port, and the address it printed."""
-
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "fdcore.cli", "monitor", "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.lines: list[str] = []
-        for line in self.process.stdout:
-            self.lines.append(line)
-            if line.startswith("Prometheus metrics:"):
-                break
-        printed = "".join(self.lines)
-        found = re.search(r"open (http://127\.0\.0\.1:\d+/)(?:\?token=(\S+))?", printed)
-        assert found, printed
-        self.url: str = found[1]
-        self.token: str | None = found[2]
-
-    def get(self, path: str) -> str:
-        with urllib.request.urlopen(self.url + path.lstrip("/"), timeout=10) as answer:
-            return str(answer.read().decode())
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-
-
-@pytest.fixture(scope="module")
-def monitor(shared_history: Any) -> Iterator[Monitor]:
-    running = Monitor("--env", shared_history.url, "--allow-actions")
-    yield running
-    running.stop()
-
-
 def fdcore(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "fdcore.cli", *args], capture_output=True, text=True, timeout=60
     )
 
 
-def test_it_prints_the_address_with_the_token_and_binds_loopback(monitor: Monitor) -> None:
+def test_it_prints_the_address_with_the_token_and_binds_loopback(monitor: Any) -> None:
     assert monitor.token is not None and len(monitor.token) >= 40
     assert monitor.url.startswith("http://127.0.0.1:")
     assert "fdcore monitor" in monitor.get("/")
 
 
-def test_metrics_match_fdcore_queue_and_agents(monitor: Monitor, shared_history: Any) -> None:
+def test_metrics_match_fdcore_queue_and_agents(monitor: Any, shared_history: Any) -> None:
     history = shared_history
     families = {f.name: f for f in text_string_to_metric_families(monitor.get("/metrics"))}
     queue = json.loads(fdcore("queue", "--env", history.url, "--json").stdout)["requests"]
@@ -104,7 +64,7 @@ def test_metrics_match_fdcore_queue_and_agents(monitor: Monitor, shared_history:
     assert lost.value == lost_in_queue
 
 
-def test_a_refused_action_from_another_process_is_403(monitor: Monitor) -> None:
+def test_a_refused_action_from_another_process_is_403(monitor: Any) -> None:
     request = urllib.request.Request(
         monitor.url + "actions/requests/w1/cancel",
         method="POST",
@@ -146,7 +106,7 @@ def test_a_missing_environment_is_not_created(
 
 
 def test_a_taken_port_is_a_one_line_error(
-    monitor: Monitor, shared_history: Any, capsys: pytest.CaptureFixture[str]
+    monitor: Any, shared_history: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = monitor.url.rstrip("/").rpartition(":")[2]
     error = one_line_error(capsys, "--env", shared_history.url, "--port", port)
