@@ -9,8 +9,10 @@ written through the fencing-token check.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +28,7 @@ from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import LEASES, load_plugins
+from fdcore.plugins.manager import COMMAND, LEASES, load_plugins
 
 SECTIONS: dict[str, Any] = {
     "agent": {"poll_seconds": 0.3, "stale_after": 3, "concurrency": 2, "shutdown_grace": 30},
@@ -67,11 +69,36 @@ def _progress(rows: list[QueueRow], elapsed: float) -> str:
     )
 
 
-def run_demo(folder: Path, agents: int, requests: int, tables: int, timeout: float) -> int:
+def _has_monitor() -> bool:
+    """Whether ``fdcore monitor`` is installed (the fdcore-monitor plugin's command)."""
+    return "monitor" in load_plugins().implementations(COMMAND)
+
+
+def _start_monitor(environment: str) -> subprocess.Popen[bytes]:
+    """``fdcore monitor`` on the demo's environment, as a process of its own: it prints the
+    address to open. The demo names the command, never imports the plugin."""
+    command = [sys.executable, "-m", "fdcore.cli", "monitor", "--env", environment]
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL)
+
+
+def run_demo(
+    folder: Path,
+    agents: int,
+    requests: int,
+    tables: int,
+    timeout: float,
+    monitor: bool = False,
+) -> int:
     environment = (folder / "environment").as_uri()
     fleet = AgentFleet(folder, environment)
     mailbox = fleet.mailbox
     print(f"environment: {environment}")
+    watcher = None
+    if monitor:
+        watcher = _start_monitor(environment)
+        time.sleep(1.0)  # its address first, before the agents' lines
+    elif _has_monitor():
+        print(f"watch it in a browser while it runs: fdcore monitor --env {environment}")
     for n in range(1, agents + 1):
         agent = fleet.add(f"agent-{n}", SECTIONS).start()
         print(f"started {agent.name} (pid {agent.pid}), log {agent.log}")
@@ -108,7 +135,24 @@ def run_demo(folder: Path, agents: int, requests: int, tables: int, timeout: flo
             time.sleep(1.0)
     finally:
         codes = fleet.stop_all()
-    return _report(mailbox, queue_rows(mailbox), codes)
+    try:
+        return _report(mailbox, queue_rows(mailbox), codes)
+    finally:
+        if watcher is not None:
+            _stop_monitor(watcher)
+
+
+def _stop_monitor(watcher: subprocess.Popen[bytes]) -> None:
+    """On a terminal, the monitor stays up to look around until Enter; then it stops."""
+    if sys.stdin.isatty() and watcher.poll() is None:
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input("the monitor is still up: press Enter to stop it ")
+    watcher.terminate()
+    try:
+        watcher.wait(10)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.wait()
 
 
 def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> int:
@@ -145,6 +189,10 @@ def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> in
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.monitor and not _has_monitor():
+        raise ConfigError(
+            "fdcore demo", "--monitor", "needs fdcore monitor: install the fdcore-monitor plugin"
+        )
     if args.dir:
         folder = Path(args.dir).absolute()
         try:
@@ -154,9 +202,11 @@ def _demo(args: argparse.Namespace) -> int:
             raise ConfigError("fdcore demo", "--dir", f"{folder}: {exc.strerror}") from None
         if not empty:
             raise ConfigError("fdcore demo", "--dir", f"{folder} is not empty")
-        return run_demo(folder, args.agents, args.requests, args.tables, args.timeout)
+        return run_demo(folder, args.agents, args.requests, args.tables, args.timeout, args.monitor)
     with tempfile.TemporaryDirectory(prefix="fdcore-demo-") as temporary:
-        return run_demo(Path(temporary), args.agents, args.requests, args.tables, args.timeout)
+        return run_demo(
+            Path(temporary), args.agents, args.requests, args.tables, args.timeout, args.monitor
+        )
 
 
 def register(commands: Any) -> None:
@@ -166,4 +216,7 @@ def register(commands: Any) -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--tables", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--monitor", action="store_true", help="also serve fdcore monitor's page of it (8421)"
+    )
     parser.set_defaults(run=_demo)

@@ -157,7 +157,7 @@ def write_history(tmp_path: Path) -> History:
         record = AgentRecord(
             name=name,
             updated_at=seen,
-            stale_after=5,
+            stale_after=600 if name == "etl-live" else 5,  # live however slow the test
             version="0.1.0",
             host="box-1",
             concurrency=2,

@@ -133,11 +133,11 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
 
         # on a phone: the page fits the screen's width (wide tables scroll in their box)
         phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
-        for name in ("", "queue", "requests/r0"):
-            phone.goto(f"{monitor.url}{name}")
+        for path, name in (("", "agents"), ("queue", "queue"), ("requests/r0", "request")):
+            phone.goto(f"{monitor.url}{path}")
             width = phone.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, (name, width)
-        phone.screenshot(path=str(artifacts / "agents-phone.png"), full_page=True)
+            phone.screenshot(path=str(artifacts / f"phone-{name}.png"), full_page=True)
         phone.close()
         assert errors == []
     finally:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,8 @@ def test_metrics_match_fdcore_queue_and_agents(monitor: Any, shared_history: Any
     assert by_state("fdcore_agents") == Counter(row["state"] for row in agents)
     assert by_state("fdcore_agents") == {"live": 1, "lost": 1, "stopped": 1}
     oldest = families["fdcore_queue_oldest_waiting_seconds"].samples[0].value
-    assert 30 <= oldest < 90  # w1 was created 30 s before the history was written
+    waited = (datetime.now(timezone.utc) - history.now).total_seconds()
+    assert 30 <= oldest <= 30 + waited  # w1 was created 30 s before the history was written
 
     samples = families["fdcore_table_run_duration_seconds"].samples
     count = {s.labels["outcome"]: s.value for s in samples if s.name.endswith("_count")}
@@ -112,3 +115,16 @@ def test_a_taken_port_is_a_one_line_error(
     error = one_line_error(capsys, "--env", shared_history.url, "--port", port)
     assert "cannot listen on 127.0.0.1:" in error
     assert monitor.process.poll() is None  # the first one still serves
+
+
+def test_the_demo_without_the_monitor_plugin_says_so(tmp_path: Path) -> None:
+    env = {**os.environ, "FDCORE_DISABLE_PLUGINS": "monitor"}
+    result = subprocess.run(
+        [sys.executable, "-m", "fdcore.cli", "demo", "--monitor", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--monitor: needs fdcore monitor: install the fdcore-monitor plugin" in result.stderr

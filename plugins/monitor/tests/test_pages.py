@@ -96,6 +96,8 @@ def test_the_json_is_that_of_the_commands(history: Any) -> None:
         command = fdcore_json("agents", "--env", history.url)
         assert monitor == command
         assert http.get("/api/nothing").status_code == 404
+        story = fdcore_json("show", "ok1", "--env", history.url)
+        assert http.get("/api/requests/ok1").json() == story
 
 
 def test_the_request_page_draws_one_lane_per_agent(history: Any) -> None:
