@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.fleet import AgentFleet
 from fdcore.mailbox.submit import submit
 
 CHROMIUM = "/usr/bin/chromium"
@@ -58,6 +58,12 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
+def not_reloaded(page: Any) -> None:
+    """The page is the one loaded before: what changed came in place (no reload, no navigation)."""
+    assert page.evaluate("window.notReloaded") is True
+    assert int(page.get_attribute("#live", "data-updates") or 0) >= 1  # swapped in at least once
+
+
 def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
     fdcore_fleet: AgentFleet, browser: Any, artifacts: Path, start_monitor: Any
 ) -> None:
@@ -67,19 +73,21 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
     for n in range(3):
         sections = {"agent": AGENT, "pipeline": {"claim": "when_free"}, "runner": RUNNER}
         fleet.add(f"etl-{n}", {**sections, "schedules": SCHEDULES})
-    for n in range(6):
+    # 9 requests of 5 tables of ~0.7 s for 3 agents of one worker: ~10 s of work
+    for n in range(9):
         submit(mailbox, TABLES, request_id=f"r{n}", created_by="test")
     monitor = start_monitor(
         "--env", fleet.environment, "--allow-actions", "--refresh", "0.5", "--by", "ann"
     )
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.on("dialog", lambda dialog: dialog.accept())
     # what the browser refused (the page's own Content-Security-Policy, a failed asset)
     errors: list[str] = []
     page.on(
         "console", lambda message: errors.append(message.text) if message.type == "error" else None
     )
     try:
-        # the agents start after the page is open: it shows them as they come, without a reload
+        # the agents start after the page is open: it shows them as they come
         page.goto(f"{monitor.url}?token={monitor.token}")
         assert "token" not in page.url  # taken out of the address bar, kept for this tab
         page.evaluate("window.notReloaded = true")
@@ -87,42 +95,51 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
             agent.start()
         expect(page.locator("#agents .badge.state-live")).to_have_count(3, timeout=20000)
         assert page.locator("#agents tr[data-agent]").count() == 3
+        not_reloaded(page)
         page.screenshot(path=str(artifacts / "agents.png"), full_page=True)
 
+        # the queue: r0 runs, then succeeds, in place
         page.goto(f"{monitor.url}queue")
         page.evaluate("window.notReloaded = true")
-        page.wait_for_selector('#queue tr[data-request="r0"][data-state="running"]', timeout=20000)
+        page.wait_for_selector('#queue tr[data-request="r0"][data-state="succeeded"]')
+        not_reloaded(page)
         page.screenshot(path=str(artifacts / "queue.png"), full_page=True)
 
-        # a request's timeline grows as its tables finish, one lane per agent that ran it
-        page.goto(f"{monitor.url}requests/r0")
+        # a request not finished yet: its timeline grows a block as each table ends
+        for request in ("r4", "r5", "r6", "r7"):
+            page.goto(f"{monitor.url}requests/{request}")
+            if page.inner_text("#request-state") in ("waiting", "accepted", "running"):
+                break
         page.evaluate("window.notReloaded = true")
-        page.locator("svg.timeline g.run").nth(1).wait_for(timeout=20000)
+        blocks = page.locator("svg.timeline g.run")
+        page.locator("svg.timeline g.run").nth(blocks.count()).wait_for(timeout=20000)
+        not_reloaded(page)
         assert page.locator("svg.timeline g.lane").count() >= 1
         page.screenshot(path=str(artifacts / "request.png"), full_page=True)
 
-        # a cancel without the token (another tab, no ?token=) is refused: HTTP 403
+        # a cancel without the token (another tab, not opened with ?token=) is refused: 403
         stranger = browser.new_page()
         stranger.on("dialog", lambda dialog: dialog.accept())
-        stranger.goto(f"{monitor.url}requests/r1")
+        stranger.goto(f"{monitor.url}requests/r8")
         with stranger.expect_response(lambda r: r.url.endswith("/cancel")) as refused:
             stranger.click("button.action >> text=Cancel")
         assert refused.value.status == 403
         stranger.wait_for_selector("#notice.failed >> text=Refused (HTTP 403)")
-        assert mailbox.cancel("r1") is None
+        assert mailbox.cancel("r8") is None
         stranger.close()
 
-        # with the token: r1 ends cancelled (by its holder at its next poll, if it runs)
-        page.on("dialog", lambda dialog: dialog.accept())
-        page.goto(f"{monitor.url}requests/r1")
+        # with the token: r8 ends cancelled, and says by whom
+        page.goto(f"{monitor.url}requests/r8")
         page.evaluate("window.notReloaded = true")
         with page.expect_response(lambda r: r.url.endswith("/cancel")) as accepted:
             page.click("button.action >> text=Cancel")
         assert accepted.value.status == 200
-        page.wait_for_selector("#notice.done >> text=cancelled by")
+        page.wait_for_selector("#notice.done >> text=cancelled by ann")
         page.wait_for_selector("#request-state.state-cancelled", timeout=20000)
         assert page.inner_text("#cancelled-by").startswith("by ann at ")
-        assert page.evaluate("window.notReloaded") is True  # updated in place
+        not_reloaded(page)
+        cancel = mailbox.cancel("r8")
+        assert cancel is not None and cancel.value.by == "ann"
         page.screenshot(path=str(artifacts / "request-cancelled.png"), full_page=True)
 
         page.goto(f"{monitor.url}schedules")
@@ -142,4 +159,3 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
         assert errors == []
     finally:
         page.close()
-    assert wait_until(lambda: mailbox.cancel("r1") is not None, 1)
