@@ -3,7 +3,12 @@ line on stderr for each kind of bad input."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,7 @@ from fdcore.contract.models import Attempt, Outcome, State, Status
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
+from fdcore.terminal import LiveView, Progress
 from fdcore.testing.memory_fleet import START
 
 
@@ -89,3 +95,78 @@ def test_cancel_retry_show_with_json(
     assert "retry of  failed" in out and "waiting to be claimed" in out
     code, out, _ = run(capsys, "show", "waiting", "--env", url)
     assert "cancel    cancelled by ann at" in out and "retried   as" in out
+
+
+def test_queue_watch_redraws_in_place_on_a_terminal(env: tuple[str, Mailbox]) -> None:
+    """A real pseudo-terminal: the second frame moves the cursor back up over the first."""
+    url, _ = env
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fdcore.cli",
+            "queue",
+            "--env",
+            url,
+            "--watch",
+            "0.2",
+            "--count",
+            "2",
+        ],
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+    )
+    os.close(terminal)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the process closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
+    os.close(controller)
+    text = output.decode()
+    first, _, second = text.partition("\x1b[")
+    assert "waiting" in first and "failed" in first
+    rows = len(first.strip().splitlines())
+    assert second.startswith(f"{rows}F\x1b[J")  # up to the frame's first row, clear, redraw
+    assert second.count("REQUEST") == 1
+
+
+def test_queue_watch_prints_each_frame_to_a_pipe(
+    capsys: pytest.CaptureFixture[str], env: tuple[str, Mailbox]
+) -> None:
+    url, _ = env
+    code, out, err = run(capsys, "queue", "--env", url, "--watch", "0.01", "--count", "3")
+    assert (code, err, out.count("REQUEST"), "\x1b" in out) == (0, "", 3, False)
+    code, out, _ = run(capsys, "queue", "--env", url, "--watch", "0.01", "--count", "2", "--json")
+    frames = [json.loads(line) for line in out.splitlines()]
+    assert [len(frame["requests"]) for frame in frames] == [3, 3]
+    code, _, err = run(capsys, "queue", "--env", url, "--watch", "0")
+    assert (
+        code == ERROR
+        and err == "fdcore: error: fdcore queue: --watch: must be > 0 seconds, got 0.0\n"
+    )
+
+
+def test_progress_shows_on_a_terminal_only() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    shown, piped = Terminal(), io.StringIO()
+    for stream in (shown, piped):
+        progress = Progress(stream)
+        progress.update("probe 1 of 2")
+        progress.update("probe 2 of 2")
+        progress.done()
+    assert piped.getvalue() == ""
+    assert shown.getvalue() == "\r\x1b[Kprobe 1 of 2\r\x1b[Kprobe 2 of 2\r\x1b[K"
+    live = LiveView(Terminal())
+    live.show("a\nb")
+    live.note("event")
+    assert live.stream.getvalue() == "a\nb\n\x1b[2F\x1b[Jevent\na\nb\n"  # type: ignore[attr-defined]

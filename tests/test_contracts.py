@@ -10,10 +10,12 @@ import pytest
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.models import (
     AgentRecord,
+    Cancel,
     IncidentDocument,
     Lease,
     Outcome,
     Request,
+    Retry,
     RunRecord,
     State,
     Status,
@@ -31,6 +33,8 @@ KINDS = {
     "agent-older": AgentRecord,
     "lease": Lease,
     "run": RunRecord,
+    "cancel": Cancel,
+    "retry": Retry,
     "incidents": IncidentDocument,
     "incidents-older": IncidentDocument,
 }

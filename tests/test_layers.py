@@ -16,7 +16,7 @@ ROOT = Path(fdcore.__file__).parent
 
 #: Lowest first. A module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("fdcore.errors", "fdcore.clock", "fdcore.durations"),
+    ("fdcore.errors", "fdcore.clock", "fdcore.durations", "fdcore.terminal"),
     ("fdcore.contract",),
     ("fdcore.abc",),
     ("fdcore.plugins",),

@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from fdcore.abc import Blob
+from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.views import request_story
-from fdcore.contract.models import Outcome, State
-from fdcore.errors import InvalidId, RequestError, UnknownRequest
+from fdcore.contract.codec import decode
+from fdcore.contract.layout import cancel_key
+from fdcore.contract.models import (
+    MAX_OUTPUT_BYTES,
+    Cancel,
+    Outcome,
+    RunRecord,
+    State,
+    output_tail,
+)
+from fdcore.errors import (
+    InvalidId,
+    MailboxFileError,
+    RequestError,
+    StorageUnavailable,
+    UnknownRequest,
+)
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request, submit
 from fdcore.plugins.manager import LEASES
 from fdcore.testing.memory_fleet import START, MemoryFleet
+
+FIXTURES = Path(__file__).parent / "fixtures" / "contract1"
 
 
 def test_an_unclaimed_request_ends_cancelled_at_once(fdcore_memory_fleet: MemoryFleet) -> None:
@@ -100,3 +123,128 @@ def test_a_retry_links_both_ways_and_runs_once(fdcore_memory_fleet: MemoryFleet)
     assert [r.table for r in story.runs] == ["b", "c"]
     assert story.to_json()["retry_of"] == "r1"
     assert Outcome.CANCELLED.value == "cancelled"
+
+
+def test_a_run_records_output_is_a_bounded_tail() -> None:
+    lines = "".join(f"line {n:05d}\n" for n in range(1000))  # 11 000 bytes
+    tail = output_tail(lines)
+    assert len(tail.encode()) <= MAX_OUTPUT_BYTES
+    assert tail.endswith("line 00999\n") and tail.startswith("line ")  # whole lines only
+    assert output_tail("short\n") == "short\n"
+    record = json.loads((FIXTURES / "run.json").read_text())
+    record["output"] = "x" * (MAX_OUTPUT_BYTES + 1)
+    with pytest.raises(MailboxFileError, match=r"001-t.json: output must be at most 4096 bytes"):
+        decode(RunRecord, json.dumps(record).encode(), "runs/r/001-t.json")
+
+
+def test_an_unclaimed_request_with_a_cancel_is_never_claimed(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    """The command stopped between its two writes: the cancel is there, no status yet."""
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    cancel = Cancel(request="r1", by="ann", at=START)
+    fleet.mailbox.create(cancel_key("r1"), cancel)
+    agent = fleet.agent("etl-01")
+    agent.poll()
+    assert fleet.runs == [] and agent.idle
+    status = fleet.mailbox.status("r1")
+    assert status is not None
+    assert (status.value.state, status.value.agent, status.value.message) == (
+        State.CANCELLED,
+        None,
+        "cancelled by ann",
+    )
+
+
+def test_a_handed_back_request_is_cancelled_at_once(fdcore_memory_fleet: MemoryFleet) -> None:
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["a", "b"], request_id="r1", now=START)
+    agent = fleet.agent("etl-01")
+    agent.poll()
+    fleet.finish_runs("r1")
+    agent.poll()  # a done, b started
+    agent.stop()
+    fleet.finish_runs("r1")
+    agent.poll()  # b done: handed back with a table left
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.agent is None
+    assert status.value.state is State.ACCEPTED
+    done = cancel_request(fleet.mailbox, "r1", by="ann", reason=None, now=START)
+    assert done.state == "cancelled"
+    story = request_story(fleet.mailbox, "r1")
+    assert [a.outcome for a in story.attempts] == ["stopped"]
+    assert story.why == "cancelled by ann"
+
+
+def test_a_request_cancelled_before_its_takeover_never_starts_there(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["a", "b"], request_id="r1", now=START)
+    first = fleet.agent("etl-01", stale_after=10.0, grace_seconds=1.0)
+    second = fleet.agent("etl-02", take_over=True, stale_after=10.0, grace_seconds=1.0)
+    first.poll()
+    assert [run.job.request for run in fleet.runs] == ["r1"]
+    cancel_request(fleet.mailbox, "r1", by="ann", reason=None, now=START)  # etl-01 then dies
+    fleet.clock.advance(30)
+    second.poll()  # takes the lost agent's request over, sees the cancel, starts nothing
+    assert len(fleet.runs) == 1 and second.idle
+    story = request_story(fleet.mailbox, "r1")
+    assert story.state == "cancelled"
+    assert [(a.agent, a.outcome) for a in story.attempts] == [
+        ("etl-01", "lost"),
+        ("etl-02", "cancelled"),
+    ]
+
+
+class StatusOutage:
+    """The fleet's store, whose status replaces fail (before applying) while ``down``."""
+
+    def __init__(self, inner: MemoryStorage) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.down = False
+
+    def read(self, key: str) -> Blob | None:
+        return self.inner.read(key)
+
+    def create(self, key: str, data: bytes) -> str:
+        return self.inner.create(key, data)
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        if self.down and key.startswith("status/"):
+            raise StorageUnavailable(key, "replace failed (test outage)")
+        return self.inner.replace(key, data, etag)
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        self.inner.delete(key, etag)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        return self.inner.list(prefix)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_stop_cut_short_by_a_store_error_is_finished_at_the_next_poll(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(StatusOutage)
+    submit(fleet.mailbox, ["a", "b"], request_id="r1", now=START)
+    agent = fleet.agent("etl-01")
+    agent.poll()
+    cancel_request(fleet.mailbox, "r1", by="ann", reason=None, now=START)
+    store.down = True
+    fleet.clock.advance(5)
+    agent.poll()  # the run is stopped, its status write fails
+    assert fleet.runs[0].cancelled
+    assert request_story(fleet.mailbox, "r1").state == "running"
+    store.down = False
+    fleet.clock.advance(5)
+    agent.poll()
+    story = request_story(fleet.mailbox, "r1")
+    assert story.state == "cancelled" and agent.idle
+    assert [(r.table, r.outcome) for r in story.runs] == [("a", "cancelled")]
+    assert len(fleet.runs) == 1

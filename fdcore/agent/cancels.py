@@ -2,11 +2,13 @@
 
 Each poll lists ``cancels/`` once, and only when the answer matters (the agent holds requests,
 or found unclaimed ones): one listing serves every held request, so the cost does not grow with
-what the agent holds. A held request that is cancelled stops at once: its table run is
-cancelled (the command runner's process group gets SIGTERM, then SIGKILL after a grace), the
-status ends ``cancelled`` naming who cancelled it, the table is logged ``cancelled`` in the run
-log, and its lease is released. No further table of it starts. A cancelled request nobody holds
-is never claimed: discovery ends it instead (:func:`fdcore.mailbox.cancel.end_unheld`).
+what the agent holds. Reactions between polls reuse the poll's listing.
+
+A held request that is cancelled stops at once: its table run is cancelled (the command runner's
+process group gets SIGTERM, then SIGKILL after a grace), the status ends ``cancelled`` naming
+who cancelled it, the table is logged ``cancelled`` in the run log, and its lease is released.
+No further table of it starts. A cancelled request nobody holds is never claimed: discovery
+ends it instead (:func:`fdcore.mailbox.cancel.end_unheld`).
 """
 
 from __future__ import annotations
@@ -36,15 +38,18 @@ class Cancels:
         self.holdings = holdings
         self.status_changes = status_changes
         self.tables = tables
-        self._listed_at: datetime | None = None
-        self._ids: frozenset[str] = frozenset()
+        self._ids: frozenset[str] | None = None  # None: to be listed when next asked
         self.listings = 0  # how many times ``cancels/`` was listed (the cost of honouring them)
 
-    def ids(self, now: datetime) -> frozenset[str]:
-        """The cancelled requests' ids, listed at most once per poll (``now`` is the poll's)."""
-        if self._listed_at != now:
+    def new_poll(self) -> None:
+        """A poll begins: the next question lists ``cancels/`` again (once for the whole poll).
+        Reactions between polls use the poll's listing: a cancel is honoured by the next poll."""
+        self._ids = None
+
+    def ids(self) -> frozenset[str]:
+        """The cancelled requests' ids, as listed at most once since the poll began."""
+        if self._ids is None:
             self._ids = frozenset(self.mailbox.cancel_ids())
-            self._listed_at = now
             self.listings += 1
         return self._ids
 
@@ -65,7 +70,7 @@ class Cancels:
         """Stop every held request an operator cancelled."""
         if not self.holdings.work:
             return
-        cancelled = self.ids(now)
+        cancelled = self.ids()
         for work in list(self.holdings.work.values()):
             if work.id in cancelled:
                 cancel = self.read(work.id)
@@ -74,7 +79,7 @@ class Cancels:
 
     def end_unclaimed(self, request_id: str, now: datetime) -> bool:
         """True if the unclaimed request was cancelled: it ends so, and is not to be claimed."""
-        if request_id not in self.ids(now):
+        if request_id not in self.ids():
             return False
         cancel = self.read(request_id)
         if cancel is None:
@@ -84,7 +89,8 @@ class Cancels:
         return True
 
     def _stop(self, work: Work, cancel: Cancel, now: datetime) -> None:
-        running = work.run is not None
+        # A table runs (or ran: an earlier stop was cut short by a store error) under its lease.
+        running = work.run is not None or work.lease is not None
         # Blocks for at most the runner's grace: SIGTERM, then SIGKILL to what is left.
         work.cancel_run()
         work.result = None  # a table that ended as the cancel came is not recorded done

@@ -106,6 +106,7 @@ class Agent:
 
     def _poll(self, now: datetime) -> None:
         self.presence.write(now, self.stopping)
+        self.cancels.new_poll()
         self.cancels.stop_held(now)
         self._move_held_work(now)
         if self.stopping:
@@ -116,7 +117,7 @@ class Agent:
         # Not with take_over: each poll's sweep is what bounds the time to take over.
         if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
             self.discovery.look_for_work(now)
-            self.cancels.stop_held(now)  # a request taken over may be cancelled: not started
+            self.cancels.stop_held(now)  # one taken over or claimed may be cancelled: not started
             self._move_held_work(now)  # start what was just found, not a poll later
         self._looks_at_last_poll = self.discovery.looks
 
@@ -140,6 +141,7 @@ class Agent:
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
         if hint and self.parts.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
+            self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)
 
     def next_due(self, now: datetime) -> datetime | None:

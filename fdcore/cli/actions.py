@@ -19,9 +19,12 @@ from fdcore.cli.output import format_table
 from fdcore.cli.views import RequestStory, request_story
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
+from fdcore.contract.models import State
 from fdcore.errors import ConfigError, InvalidId
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request
+
+FINAL_STATES = {state.value for state in State if state.final}
 
 
 def operator_name() -> str:
@@ -108,9 +111,10 @@ def _time(value: datetime | None) -> str:
 def format_story(story: RequestStory) -> str:
     """The human form of ``fdcore show``: the request, its attempts, its runs, how it ended."""
     request = story.request
+    holding = "by" if story.state in FINAL_STATES else "held by"
     lines = [
         f"request   {request.id}",
-        f"state     {story.state}" + (f" (held by {story.agent})" if story.agent else ""),
+        f"state     {story.state}" + (f" ({holding} {story.agent})" if story.agent else ""),
         f"tables    {', '.join(request.entities)}"
         + (f"  (done: {', '.join(story.tables_done)})" if story.tables_done else ""),
         f"created   {_time(request.created_at)} by {request.created_by or '-'}",
@@ -154,7 +158,8 @@ def format_story(story: RequestStory) -> str:
         lines.append(format_table(table))
         for run in story.runs:
             if run.message or run.output:
-                lines += ["", f"{run.table} (attempt {run.attempt}): {run.message or ''}".rstrip()]
+                said = f": {run.message}" if run.message else ""
+                lines += ["", f"{run.table} (attempt {run.attempt}){said}"]
                 lines += [f"  | {line}" for line in (run.output or "").splitlines()]
     return "\n".join(lines)
 

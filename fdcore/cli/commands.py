@@ -1,4 +1,4 @@
-"""Operator commands: ``agent run``, ``submit``, ``queue``, ``agents``."""
+"""Operator commands: ``agent run``, ``submit``, ``queue [--watch]``, ``agents``, ``schedules``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import json
 import math
 import os
 import sys
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 from fdcore.cli.config import load_config
+from fdcore.cli.output import format_table
 from fdcore.cli.runtime import AgentRuntime
 from fdcore.cli.views import (
     AgentRow,
@@ -28,7 +30,12 @@ from fdcore.contract.ids import validate_id
 from fdcore.errors import AlreadyExists, ConfigError, InvalidId
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
+<<<<<<< HEAD
 from fdcore.plugins.manager import TAKEOVER, load_plugins
+=======
+from fdcore.plugins.manager import HOST, TAKEOVER, load_plugins
+from fdcore.terminal import LiveView
+>>>>>>> operator
 
 
 def open_mailbox(url: str, *, create: bool) -> Mailbox:
@@ -107,8 +114,6 @@ def _print(
     args: argparse.Namespace, key: str, rows: list[Any], table: list[Any], warnings: list[str]
 ) -> None:
     """The one output path of the listing commands: a JSON object, or a table and warnings."""
-    from fdcore.cli.output import format_table
-
     if args.json:
         document = {key: [row.to_json() for row in rows], "warnings": warnings}
         print(json.dumps(document, indent=2))
@@ -118,13 +123,17 @@ def _print(
         print(f"warning: {warning}", file=sys.stderr)
 
 
-def _queue(args: argparse.Namespace) -> int:
-    mailbox = open_mailbox(args.env, create=False)
+def _queue_listing(
+    args: argparse.Namespace, mailbox: Mailbox
+) -> tuple[list[Any], list[Any], list[str]]:
+    """The queue's rows, its human table and its warnings, read once."""
     rows = queue_rows(mailbox, include_final=not args.active)
     agents = _agent_rows(mailbox, args.grace)
     states = {row.name: row.state for row in agents}
     sharing = shared_by(agents)
-    table = [("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")]
+    table: list[tuple[str, ...]] = [
+        ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
+    ]
     for row in rows:
         schedule = "-"
         if row.schedule:
@@ -139,8 +148,43 @@ def _queue(args: argparse.Namespace) -> int:
     unreadable = [
         f"Unreadable: {row.message or row.id}" for row in rows if row.state == "unreadable"
     ]
-    _print(args, "requests", rows, table, [*schedule_warnings(agents), *unreadable])
+    return rows, table, [*schedule_warnings(agents), *unreadable]
+
+
+def _queue(args: argparse.Namespace) -> int:
+    mailbox = open_mailbox(args.env, create=False)
+    if args.watch is not None:
+        return _watch_queue(args, mailbox)
+    rows, table, warnings = _queue_listing(args, mailbox)
+    _print(args, "requests", rows, table, warnings)
     return 0
+
+
+def _watch_queue(args: argparse.Namespace, mailbox: Mailbox) -> int:
+    """``queue --watch``: the queue redrawn in place every interval until Ctrl-C (or
+    ``--count`` frames); with ``--json``, one JSON document per line per frame."""
+    if not args.watch > 0:
+        raise ConfigError("fdcore queue", "--watch", f"must be > 0 seconds, got {args.watch}")
+    if args.count is not None and args.count < 1:
+        raise ConfigError("fdcore queue", "--count", f"must be >= 1, got {args.count}")
+    view = LiveView()
+    frames = 0
+    try:
+        while True:
+            rows, table, warnings = _queue_listing(args, mailbox)
+            if args.json:
+                document = {"requests": [row.to_json() for row in rows], "warnings": warnings}
+                print(json.dumps(document), flush=True)
+            else:
+                heading = f"{_time(datetime.now(timezone.utc))} UTC, every {args.watch:g}s"
+                lines = [heading, format_table(table), *(f"warning: {w}" for w in warnings)]
+                view.show("\n".join(lines))
+            frames += 1
+            if args.count is not None and frames >= args.count:
+                return 0
+            time.sleep(args.watch)
+    except KeyboardInterrupt:  # the way to stop watching: not an error
+        return 0
 
 
 def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow]:
@@ -234,6 +278,15 @@ def register(commands: Any) -> None:
         )
         if name == "queue":
             parser.add_argument("--active", action="store_true", help="hide finished requests")
+            parser.add_argument(
+                "--watch",
+                type=float,
+                nargs="?",
+                const=2.0,
+                metavar="SECONDS",
+                help="redraw in place every SECONDS (default 2) until Ctrl-C",
+            )
+            parser.add_argument("--count", type=int, help="with --watch: stop after N redraws")
         if name == "agents":
             parser.add_argument(
                 "--host", help="a host folder: show its busy/configured slots (docs/host.md)"

@@ -29,6 +29,7 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import COMMAND, LEASES, load_plugins
+from fdcore.terminal import LiveView
 
 SECTIONS: dict[str, Any] = {
     "agent": {"poll_seconds": 0.3, "stale_after": 3, "concurrency": 2, "shutdown_grace": 30},
@@ -74,9 +75,11 @@ def _has_monitor() -> bool:
     return "monitor" in load_plugins().implementations(COMMAND)
 
 
-def _start_monitor(environment: str) -> subprocess.Popen[bytes]:
+def _start_monitor(fleet: AgentFleet) -> subprocess.Popen[bytes]:
     """``fdcore monitor`` on the demo's environment, as a process of its own: it prints the
     address to open. The demo names the command, never imports the plugin."""
+    # the fleet's mailbox creates the environment: the monitor opens one, never creates it
+    environment = fleet.mailbox.storage.url
     command = [sys.executable, "-m", "fdcore.cli", "monitor", "--env", environment]
     return subprocess.Popen(command, stdin=subprocess.DEVNULL)
 
@@ -91,14 +94,22 @@ def run_demo(
 ) -> int:
     environment = (folder / "environment").as_uri()
     fleet = AgentFleet(folder, environment)
-    mailbox = fleet.mailbox
     print(f"environment: {environment}")
-    watcher = None
-    if monitor:
-        watcher = _start_monitor(environment)
-        time.sleep(1.0)  # its address first, before the agents' lines
-    elif _has_monitor():
-        print(f"watch it in a browser while it runs: fdcore monitor --env {environment}")
+    if not monitor:
+        if _has_monitor():
+            print(f"watch it in a browser while it runs: fdcore monitor --env {environment}")
+        return _share_work(fleet, agents, requests, tables, timeout)
+    watcher = _start_monitor(fleet)
+    time.sleep(1.0)  # its address first, before the agents' lines
+    try:
+        return _share_work(fleet, agents, requests, tables, timeout)
+    finally:
+        _stop_monitor(watcher)
+
+
+def _share_work(fleet: AgentFleet, agents: int, requests: int, tables: int, timeout: float) -> int:
+    """Start the agents, submit the requests, kill and restart one agent, report."""
+    mailbox = fleet.mailbox
     for n in range(1, agents + 1):
         agent = fleet.add(f"agent-{n}", SECTIONS).start()
         print(f"started {agent.name} (pid {agent.pid}), log {agent.log}")
@@ -113,19 +124,20 @@ def run_demo(
     victim = fleet.agents["agent-2"] if agents > 1 else None
     killed = restarted = False
     started = time.monotonic()
+    live = LiveView()  # on a terminal the progress line is redrawn in place
     try:
         while True:
             elapsed = time.monotonic() - started
             rows = queue_rows(mailbox)
-            print(_progress(rows, elapsed), flush=True)
+            live.show(_progress(rows, elapsed))
             if victim is not None and elapsed > 3 and not killed:
                 victim.kill()
                 killed = True
-                print(f"--- killed {victim.name} with SIGKILL: its requests will be taken over")
+                live.note(f"--- killed {victim.name} with SIGKILL: its requests will be taken over")
             elif victim is not None and elapsed > 10 and not restarted:
                 victim.start()
                 restarted = True
-                print(f"--- restarted {victim.name}")
+                live.note(f"--- restarted {victim.name}")
             submitted = [row for row in rows if row.schedule is None]
             if elapsed > 15 and all(row.state not in UNFINISHED for row in submitted):
                 break
@@ -135,11 +147,7 @@ def run_demo(
             time.sleep(1.0)
     finally:
         codes = fleet.stop_all()
-    try:
-        return _report(mailbox, queue_rows(mailbox), codes)
-    finally:
-        if watcher is not None:
-            _stop_monitor(watcher)
+    return _report(mailbox, queue_rows(mailbox), codes)
 
 
 def _stop_monitor(watcher: subprocess.Popen[bytes]) -> None:

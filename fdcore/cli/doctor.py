@@ -29,6 +29,7 @@ from fdcore.conformance.probes import (
 )
 from fdcore.errors import NotFound, StorageUnavailable
 from fdcore.plugins.manager import load_plugins
+from fdcore.terminal import Progress
 
 Report = Callable[[Observation], None]
 
@@ -162,7 +163,21 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     started = time.monotonic()
-    observations = diagnose(ctx, report=lambda o: None if args.json else print(o, flush=True))
+    progress = Progress()  # on a terminal only: piped output is the observations alone
+    total = len(PROBES) + 1  # and the cleanup
+
+    def report(observation: Observation) -> None:
+        progress.done()
+        if not args.json:
+            print(observation, flush=True)
+        checked.append(observation)
+        if len(checked) < total:
+            progress.update(f"doctor: {len(checked)} of {total} properties checked...")
+
+    checked: list[Observation] = []
+    progress.update(f"doctor: probing {args.environment} with {args.processes} processes...")
+    observations = diagnose(ctx, report=report)
+    progress.done()
     if args.json:
         _print(observations, args, seconds=time.monotonic() - started)
     return 0 if all(o.passed for o in observations) else 1

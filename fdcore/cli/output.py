@@ -1,4 +1,5 @@
-"""How commands print: the one table format every listing command uses."""
+"""How commands print: the one table format every listing command uses. (The live view and the
+progress line, which the simulator's command uses too, are :mod:`fdcore.terminal`.)"""
 
 from __future__ import annotations
 

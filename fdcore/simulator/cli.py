@@ -11,6 +11,7 @@ from fdcore.errors import ConfigError
 from fdcore.simulator.options import add_options, scenario_from_args
 from fdcore.simulator.report import Report
 from fdcore.simulator.simulation import simulate
+from fdcore.terminal import Progress
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -20,8 +21,11 @@ def _simulate(args: argparse.Namespace) -> int:
         logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     scenarios = [scenario_from_args(args, args.seed + n) for n in range(args.runs)]
     reports = []
-    for scenario in scenarios:
+    progress = Progress()  # on a terminal only: piped output is the reports alone
+    for n, scenario in enumerate(scenarios, 1):
+        progress.update(f"simulating seed {scenario.seed} ({n} of {len(scenarios)})...")
         report = simulate(scenario)
+        progress.done()
         reports.append(report)
         if not args.json:
             print(report.text() if args.runs == 1 else _line(report))

@@ -738,3 +738,40 @@ class SucceedsOnce(Checker):
                     )
                 )
         return found
+
+
+class CancelsHonoured(Checker):
+    """An operator's cancel is honoured: no table of a request starts on an agent process after
+    that process listed ``cancels/`` and found the request there (docs/operations.md)."""
+
+    invariant = "cancel"
+    title = "no table starts after its holder saw the request's cancel"
+
+    def __init__(self) -> None:
+        self.ended_cancelled = 0
+        self.cancels = 0
+
+    def finish(self, world: World) -> list[Violation]:
+        trace = world.trace
+        first_seen: dict[tuple[str, int, str], int] = {}
+        for seen in trace.cancels_seen:
+            for request in seen.requests:
+                first_seen.setdefault((seen.agent, seen.incarnation, request), seen.seq)
+        self.cancels = len(trace.cancels)
+        self.ended_cancelled = sum(
+            1 for request in trace.cancels if trace.latest[request].state == "cancelled"
+        )
+        return [
+            Violation(
+                self.invariant,
+                start.time,
+                f"{start.request}: table {start.table} started on "
+                f"{_who(start.agent, start.incarnation)} after it saw the request's cancel",
+            )
+            for start in trace.table_starts
+            if first_seen.get((start.agent, start.incarnation, start.request), start.seq)
+            < start.seq
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        return {"cancels": self.cancels, "requests ended cancelled": self.ended_cancelled}

@@ -30,6 +30,7 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
     ("--arrival", "arrival", str, "poisson (over time) or all (at once)"),
     ("--load", "load", float, "offered work as a share of the fleet's workers"),
     ("--poison", "poison", int, "requests that crash whichever agent runs them"),
+    ("--cancel", "cancel", float, "share of requests an operator cancels (fdcore cancel)"),
     ("--crash-rate", "crash_rate", float, "crashes per agent per virtual hour"),
     ("--restart-after", "restart_after", float, "longest crash-to-restart delay, seconds"),
     ("--pause-rate", "pause_rate", float, "pauses per agent per virtual hour"),

@@ -126,6 +126,21 @@ def plan_arrivals(scenario: Scenario) -> list[Arrival]:
     return arrivals
 
 
+def plan_cancels(scenario: Scenario, arrivals: list[Arrival]) -> list[tuple[float, str]]:
+    """The requests an operator cancels, and when: a seeded share of the submitted ones (never
+    poison), each at a moment within twice a request's expected run after it arrived, so some
+    are cancelled waiting, some running, and some after they ended (a refusal)."""
+    if not scenario.cancel:
+        return []
+    rng = random.Random(f"{scenario.seed}:cancel")
+    span = 2 * scenario.mean_request_seconds
+    return [
+        (arrival.time + rng.uniform(0, span), arrival.request)
+        for arrival in arrivals
+        if rng.random() < scenario.cancel and not arrival.poison
+    ]
+
+
 class AgentPlan:
     """One agent machine as the seed fixes it: its clock skew, and the seeded streams its poll
     times, faults and store are drawn from (the store draws its own errors and latency)."""
@@ -187,6 +202,7 @@ class Plan:
         self.schedules = plan_schedules(scenario, installed_plugins())
         self.agents = [AgentPlan(scenario, f"agent-{n + 1}") for n in range(scenario.agents)]
         self.poison = {arrival.request for arrival in self.arrivals if arrival.poison}
+        self.cancels = plan_cancels(scenario, self.arrivals)
         self._table_seconds = {arrival.request: arrival.table_seconds for arrival in self.arrivals}
 
     @property

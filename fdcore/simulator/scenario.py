@@ -38,6 +38,7 @@ class Scenario:
     arrival: str = "poisson"  # "poisson": over time at `load`; "all": every request at time 0
     load: float = 0.8  # offered work as a share of the fleet's workers (poisson arrivals)
     poison: int = 0  # requests whose table run crashes whichever agent runs it
+    cancel: float = 0.0  # share of submitted requests an operator cancels (``fdcore cancel``)
     # faults
     crash_rate: float = 0.0
     restart_after: float | None = None  # longest crash-to-restart delay; default 2 * takeover time
@@ -164,6 +165,7 @@ def _check(s: Scenario) -> None:
         ("--poll-jitter", s.poll_jitter, 0.5),
         ("--error-rate", s.error_rate, 0.5),
         ("--ambiguous", s.ambiguous, 1.0),
+        ("--cancel", s.cancel, 1.0),
     ):
         if not 0 <= value <= top:
             fail(option, f"must be between 0 and {top:g}, got {value}")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 
 from fdcore.abc import Blob
 from fdcore.builtin.memory import MemoryStorage
+from fdcore.contract.layout import CANCELS
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 
 Tap = Callable[[str, bytes | None], None]  # None: deleted
@@ -56,6 +57,8 @@ class FaultyStore:
         self.poll_errors = 0
         self.poll_seconds = 0.0  # virtual time the poll's operations took
         self.lost_status_writes: list[str] = []  # status replaces refused on the etag this poll
+        # told each listing of operators' cancels: what the agent learns was cancelled
+        self.listed_cancels: Callable[[list[str]], None] | None = None
 
     def begin_poll(self) -> None:
         self.poll_operations = 0
@@ -139,6 +142,10 @@ class FaultyStore:
     def list(self, prefix: str = "") -> Iterator[str]:
         if self._count("list"):
             raise self._unavailable("list", prefix)
+        if prefix == CANCELS and self.listed_cancels is not None:
+            keys = list(self.inner.list(prefix))
+            self.listed_cancels(keys)
+            return iter(keys)
         return self.inner.list(prefix)
 
     def close(self) -> None:

@@ -115,6 +115,17 @@ class TableStart:
 
 
 @attrs.define(slots=True)
+class CancelsSeen:
+    """An agent's listing of ``cancels/``: the requests it then knew were cancelled."""
+
+    seq: int
+    time: float
+    agent: str
+    incarnation: int
+    requests: frozenset[str]
+
+
+@attrs.define(slots=True)
 class ScheduleCreate:
     """An agent's create of a schedule's request (``requests/<id>.json``): landed or not."""
 
@@ -211,6 +222,8 @@ class Trace:
     crashes: list[Crash] = attrs.field(factory=list)
     pauses: list[Pause] = attrs.field(factory=list)
     table_starts: list[TableStart] = attrs.field(factory=list)
+    cancels: dict[str, int] = attrs.field(factory=dict)  # request -> seq of its cancel
+    cancels_seen: list[CancelsSeen] = attrs.field(factory=list)
     starts: list[Start] = attrs.field(factory=list)
     affinity: dict[str, str] = attrs.field(factory=dict)  # request -> the only agent it is for
     schedule_creates: list[ScheduleCreate] = attrs.field(factory=list)

@@ -41,16 +41,19 @@ from fdcore.agent.schedules import Schedule, build_schedules
 from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
-from fdcore.contract.codec import parse_time
-from fdcore.contract.layout import agent_key, request_key, status_key
-from fdcore.errors import NotFound, StaleFencingToken
+from fdcore.contract.codec import encode, parse_time
+from fdcore.contract.layout import CANCELS, agent_key, cancel_key, request_key, status_key
+from fdcore.contract.models import State
+from fdcore.errors import NotFound, RequestError, StaleFencingToken
 from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
 from fdcore.simulator.plan import AgentPlan, Arrival, Plan, installed_plugins
 from fdcore.simulator.scenario import EPOCH, seconds
 from fdcore.simulator.store import FaultyStore
 from fdcore.simulator.trace import (
+    CancelsSeen,
     Crash,
     LeaseState,
     LeaseTaken,
@@ -73,6 +76,9 @@ SchedulesFactory = Callable[[AgentConfig], list[Schedule]]
 
 # An agent woken for a due slot wakes this long after it, so the slot is due on its clock too.
 DUE_MARGIN = 0.001
+
+
+OPERATOR = "operator"  # the writer of a status an operator's cancel wrote
 
 
 def default_parts(config: AgentConfig, storage: Storage, start_table: StartTable) -> Components:
@@ -174,6 +180,7 @@ class AgentHost:
             scenario.latency,
             self._created,
         )
+        self.store.listed_cancels = self._listed_cancels
         self.clock = VirtualClock(world, self.skew)
         self.record_key = agent_key(self.name)
         self.agent: Agent | None = None
@@ -196,6 +203,13 @@ class AgentHost:
 
     def _tap(self, key: str, data: bytes | None) -> None:
         self.world.tap(self, key, data)
+
+    def _listed_cancels(self, keys: list[str]) -> None:
+        requests = frozenset(key[len(CANCELS) : -len(".json")] for key in keys)
+        seen = CancelsSeen(
+            self.world.next_seq(), self.world.now, self.name, self.incarnation, requests
+        )
+        self.world.trace.cancels_seen.append(seen)
 
     def _created(self, key: str, data: bytes, outcome: str) -> None:
         self.world.request_created(self, key, data, outcome)
@@ -248,6 +262,8 @@ class World:
         """Play the plan out until every request is final or the time limit."""
         for arrival in self.plan.arrivals:
             self.at(arrival.time, self._arrive, arrival)
+        for when, request in self.plan.cancels:
+            self.at(when, self._cancel, request)
         for host in self.hosts:
             self.at(host.plan.first_poll(), self._restart, host)
             self._next_pause(host, 0.0)
@@ -281,6 +297,24 @@ class World:
         self.trace.created[arrival.request] = self.now
         self.trace.max_attempts[arrival.request] = self.scenario.max_attempts
         self.arrived += 1
+
+    def _cancel(self, request: str) -> None:
+        """An operator's ``fdcore cancel``: its writes go to the store directly, as submits do."""
+        now = EPOCH + timedelta(seconds=self.now)
+        try:
+            done = cancel_request(Mailbox(self.store), request, by="operator", reason=None, now=now)
+        except RequestError:  # it ended first, or was archived: the command refuses
+            self.stats["cancels refused"] += 1
+            return
+        seq = self.next_seq()
+        self.trace.cancels[request] = seq
+        self.stats["cancels"] += 1
+        before = self.trace.latest.get(request)
+        ended = done.status is not None and done.status.state is State.CANCELLED
+        if ended and (before is None or not before.final):
+            # Nobody held it: the command itself ended it (an agent's write would be tapped).
+            assert done.status is not None
+            self._tap_status(None, seq, json.loads(encode(done.status)))
 
     def request_created(self, host: AgentHost, key: str, data: bytes, outcome: str) -> None:
         """An agent tried to create a request: a schedule's (the world submits the others)."""
@@ -326,7 +360,7 @@ class World:
 
     def _archive(self, request: str) -> None:
         """The retention job: a finished request leaves the folders agents list every poll."""
-        for key in (request_key(request), status_key(request)):
+        for key in (request_key(request), status_key(request), cancel_key(request)):
             with contextlib.suppress(NotFound):
                 self.store.delete(key)
 
@@ -650,13 +684,14 @@ class World:
                 )
             )
 
-    def _tap_status(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
+    def _tap_status(self, host: AgentHost | None, seq: int, doc: dict[str, Any]) -> None:
+        """A status write landed: an agent's, or (``host`` None) an operator's cancel."""
         request = doc["request"]
         write = StatusWrite(
             seq=seq,
             time=self.now,
-            writer=host.name,
-            incarnation=host.incarnation,
+            writer=host.name if host else OPERATOR,
+            incarnation=host.incarnation if host else 0,
             request=request,
             state=doc["state"],
             agent=doc.get("agent"),
@@ -671,7 +706,7 @@ class World:
         self.trace.status.setdefault(request, []).append(write)
         before = self.trace.latest.get(request)
         self.trace.latest[request] = write
-        if before is None and write.agent == host.name:
+        if host is not None and before is None and write.agent == host.name:
             host.claimed = True
         if not write.final:
             self.active[request] = write
