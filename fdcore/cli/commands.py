@@ -30,12 +30,8 @@ from fdcore.contract.ids import validate_id
 from fdcore.errors import AlreadyExists, ConfigError, InvalidId
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
-<<<<<<< HEAD
 from fdcore.plugins.manager import TAKEOVER, load_plugins
-=======
-from fdcore.plugins.manager import HOST, TAKEOVER, load_plugins
 from fdcore.terminal import LiveView
->>>>>>> operator
 
 
 def open_mailbox(url: str, *, create: bool) -> Mailbox:
