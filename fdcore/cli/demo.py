@@ -75,13 +75,21 @@ def _has_monitor() -> bool:
     return "monitor" in load_plugins().implementations(COMMAND)
 
 
-def _start_monitor(fleet: AgentFleet) -> subprocess.Popen[bytes]:
-    """``fdcore monitor`` on the demo's environment, as a process of its own: it prints the
-    address to open. The demo names the command, never imports the plugin."""
+def _start_monitor(fleet: AgentFleet, port: int) -> subprocess.Popen[str]:
+    """``fdcore monitor`` on the demo's environment, as a process of its own, once it printed the
+    address to open (shown here). The demo names the command, never imports the plugin."""
     # the fleet's mailbox creates the environment: the monitor opens one, never creates it
     environment = fleet.mailbox.storage.url
     command = [sys.executable, "-m", "fdcore.cli", "monitor", "--env", environment]
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    command += ["--port", str(port)]
+    watcher = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    assert watcher.stdout is not None
+    for line in watcher.stdout:  # its few lines, up to the last; its errors go to stderr
+        print(line, end="", flush=True)
+        if line.startswith("Prometheus metrics:"):
+            break
+    watcher.stdout.close()  # it prints nothing more
+    return watcher
 
 
 def run_demo(
@@ -90,17 +98,18 @@ def run_demo(
     requests: int,
     tables: int,
     timeout: float,
-    monitor: bool = False,
+    monitor: int | None = None,
 ) -> int:
+    """The demo on a new environment in ``folder``; with ``monitor`` (a port), ``fdcore monitor``
+    serves it there while it runs."""
     environment = (folder / "environment").as_uri()
     fleet = AgentFleet(folder, environment)
     print(f"environment: {environment}")
-    if not monitor:
+    if monitor is None:
         if _has_monitor():
             print(f"watch it in a browser while it runs: fdcore monitor --env {environment}")
         return _share_work(fleet, agents, requests, tables, timeout)
-    watcher = _start_monitor(fleet)
-    time.sleep(1.0)  # its address first, before the agents' lines
+    watcher = _start_monitor(fleet, monitor)
     try:
         return _share_work(fleet, agents, requests, tables, timeout)
     finally:
@@ -150,7 +159,7 @@ def _share_work(fleet: AgentFleet, agents: int, requests: int, tables: int, time
     return _report(mailbox, queue_rows(mailbox), codes)
 
 
-def _stop_monitor(watcher: subprocess.Popen[bytes]) -> None:
+def _stop_monitor(watcher: subprocess.Popen[str]) -> None:
     """On a terminal, the monitor stays up to look around until Enter; then it stops."""
     if sys.stdin.isatty() and watcher.poll() is None:
         with contextlib.suppress(EOFError, KeyboardInterrupt):
@@ -197,7 +206,8 @@ def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> in
 
 
 def _demo(args: argparse.Namespace) -> int:
-    if args.monitor and not _has_monitor():
+    monitor = args.monitor_port if args.monitor else None
+    if monitor is not None and not _has_monitor():
         raise ConfigError(
             "fdcore demo", "--monitor", "needs fdcore monitor: install the fdcore-monitor plugin"
         )
@@ -210,10 +220,10 @@ def _demo(args: argparse.Namespace) -> int:
             raise ConfigError("fdcore demo", "--dir", f"{folder}: {exc.strerror}") from None
         if not empty:
             raise ConfigError("fdcore demo", "--dir", f"{folder} is not empty")
-        return run_demo(folder, args.agents, args.requests, args.tables, args.timeout, args.monitor)
+        return run_demo(folder, args.agents, args.requests, args.tables, args.timeout, monitor)
     with tempfile.TemporaryDirectory(prefix="fdcore-demo-") as temporary:
         return run_demo(
-            Path(temporary), args.agents, args.requests, args.tables, args.timeout, args.monitor
+            Path(temporary), args.agents, args.requests, args.tables, args.timeout, monitor
         )
 
 
@@ -225,6 +235,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--tables", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument(
-        "--monitor", action="store_true", help="also serve fdcore monitor's page of it (8421)"
+        "--monitor", action="store_true", help="also serve fdcore monitor's page of it"
+    )
+    parser.add_argument(
+        "--monitor-port", type=int, default=8421, help="the monitor's port (default 8421)"
     )
     parser.set_defaults(run=_demo)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -128,3 +129,21 @@ def test_the_demo_without_the_monitor_plugin_says_so(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "--monitor: needs fdcore monitor: install the fdcore-monitor plugin" in result.stderr
+
+
+def test_the_demo_serves_its_monitor_while_it_runs_and_stops_it(tmp_path: Path) -> None:
+    # the demo's shortest run: one agent, one request, a timeout that ends it at once (exit 1)
+    args = ["--monitor", "--monitor-port", "0", "--agents", "1", "--requests", "1"]
+    args += ["--timeout", "0.5", "--dir", str(tmp_path / "demo")]
+    result = subprocess.run(
+        [sys.executable, "-m", "fdcore.cli", "demo", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "timed out" in result.stderr, result.stderr
+    found = re.search(r"open (http://127\.0\.0\.1:\d+/)", result.stdout)
+    assert found, result.stdout
+    with pytest.raises(urllib.error.URLError):  # the monitor stopped with the demo
+        urllib.request.urlopen(found[1], timeout=5)
