@@ -75,6 +75,12 @@
     }
   });
 
+  // the next update starts a refresh period after the last one ended: a slow mailbox (a large
+  // environment) slows the page down instead of piling requests onto the monitor
   const seconds = Number(live.dataset.refresh) || 2;
-  setInterval(refresh, seconds * 1000);
+  async function loop() {
+    await refresh();
+    setTimeout(loop, seconds * 1000);
+  }
+  setTimeout(loop, seconds * 1000);
 })();
