@@ -17,7 +17,7 @@ import uvicorn
 
 from fdcore.errors import ConfigError
 from fdcore_monitor.actions import Actions
-from fdcore_monitor.app import Settings, create_app
+from fdcore_monitor.app import LOOPBACK, Settings, create_app
 from fdcore_monitor.snapshot import Source
 
 DEFAULT_PORT = 8421
@@ -102,6 +102,12 @@ class MonitorCommand:
         else:
             print(f"open {address}?token={token}", flush=True)
             print("actions are on: the token above is needed for each", flush=True)
+        if args.host not in LOOPBACK:
+            print(
+                f"warning: listening on {args.host}: whoever reaches it reads the page "
+                "(docs/monitor.md, Security)",
+                flush=True,
+            )
         print(f"Prometheus metrics: {address}metrics", flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False)
         uvicorn.Server(config).run(sockets=[sock])

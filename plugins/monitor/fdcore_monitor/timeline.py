@@ -29,13 +29,14 @@ def _seconds(value: float) -> str:
 def timeline_svg(attempts: Sequence[AttemptStory], runs: Sequence[RunStory], now: datetime) -> str:
     """The SVG element (a string) of a request's attempts and table runs (those of its
     :class:`~fdcore.cli.views.RequestStory`); a short note if there is none yet."""
-    # an attempt of an old status may not say when it started: its runs still show
-    attempts = [a for a in attempts if a.started_at is not None]
-    if not attempts and not runs:
+    # (attempt, its start): an attempt of an old status may not say when it started; its runs
+    # still show
+    timed = [(a, a.started_at) for a in attempts if a.started_at is not None]
+    if not timed and not runs:
         return '<p class="empty">No attempt yet: no agent has claimed this request.</p>'
-    lanes = list(dict.fromkeys([a.agent for a in attempts] + [r.agent for r in runs]))
-    starts = [a.started_at for a in attempts if a.started_at] + [r.started_at for r in runs]
-    ends = [a.ended_at or now for a in attempts] + [r.ended_at for r in runs]
+    lanes = list(dict.fromkeys([a.agent for a, _ in timed] + [r.agent for r in runs]))
+    starts = [began for _, began in timed] + [r.started_at for r in runs]
+    ends = [a.ended_at or now for a, _ in timed] + [r.ended_at for r in runs]
     start, end = min(starts), max(max(ends), min(starts))
     span = max((end - start).total_seconds(), 1e-3)
     plot = WIDTH - LABEL - 10
@@ -66,12 +67,11 @@ def timeline_svg(attempts: Sequence[AttemptStory], runs: Sequence[RunStory], now
             f'<line class="lane-line" x1="{LABEL}" y1="{top + LANE - 2}" x2="{WIDTH - 10}" '
             f'y2="{top + LANE - 2}"/>'
         )
-        for attempt in (a for a in attempts if a.agent == agent):
-            assert attempt.started_at is not None  # kept above
-            left, right = x(attempt.started_at), x(attempt.ended_at or now)
+        for attempt, began in ((a, b) for a, b in timed if a.agent == agent):
+            left, right = x(began), x(attempt.ended_at or now)
             tip = (
                 f"attempt {attempt.number} by {agent}: {attempt.outcome}, "
-                f"{attempt.started_at:%H:%M:%S} - "
+                f"{began:%H:%M:%S} - "
                 f"{f'{attempt.ended_at:%H:%M:%S}' if attempt.ended_at else 'now'}"
             )
             parts.append(
