@@ -64,6 +64,7 @@ def not_reloaded(page: Any) -> None:
     assert int(page.get_attribute("#live", "data-updates") or 0) >= 1  # swapped in at least once
 
 
+@pytest.mark.slow
 def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
     fdcore_fleet: AgentFleet, browser: Any, artifacts: Path, start_monitor: Any
 ) -> None:
@@ -104,6 +105,12 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
         page.wait_for_selector('#queue tr[data-request="r0"][data-state="succeeded"]')
         not_reloaded(page)
         page.screenshot(path=str(artifacts / "queue.png"), full_page=True)
+        page.select_option("form.filters select[name=state]", "waiting")  # filters at once
+        page.wait_for_url("**/queue?state=waiting&schedule=")
+        states = page.locator("#queue tr[data-request]").evaluate_all(
+            "rows => rows.map(row => row.dataset.state)"
+        )
+        assert states and set(states) == {"waiting"}, states
 
         # a request not finished yet: its timeline grows a block as each table ends
         for request in ("r4", "r5", "r6", "r7"):

@@ -131,6 +131,7 @@ def test_the_demo_without_the_monitor_plugin_says_so(tmp_path: Path) -> None:
     assert "--monitor: needs fdcore monitor: install the fdcore-monitor plugin" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_demo_serves_its_monitor_while_it_runs_and_stops_it(tmp_path: Path) -> None:
     # the demo's shortest run: one agent, one request, a timeout that ends it at once (exit 1)
     args = ["--monitor", "--monitor-port", "0", "--agents", "1", "--requests", "1"]

@@ -75,6 +75,13 @@
     }
   });
 
+  // a filter applies as soon as it is chosen (the button stays for pages without script)
+  document.querySelectorAll("form.filters select").forEach(function (select) {
+    select.addEventListener("change", function () {
+      select.form.submit();
+    });
+  });
+
   // the next update starts a refresh period after the last one ended: a slow mailbox (a large
   // environment) slows the page down instead of piling requests onto the monitor
   const seconds = Number(live.dataset.refresh) || 2;
