@@ -123,9 +123,6 @@ COMMANDS: dict[str, Callable[[Places, str], list[str]]] = {
     "agents": lambda places, url: ["agents", "--env", url],
     "schedules": lambda places, url: ["schedules", "--env", url],
     "doctor": lambda places, url: ["doctor", url, "--processes", "2", "--rounds", "1"],
-    "cancel": lambda places, url: ["cancel", "r-1", "--env", url],
-    "retry": lambda places, url: ["retry", "r-1", "--env", url],
-    "show": lambda places, url: ["show", "r-1", "--env", url],
 }
 CREATING = {"agent run", "submit"}  # they create a missing environment: that is their job
 

@@ -67,6 +67,42 @@ def test_bad_input_is_one_line(
     assert problem in err, err
 
 
+@pytest.mark.parametrize("name", ["cancel", "retry", "show"])
+def test_a_missing_environment_is_one_line_and_not_created(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """Like ``queue`` (tests/test_cli_errors.py): these commands never create an environment."""
+    missing = tmp_path / "no-such-env"
+    code, out, err = run(capsys, name, "r-1", "--env", missing.as_uri())
+    assert (code, out) == (ERROR, "")
+    assert err.startswith("fdcore: error: environment not found: ") and err.count("\n") == 1
+    assert not missing.exists()
+
+
+def test_queue_shows_a_cancel_its_holder_has_yet_to_honour(
+    capsys: pytest.CaptureFixture[str], env: tuple[str, Mailbox]
+) -> None:
+    url, mailbox = env
+    submit(mailbox, ["a"], request_id="held", now=START)
+    attempt = Attempt(1, "etl-01", START)
+    mailbox.create(
+        status_key("held"), Status("held", State.RUNNING, START, "etl-01", attempts=[attempt])
+    )
+    code, out, _ = run(capsys, "cancel", "held", "--env", url, "--by", "ann")
+    assert (code, out) == (
+        0,
+        "held: cancel recorded; its holder etl-01 stops it at its next poll\n",
+    )
+    code, out, _ = run(capsys, "queue", "--env", url)
+    [line] = [line for line in out.splitlines() if line.startswith("held ")]
+    assert "running (cancelling)" in line
+    code, out, _ = run(capsys, "queue", "--env", url, "--json")
+    rows = {row["id"]: row for row in json.loads(out)["requests"]}
+    assert (rows["held"]["cancelled_by"], rows["waiting"]["cancelled_by"]) == ("ann", None)
+    code, out, _ = run(capsys, "show", "held", "--env", url, "--json")
+    assert json.loads(out)["why"] == "cancelled by ann; its holder etl-01 stops it at its next poll"
+
+
 def test_cancel_retry_show_with_json(
     capsys: pytest.CaptureFixture[str], env: tuple[str, Mailbox]
 ) -> None:

@@ -12,11 +12,12 @@ from fdcore.abc import Blob
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.views import request_story
 from fdcore.contract.codec import decode
-from fdcore.contract.layout import cancel_key
+from fdcore.contract.layout import cancel_key, retry_key
 from fdcore.contract.models import (
     MAX_OUTPUT_BYTES,
     Cancel,
     Outcome,
+    Retry,
     RunRecord,
     State,
     output_tail,
@@ -248,3 +249,22 @@ def test_a_stop_cut_short_by_a_store_error_is_finished_at_the_next_poll(
     assert story.state == "cancelled" and agent.idle
     assert [(r.table, r.outcome) for r in story.runs] == [("a", "cancelled")]
     assert len(fleet.runs) == 1
+
+
+def test_a_retry_cut_short_after_its_link_is_completed_by_the_next(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["a", "b"], request_id="r1", now=START)
+    cancel_request(fleet.mailbox, "r1", by="ann", reason=None, now=START)
+    link = Retry(request="r1", retry="r1-again", by="ann", at=START, from_table="b")
+    fleet.mailbox.create(retry_key("r1"), link)  # the command stopped here
+    done = retry_request(fleet.mailbox, "r1", from_table=None, by="bob", now=START)
+    assert (done.id, done.entities, done.retry_of) == ("r1-again", ["b"], "r1")
+    # A request that took the link's id is not the retry: a clear refusal, nothing written.
+    submit(fleet.mailbox, ["x"], request_id="r2", now=START)
+    cancel_request(fleet.mailbox, "r2", by="ann", reason=None, now=START)
+    fleet.mailbox.create(retry_key("r2"), Retry(request="r2", retry="r3", by="ann", at=START))
+    submit(fleet.mailbox, ["x"], request_id="r3", now=START)
+    with pytest.raises(RequestError, match="r2 was already retried as r3"):
+        retry_request(fleet.mailbox, "r2", from_table=None, by="bob", now=START)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from test_cli_errors import assert_one_error_line, run_fdcore
 
 from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.main import main
 from fdcore.contract.models import Outcome, State
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
@@ -76,6 +78,13 @@ def alive(pid: int) -> bool:
         return False
 
 
+def command(capsys: pytest.CaptureFixture[str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """``fdcore ARGV`` run in this process (the agents are the real processes here)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["fdcore", *argv], code, out, err)
+
+
 def state(mailbox: Mailbox, request_id: str) -> State | None:
     found = mailbox.status(request_id)
     return found.value.state if found else None
@@ -83,7 +92,7 @@ def state(mailbox: Mailbox, request_id: str) -> State | None:
 
 @pytest.mark.slow
 def test_cancelling_a_running_request_stops_its_processes_and_no_later_table_starts(
-    fdcore_fleet: AgentFleet, tmp_path: Path
+    fdcore_fleet: AgentFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     started = command_agents(fleet, tmp_path, "t2", "etl-01")
@@ -100,7 +109,7 @@ def test_cancelling_a_running_request_stops_its_processes_and_no_later_table_sta
     # Within one poll plus the runner's grace (and the time a poll takes on a loaded machine).
     assert time.monotonic() - cancelled_at < POLL + RUNNER_GRACE + 1.5
     assert wait_until(lambda: not alive(processes["pid"]) and not alive(processes["child"]), 5)
-    time.sleep(4 * POLL)
+    time.sleep(3 * POLL)
     assert tables_started(started, "r-five") == ["t1", "t2"]  # no later table started
     status = mailbox.status("r-five").value  # type: ignore[union-attr]
     assert (status.message, status.tables_done) == ("cancelled by ann: bad input", ["t1"])
@@ -111,7 +120,7 @@ def test_cancelling_a_running_request_stops_its_processes_and_no_later_table_sta
         "t2": Outcome.CANCELLED,
     }
     assert runs["t1"].exit_code == 0 and "table t1 of r-five" in (runs["t1"].output or "")
-    refused = run_fdcore("cancel", "r-five", "--env", fleet.environment)
+    refused = command(capsys, "cancel", "r-five", "--env", fleet.environment)
     assert_one_error_line(refused, "request r-five already ended cancelled; nothing to cancel")
     assert fleet.agents["etl-01"].alive
     fleet.stop_all()
@@ -119,7 +128,7 @@ def test_cancelling_a_running_request_stops_its_processes_and_no_later_table_sta
 
 @pytest.mark.slow
 def test_a_retry_of_a_failed_request_runs_once_and_links_both_ways(
-    fdcore_fleet: AgentFleet, tmp_path: Path
+    fdcore_fleet: AgentFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     started = command_agents(fleet, tmp_path, "none", "etl-01", "etl-02")
@@ -127,15 +136,17 @@ def test_a_retry_of_a_failed_request_runs_once_and_links_both_ways(
     submit(mailbox, ["t1", "t2", "t3"], request_id="r-fails")
     assert wait_until(lambda: state(mailbox, "r-fails") is State.FAILED, 30)
     (started / "fail").unlink()
-    early = run_fdcore("retry", "r-fails", "--env", fleet.environment, "--from-table", "t9")
+    early = command(capsys, "retry", "r-fails", "--env", fleet.environment, "--from-table", "t9")
     assert_one_error_line(early, "table 't9' is not one of request r-fails's tables (t1, t2, t3)")
-    retried = run_fdcore("retry", "r-fails", "--env", fleet.environment, "--json")
+    retried = command(capsys, "retry", "r-fails", "--env", fleet.environment, "--json")
     assert retried.returncode == 0, retried.stderr
     retry_id = json.loads(retried.stdout)["request"]
     assert wait_until(lambda: state(mailbox, retry_id) is State.SUCCEEDED, 30)
     time.sleep(3 * POLL)
-    old = json.loads(run_fdcore("show", "r-fails", "--env", fleet.environment, "--json").stdout)
-    new = json.loads(run_fdcore("show", retry_id, "--env", fleet.environment, "--json").stdout)
+    old = json.loads(
+        command(capsys, "show", "r-fails", "--env", fleet.environment, "--json").stdout
+    )
+    new = json.loads(command(capsys, "show", retry_id, "--env", fleet.environment, "--json").stdout)
     assert (old["retried_as"], new["retry_of"]) == (retry_id, "r-fails")
     [failed_run] = old["runs"]
     assert (failed_run["exit_code"], failed_run["outcome"]) == (3, "failed")
@@ -145,14 +156,14 @@ def test_a_retry_of_a_failed_request_runs_once_and_links_both_ways(
     assert [a["outcome"] for a in new["attempts"]] == ["succeeded"]
     assert sorted(run["table"] for run in new["runs"]) == ["t1", "t2", "t3"]
     assert tables_started(started, retry_id) == ["t1", "t2", "t3"]
-    again = run_fdcore("retry", "r-fails", "--env", fleet.environment)
+    again = command(capsys, "retry", "r-fails", "--env", fleet.environment)
     assert_one_error_line(again, f"request r-fails was already retried as {retry_id}")
     fleet.stop_all()
 
 
 @pytest.mark.slow
 def test_show_of_a_taken_over_request_lists_both_attempts_with_their_agents(
-    fdcore_fleet: AgentFleet, tmp_path: Path
+    fdcore_fleet: AgentFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
     names = ("etl-01", "etl-02")
@@ -166,14 +177,14 @@ def test_show_of_a_taken_over_request_lists_both_attempts_with_their_agents(
     fleet.agents[first].kill()  # its table process dies with it
     # The slow table runs again under the other agent.
     assert wait_until(lambda: tables_started(started, "r-moved") == ["t1"], 30)
-    show = run_fdcore("show", "r-moved", "--env", fleet.environment, "--json")
+    show = command(capsys, "show", "r-moved", "--env", fleet.environment, "--json")
     story = json.loads(show.stdout)
     assert [(a["agent"], a["outcome"]) for a in story["attempts"]] == [
         (first, "lost"),
         (second, "running"),
     ]
-    text = run_fdcore("show", "r-moved", "--env", fleet.environment).stdout
+    text = command(capsys, "show", "r-moved", "--env", fleet.environment).stdout
     assert f"1  {first}" in text and f"2  {second}" in text
-    run_fdcore("cancel", "r-moved", "--env", fleet.environment)
+    command(capsys, "cancel", "r-moved", "--env", fleet.environment)
     assert wait_until(lambda: state(mailbox, "r-moved") is State.CANCELLED, 30)
     fleet.stop_all()

@@ -155,6 +155,8 @@ def test_mailbox_vanishing_for_a_while_loses_no_request(
     away = tmp_path / "env-away"
     try:
         assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 20)
+        # Every agent up first: one starting while the folder is away would create a new one.
+        assert wait_until(lambda: len(list(mailbox.agent_names())) == len(names), 20)
         os.rename(root, away)
         time.sleep(3)
         assert all(fleet.agents[name].alive() for name in names)

@@ -28,7 +28,7 @@ FAULTS: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2])
 def test_cancels_are_honoured_under_faults(seed: int) -> None:
     report = simulate(Scenario(seed=seed, **FAULTS))
     assert report.ok, [v.message for v in report.violations]

@@ -137,8 +137,9 @@ def _queue_listing(
             if row.schedule in sharing:
                 schedule += f" (Shared by {', '.join(sharing[row.schedule])})"
         attempts = describe_attempts(row, states) or "-"
+        state = f"{row.state} (cancelling)" if row.cancelled_by else row.state
         table.append(
-            (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
+            (row.id, state, attempts, schedule, _time(row.created_at), _time(row.deadline))
         )
     # Why each unreadable request is stuck (also its "message" in --json).
     unreadable = [

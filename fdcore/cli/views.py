@@ -15,7 +15,7 @@ import attrs
 from fdcore.abc import HostSlots, TakeoverPolicy
 from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
-from fdcore.contract.layout import agent_key, request_key, status_key
+from fdcore.contract.layout import agent_key, cancel_key, request_key, status_key
 from fdcore.contract.models import AgentRecord, Cancel, Request, ScheduleInfo, State, Status
 from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox
@@ -127,6 +127,8 @@ class QueueRow:
     created_at: datetime | None
     deadline: datetime | None
     message: str | None
+    # who cancelled it, while its holder has yet to stop it (``fdcore cancel``)
+    cancelled_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,6 +141,7 @@ class QueueRow:
             "created_at": format_time(self.created_at) if self.created_at else None,
             "deadline": format_time(self.deadline) if self.deadline else None,
             "message": self.message,
+            "cancelled_by": self.cancelled_by,
         }
 
 
@@ -165,6 +168,7 @@ def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | Non
 
 def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
     rows = []
+    cancelled = set(mailbox.cancel_ids())  # one listing; a cancel is read only while pending
     for request_id in sorted(mailbox.request_ids()):
         request, request_problem = _read(mailbox, Request, request_key(request_id))
         status, status_problem = _read(mailbox, Status, status_key(request_id))
@@ -186,6 +190,9 @@ def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
             # A status from an older agent keeps no attempt list: show the one it implies.
             outcome = status.state.value if status.state.final else "running"
             attempts = [{"number": status.attempt, "agent": status.agent, "outcome": outcome}]
+        cancel = None
+        if request_id in cancelled and state in ("waiting", "accepted", "running"):
+            cancel, _ = _read(mailbox, Cancel, cancel_key(request_id))
         rows.append(
             QueueRow(
                 id=request_id,
@@ -197,6 +204,7 @@ def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
                 created_at=request.created_at if request else None,
                 deadline=request.deadline if request else None,
                 message=problem or (status.message if status else None),
+                cancelled_by=cancel.by if cancel else None,
             )
         )
     rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))

@@ -103,10 +103,13 @@ def retry_request(
     )
     try:
         mailbox.create(request_key(request.id), request)
-    except AlreadyExists:  # a racing completion of the same link wrote it
+    except AlreadyExists:
         written = mailbox.request(request.id)
-        if written is not None:
-            return written.value
+        if written is None or written.value.retry_of != request_id:
+            raise RequestError(
+                f"request {request.id}, the retry of {request_id}, is taken by another request"
+            ) from None
+        return written.value  # a racing completion of the same link wrote it
     return request
 
 
