@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from fdcore_monitor.snapshot import Source
 from fdcore_monitor.timeline import timeline_svg
 from starlette.testclient import TestClient
 
+from fdcore.cli.main import main
 from fdcore.cli.views import AttemptStory, RunStory, request_story
 from fdcore.contract.models import State
 from fdcore.incidents.book import IncidentBook
@@ -223,3 +226,28 @@ def test_cancel_and_retry_need_the_token_and_record_who(history: Any) -> None:
         assert http.get(f"/api/requests/{new}").json()["retry_of"] == "bad1"
         assert f'href="/requests/{new}"' in http.get("/requests/bad1").text
         assert http.get("/api/requests/nope").status_code == 404
+
+
+def test_with_a_host_folder_this_machines_agents_show_its_slots(
+    history: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = str(tmp_path / "host")
+    assert main(["host", "init", "--host", host]) == 0
+    assert main(["host", "set-slots", "3", "--host", host]) == 0
+    found = history.mailbox.agent("etl-live")
+    found.value.host = socket.gethostname()  # an agent of this machine
+    history.mailbox.replace("agents/etl-live.json", found.value, found.etag)
+    capsys.readouterr()
+    assert main(["agents", "--env", history.url, "--host", host, "--json"]) == 0
+    command = json.loads(capsys.readouterr().out)
+    settings = Settings(Source(history.mailbox, host=host), history.url, Actions(None, "x"), "::1")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as http:
+        assert http.get("/api/agents").json() == command
+        page = http.get("/").text
+    row = re.search(r'data-agent="etl-live">(.*?)</tr>', page, re.S)
+    assert row and '<td class="wide">0/3</td>' in row[1]
+    assert {a["name"]: a["configured_slots"] for a in command["agents"]} == {
+        "etl-live": 3,
+        "etl-lost": None,
+        "etl-stopped": None,
+    }
