@@ -20,9 +20,10 @@ CONTRIB_PACKAGES := contrib/webhook/fdcore_webhook contrib/hostslots/fdcore_host
 	contrib/admission/fdcore_admission
 STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
+CHROMIUM_STAMP := $(VENV)/.chromium
 PYTEST_ARGS ?=
 
-.PHONY: setup azurite demo test lint typecheck pytest soak bench bench-report clean
+.PHONY: setup azurite chromium demo test lint typecheck pytest soak bench bench-report clean
 
 setup: $(STAMP) azurite
 
@@ -39,6 +40,18 @@ $(AZURITE_STAMP): tools/azurite/package.json tools/azurite/package-lock.json
 	npm ci --prefix tools/azurite --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The browser the fdcore-monitor page tests drive through Playwright: Debian's chromium
+# (Playwright's own browser downloads are not used). Installed where we may (root on Debian, as
+# CI runs); elsewhere the browser tests skip, saying why.
+chromium: $(CHROMIUM_STAMP)
+
+$(CHROMIUM_STAMP): | $(STAMP)
+	@if [ -x /usr/bin/chromium ]; then echo "chromium: /usr/bin/chromium"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "chromium: not installed (needs root and apt-get); the browser tests will skip"; fi
+	touch $@
+
 demo: setup
 	$(BIN)/fdcore demo
 
@@ -49,7 +62,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES) $(TEMPLATE_PACKAGE) $(CONTRIB_PACKAGES)
 
-pytest: setup
+pytest: setup chromium  # the browser only the tests need (the demo does not)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest

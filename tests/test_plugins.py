@@ -43,6 +43,7 @@ def test_plugins_lists_our_distributions_with_versions() -> None:
     core = {row["name"]: row for row in listed if row["distribution"] == "fdcore"}
     assert core["builtin"]["provides"]["lease provider"] == ["mailbox"]
     assert core["simulator"]["provides"] == {"command": ["simulate"]}
+    assert rows["fdcore-monitor"]["provides"] == {"command": ["monitor"]}
     human = fdcore_cli("plugins").stdout
     assert "fdcore-localfs" in human and "storage backend: file" in human
 

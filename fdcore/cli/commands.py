@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import sys
 import time
 from datetime import datetime, timezone
@@ -23,7 +22,7 @@ from fdcore.cli.views import (
     schedule_rows,
     schedule_warnings,
     shared_by,
-    with_host_slots,
+    with_host_folder,
 )
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
@@ -31,7 +30,7 @@ from fdcore.contract.ids import validate_id
 from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import HOST, TAKEOVER, load_plugins
+from fdcore.plugins.manager import TAKEOVER, load_plugins
 from fdcore.terminal import LiveView
 
 
@@ -203,11 +202,7 @@ def _watch_queue(args: argparse.Namespace, mailbox: Mailbox) -> int:
 
 def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow]:
     """With ``--host``: the rows of this machine's agents carry the host folder's slots."""
-    if not args.host:
-        return rows
-    options = {"agent": "fdcore-agents", "lease_seconds": 0.0}
-    slots = load_plugins().get(HOST, args.host_admission).open(args.host, options).slots()
-    return rows if slots is None else with_host_slots(rows, slots, socket.gethostname())
+    return with_host_folder(rows, args.host, args.host_admission) if args.host else rows
 
 
 def _agents(args: argparse.Namespace) -> int:

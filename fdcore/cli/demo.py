@@ -9,8 +9,10 @@ written through the fencing-token check.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +28,7 @@ from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import LEASES, load_plugins
+from fdcore.plugins.manager import COMMAND, LEASES, load_plugins
 from fdcore.terminal import LiveView
 
 SECTIONS: dict[str, Any] = {
@@ -68,11 +70,55 @@ def _progress(rows: list[QueueRow], elapsed: float) -> str:
     )
 
 
-def run_demo(folder: Path, agents: int, requests: int, tables: int, timeout: float) -> int:
+def _has_monitor() -> bool:
+    """Whether ``fdcore monitor`` is installed (the fdcore-monitor plugin's command)."""
+    return "monitor" in load_plugins().implementations(COMMAND)
+
+
+def _start_monitor(fleet: AgentFleet, port: int) -> subprocess.Popen[str]:
+    """``fdcore monitor`` on the demo's environment, as a process of its own, once it printed the
+    address to open (shown here). The demo names the command, never imports the plugin."""
+    # the fleet's mailbox creates the environment: the monitor opens one, never creates it
+    environment = fleet.mailbox.storage.url
+    command = [sys.executable, "-m", "fdcore.cli", "monitor", "--env", environment]
+    command += ["--port", str(port)]
+    watcher = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    assert watcher.stdout is not None
+    for line in watcher.stdout:  # its few lines, up to the last; its errors go to stderr
+        print(line, end="", flush=True)
+        if line.startswith("Prometheus metrics:"):
+            break
+    watcher.stdout.close()  # it prints nothing more
+    return watcher
+
+
+def run_demo(
+    folder: Path,
+    agents: int,
+    requests: int,
+    tables: int,
+    timeout: float,
+    monitor: int | None = None,
+) -> int:
+    """The demo on a new environment in ``folder``; with ``monitor`` (a port), ``fdcore monitor``
+    serves it there while it runs."""
     environment = (folder / "environment").as_uri()
     fleet = AgentFleet(folder, environment)
-    mailbox = fleet.mailbox
     print(f"environment: {environment}")
+    if monitor is None:
+        if _has_monitor():
+            print(f"watch it in a browser while it runs: fdcore monitor --env {environment}")
+        return _share_work(fleet, agents, requests, tables, timeout)
+    watcher = _start_monitor(fleet, monitor)
+    try:
+        return _share_work(fleet, agents, requests, tables, timeout)
+    finally:
+        _stop_monitor(watcher)
+
+
+def _share_work(fleet: AgentFleet, agents: int, requests: int, tables: int, timeout: float) -> int:
+    """Start the agents, submit the requests, kill and restart one agent, report."""
+    mailbox = fleet.mailbox
     for n in range(1, agents + 1):
         agent = fleet.add(f"agent-{n}", SECTIONS).start()
         print(f"started {agent.name} (pid {agent.pid}), log {agent.log}")
@@ -113,6 +159,19 @@ def run_demo(folder: Path, agents: int, requests: int, tables: int, timeout: flo
     return _report(mailbox, queue_rows(mailbox), codes)
 
 
+def _stop_monitor(watcher: subprocess.Popen[str]) -> None:
+    """On a terminal, the monitor stays up to look around until Enter; then it stops."""
+    if sys.stdin.isatty() and watcher.poll() is None:
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input("the monitor is still up: press Enter to stop it ")
+    watcher.terminate()
+    try:
+        watcher.wait(10)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.wait()
+
+
 def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> int:
     submitted = [row for row in rows if row.schedule is None]
     scheduled = [row for row in rows if row.schedule is not None]
@@ -147,6 +206,11 @@ def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> in
 
 
 def _demo(args: argparse.Namespace) -> int:
+    monitor = args.monitor_port if args.monitor else None
+    if monitor is not None and not _has_monitor():
+        raise ConfigError(
+            "fdcore demo", "--monitor", "needs fdcore monitor: install the fdcore-monitor plugin"
+        )
     if args.dir:
         folder = Path(args.dir).absolute()
         try:
@@ -156,9 +220,11 @@ def _demo(args: argparse.Namespace) -> int:
             raise ConfigError("fdcore demo", "--dir", f"{folder}: {exc.strerror}") from None
         if not empty:
             raise ConfigError("fdcore demo", "--dir", f"{folder} is not empty")
-        return run_demo(folder, args.agents, args.requests, args.tables, args.timeout)
+        return run_demo(folder, args.agents, args.requests, args.tables, args.timeout, monitor)
     with tempfile.TemporaryDirectory(prefix="fdcore-demo-") as temporary:
-        return run_demo(Path(temporary), args.agents, args.requests, args.tables, args.timeout)
+        return run_demo(
+            Path(temporary), args.agents, args.requests, args.tables, args.timeout, monitor
+        )
 
 
 def register(commands: Any) -> None:
@@ -168,4 +234,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--tables", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--monitor", action="store_true", help="also serve fdcore monitor's page of it"
+    )
+    parser.add_argument(
+        "--monitor-port", type=int, default=8421, help="the monitor's port (default 8421)"
+    )
     parser.set_defaults(run=_demo)

@@ -6,6 +6,7 @@ output"), so the two never disagree.
 
 from __future__ import annotations
 
+import socket
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from fdcore.contract.models import AgentRecord, Cancel, Request, ScheduleInfo, S
 from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import find_request
+from fdcore.plugins.manager import HOST, load_plugins
 
 T = TypeVar("T")
 
@@ -65,6 +67,14 @@ def with_host_slots(rows: list[AgentRow], slots: HostSlots, hostname: str) -> li
         else row
         for row in rows
     ]
+
+
+def with_host_folder(rows: list[AgentRow], host: str, admission: str) -> list[AgentRow]:
+    """The rows, this machine's agents with the slots of the host folder ``host`` (read through
+    the host admission ``admission``, docs/host.md); unchanged if it keeps no slots."""
+    options = {"agent": "fdcore-agents", "lease_seconds": 0.0}
+    slots = load_plugins().get(HOST, admission).open(host, options).slots()
+    return rows if slots is None else with_host_slots(rows, slots, socket.gethostname())
 
 
 def agent_state(

@@ -1,0 +1,84 @@
+"""What the monitor reads from the mailbox: the rows of the ``fdcore`` commands, at one moment.
+
+One :class:`Source` per ``fdcore monitor``; each page, fragment, JSON answer and scrape reads a
+fresh :class:`Fleet` through it. The rows are those of ``fdcore agents``, ``fdcore queue`` and
+``fdcore schedules`` (:mod:`fdcore.cli.views`), never a second reading of the files.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import attrs
+
+from fdcore.abc import TakeoverPolicy
+from fdcore.cli.views import (
+    AgentRow,
+    QueueRow,
+    ScheduleRow,
+    agent_rows,
+    queue_rows,
+    schedule_rows,
+    schedule_warnings,
+    with_host_folder,
+)
+from fdcore.contract.models import Incident
+from fdcore.incidents.book import IncidentBook
+from fdcore.mailbox.access import Mailbox
+from fdcore.plugins.manager import TAKEOVER, load_plugins
+
+
+@attrs.frozen
+class Fleet:
+    """An environment's agents, requests and schedules as read at ``now``."""
+
+    now: datetime
+    agents: list[AgentRow]
+    requests: list[QueueRow]
+    schedules: list[ScheduleRow]
+    warnings: list[str]
+
+    def agent_states(self) -> dict[str, str]:
+        return {row.name: row.state for row in self.agents}
+
+
+@attrs.define
+class Source:
+    """One environment as the monitor reads it: the takeover policy's idea of "lost" (with
+    ``grace``, as ``fdcore agents --grace``) and, with ``host``, that host folder's slots."""
+
+    mailbox: Mailbox
+    grace: float = 60.0
+    host: str | None = None
+    host_admission: str = "slots"
+    policy: TakeoverPolicy = attrs.field(
+        factory=lambda: load_plugins().get(TAKEOVER, "stale_record")
+    )
+
+    @classmethod
+    def open(
+        cls, url: str, grace: float = 60.0, host: str | None = None, host_admission: str = "slots"
+    ) -> Source:
+        # create=False: a mistyped URL is "environment not found", never a new empty mailbox
+        mailbox = Mailbox(load_plugins().open_storage(url, create=False))
+        return cls(mailbox, grace, host, host_admission)
+
+    def agents(self, now: datetime) -> list[AgentRow]:
+        rows = agent_rows(self.mailbox, now, self.policy, self.grace)
+        return with_host_folder(rows, self.host, self.host_admission) if self.host else rows
+
+    def fleet(self, now: datetime | None = None) -> Fleet:
+        now = now or datetime.now(timezone.utc)
+        agents = self.agents(now)
+        return Fleet(
+            now=now,
+            agents=agents,
+            requests=queue_rows(self.mailbox),
+            schedules=schedule_rows(agents),
+            warnings=schedule_warnings(agents),
+        )
+
+    def incidents(self) -> list[Incident]:
+        """Open incidents first, then the resolved ones, newest first (``incidents list --all``)."""
+        document = IncidentBook(self.mailbox).read()
+        return document.open + list(reversed(document.resolved))

@@ -1,0 +1,253 @@
+"""The monitor's pages, JSON and actions, served in this process over a known history."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fdcore_monitor.actions import TOKEN_HEADER, Actions
+from fdcore_monitor.app import Settings, create_app
+from fdcore_monitor.snapshot import Source
+from fdcore_monitor.timeline import timeline_svg
+from starlette.testclient import TestClient
+
+from fdcore.cli.main import main
+from fdcore.cli.views import AttemptStory, RunStory, request_story
+from fdcore.contract.models import State
+from fdcore.incidents.book import IncidentBook
+
+TOKEN = "s3cret-token"
+PAGES = ["/", "/queue", "/schedules", "/incidents", "/requests/ok1", "/requests/w1"]
+
+
+def client(history: Any, token: str | None = TOKEN) -> TestClient:
+    settings = Settings(
+        source=Source(history.mailbox),
+        environment=history.url,
+        actions=Actions(token, "alice"),
+        bound_to="127.0.0.1",
+    )
+    return TestClient(create_app(settings), base_url="http://127.0.0.1")
+
+
+def fdcore_json(*args: str) -> dict[str, object]:
+    result = subprocess.run(
+        [sys.executable, "-m", "fdcore.cli", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    document: dict[str, object] = json.loads(result.stdout)
+    return document
+
+
+def test_each_page_shows_the_rows_of_the_commands(history: Any) -> None:
+    with client(history) as http:
+        agents = http.get("/").text
+        assert re.search(r'data-agent="etl-live">.*?state-live">live', agents, re.S)
+        assert re.search(r'data-agent="etl-lost">.*?state-lost">lost', agents, re.S)
+        assert re.search(r'data-agent="etl-stopped">.*?stopped', agents, re.S)
+        assert "1/2" in agents and "box-1" in agents
+        queue = http.get("/queue").text
+        for request in ("w1", "w2", "run1", "ok1", "bad1", "sched1"):
+            assert f'data-request="{request}"' in queue
+        assert "failed after 2 lost attempts" in queue
+        incidents = http.get("/incidents").text
+        assert 'data-incident="inc-0001"' in incidents and "agent etl-lost is offline" in incidents
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        ("state=waiting", {"w1", "w2"}),
+        ("state=active", {"w1", "w2", "run1"}),
+        ("state=failed", {"bad1"}),
+        ("schedule=nightly", {"sched1"}),
+        ("schedule=none&state=succeeded", {"ok1"}),
+    ],
+)
+def test_the_queue_filters_by_state_and_schedule(history: Any, query: str, shown: set[str]) -> None:
+    with client(history) as http:
+        page = http.get(f"/queue?{query}").text
+        assert set(re.findall(r'data-request="([^"]+)"', page)) == shown
+        listed = http.get(f"/api/queue?{query}").json()["requests"]
+        assert {row["id"] for row in listed} == shown
+
+
+def test_a_fragment_is_the_live_part_alone(history: Any) -> None:
+    with client(history) as http:
+        for path in PAGES:
+            whole = http.get(path).text
+            part = http.get(path, params={"fragment": "1"}).text
+            assert "<html" in whole and "<html" not in part and "<nav" not in part
+            assert part.strip() and part.strip()[:40] in whole
+
+
+def test_the_json_is_that_of_the_commands(history: Any) -> None:
+    with client(history) as http:
+        assert http.get("/api/queue").json() == fdcore_json("queue", "--env", history.url)
+        assert http.get("/api/schedules").json() == fdcore_json("schedules", "--env", history.url)
+        monitor = http.get("/api/agents").json()
+        command = fdcore_json("agents", "--env", history.url)
+        assert monitor == command
+        assert http.get("/api/nothing").status_code == 404
+        story = fdcore_json("show", "ok1", "--env", history.url)
+        assert http.get("/api/requests/ok1").json() == story
+
+
+def test_the_request_page_draws_one_lane_per_agent(history: Any) -> None:
+    with client(history) as http:
+        page = http.get("/requests/ok1").text
+        assert re.findall(r'<g class="lane" data-agent="([^"]+)"', page) == ["etl-lost", "etl-live"]
+        assert len(re.findall(r'<g class="run succeeded"', page)) == 2
+        assert (
+            'class="attempt lost"' in page
+            and "failed" not in re.sub(r"\s+", " ", page).split("<svg")[1].split("</svg>")[0]
+        )
+        waiting = http.get("/requests/w1").text
+        assert "No attempt yet" in waiting
+        assert http.get("/requests/nope").status_code == 404
+        assert http.get("/requests/bad%20id").status_code == 404
+
+
+def test_the_timeline_of_a_running_attempt_reaches_now() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 10, tzinfo=timezone.utc)
+    start = now - timedelta(seconds=10)
+    attempt = AttemptStory(1, "a<b", start, None, "running", None)
+    end = start + timedelta(seconds=5)
+    run = RunStory("t1", "a<b", 1, 3, start, end, "succeeded", 0, None, None)
+    svg = timeline_svg([attempt], [run], now)
+    assert "a&lt;b" in svg and "a<b" not in svg  # names are escaped
+    bar = re.search(r'class="attempt running" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', svg)
+    block = re.search(
+        r'<g class="run succeeded" data-table="t1"><rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"',
+        svg,
+    )
+    assert bar and block
+    # the attempt spans the whole axis (to now); the run, its first half
+    assert float(bar[2]) == pytest.approx(2 * float(block[2]), rel=0.01)
+    assert "+10.0 s" in svg
+
+
+EXTERNAL = re.compile(
+    r"""(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//"""
+    r"""|url\(\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//|@import|fetch\(\s*["'](?:[a-z]+:)?//"""
+    r"""|https?://(?!www\.w3\.org/2000/svg")""",
+    re.I,
+)
+
+
+def test_no_served_page_or_asset_references_another_host(history: Any) -> None:
+    with client(history) as http:
+        served: dict[str, str] = {}
+        for path in PAGES:
+            for query in ("", "?fragment=1"):
+                served[path + query] = http.get(path + query).text
+        assets = set()
+        for text in served.values():
+            assets.update(re.findall(r'(?:src|href)="(/static/[^"]+)"', text))
+        assert {"/static/monitor.css", "/static/monitor.js", "/static/favicon.svg"} <= assets
+        for asset in assets:
+            answer = http.get(asset)
+            assert answer.status_code == 200, asset
+            served[asset] = answer.text
+        found = {path: EXTERNAL.findall(text) for path, text in served.items()}
+        assert {path: hits for path, hits in found.items() if hits} == {}
+        policy = http.get("/").headers["content-security-policy"]
+        assert "default-src 'self'" in policy
+
+
+def test_a_name_other_than_loopback_is_refused_on_loopback(history: Any) -> None:
+    with client(history) as http:
+        assert http.get("/", headers={"host": "attacker.example"}).status_code == 400
+
+
+def test_actions_are_off_without_allow_actions(history: Any) -> None:
+    with client(history, token=None) as http:
+        assert ">Acknowledge</button>" not in http.get("/incidents").text
+        answer = http.post("/actions/incidents/inc-0001/acknowledge", headers={TOKEN_HEADER: "x"})
+        assert answer.status_code == 403 and "--allow-actions" in answer.json()["error"]
+
+
+def test_acknowledge_needs_the_token_and_records_who(
+    history: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = "/actions/incidents/inc-0001/acknowledge"
+    with client(history) as http:
+        assert ">Acknowledge</button>" in http.get("/incidents").text
+        assert http.post(path).status_code == 403
+        assert http.post(path, headers={TOKEN_HEADER: "wrong"}).status_code == 403
+        assert http.get(path).status_code == 405  # an action is never a GET
+        assert IncidentBook(history.mailbox).read().open[0].acknowledged_by is None
+        caplog.set_level("INFO", logger="fdcore.monitor")
+        answer = http.post(path, headers={TOKEN_HEADER: TOKEN})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["message"] == "inc-0001 acknowledged by alice"
+        incident = IncidentBook(history.mailbox).read().open[0]
+        assert incident.acknowledged_by == "alice" and incident.acknowledged_at is not None
+        assert "acknowledge inc-0001 by alice from testclient" in caplog.text
+        unknown = http.post(
+            "/actions/incidents/inc-0099/acknowledge", headers={TOKEN_HEADER: TOKEN}
+        )
+        assert unknown.status_code == 409 and "inc-0099" in unknown.json()["error"]
+
+
+def test_cancel_and_retry_need_the_token_and_record_who(history: Any) -> None:
+    with client(history) as http:
+        page = http.get("/queue").text
+        assert 'data-action="/actions/requests/w1/cancel"' in page
+        assert 'data-action="/actions/requests/bad1/retry"' in page
+        assert 'data-action="/actions/requests/ok1/' not in page  # a success: neither
+        cancel = "/actions/requests/w1/cancel"
+        assert http.post(cancel, headers={TOKEN_HEADER: "wrong"}).status_code == 403
+        assert history.mailbox.cancel("w1") is None
+        answer = http.post(cancel, headers={TOKEN_HEADER: TOKEN})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["message"] == "w1 cancelled by alice: cancelled"
+        story = request_story(history.mailbox, "w1")
+        assert story.state == State.CANCELLED.value and story.cancel is not None
+        assert story.cancel.by == "alice"
+        again = http.post("/actions/requests/ok1/cancel", headers={TOKEN_HEADER: TOKEN})
+        assert again.status_code == 409 and "already ended succeeded" in again.json()["error"]
+
+        assert http.post("/actions/requests/bad1/retry").status_code == 403
+        retried = http.post("/actions/requests/bad1/retry", headers={TOKEN_HEADER: TOKEN})
+        assert retried.status_code == 200, retried.text
+        new = retried.json()["message"].rpartition(" as ")[2]
+        assert request_story(history.mailbox, "bad1").retried_as == new
+        assert http.get(f"/api/requests/{new}").json()["retry_of"] == "bad1"
+        assert f'href="/requests/{new}"' in http.get("/requests/bad1").text
+        assert http.get("/api/requests/nope").status_code == 404
+
+
+def test_with_a_host_folder_this_machines_agents_show_its_slots(
+    history: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = str(tmp_path / "host")
+    assert main(["host", "init", "--host", host]) == 0
+    assert main(["host", "set-slots", "3", "--host", host]) == 0
+    found = history.mailbox.agent("etl-live")
+    found.value.host = socket.gethostname()  # an agent of this machine
+    history.mailbox.replace("agents/etl-live.json", found.value, found.etag)
+    capsys.readouterr()
+    assert main(["agents", "--env", history.url, "--host", host, "--json"]) == 0
+    command = json.loads(capsys.readouterr().out)
+    settings = Settings(Source(history.mailbox, host=host), history.url, Actions(None, "x"), "::1")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as http:
+        assert http.get("/api/agents").json() == command
+        page = http.get("/").text
+    row = re.search(r'data-agent="etl-live">(.*?)</tr>', page, re.S)
+    assert row and '<td class="wide">0/3</td>' in row[1]
+    assert {a["name"]: a["configured_slots"] for a in command["agents"]} == {
+        "etl-live": 3,
+        "etl-lost": None,
+        "etl-stopped": None,
+    }
