@@ -40,7 +40,10 @@ def test_ids_follow_the_folder_and_bad_names_are_reported_once() -> None:
     assert list(mailbox.request_ids()) == ["r0"]
     store.create("requests/r1.json", b"{}")  # back again
     assert list(mailbox.request_ids()) == ["r0", "r1"]
-    assert problems.reported == ["requests/bad name.json: file name is not '<valid id>.json'"]
+    assert problems.reported == [
+        "requests/bad name.json: file name is not '<valid id>.json'",
+        "requests/sub: is a folder, not a file: not read",
+    ]
     for n in range(200):  # many come and go: what is remembered stays about the folder's size
         store.create(f"requests/x{n}.json", b"{}")
         list(mailbox.request_ids())

@@ -134,7 +134,8 @@ def test_agent_run_says_one_line(
     config = tmp_path / "agent.toml"
     environment = tmp_path / "env"
     config.write_text(
-        f'[agent]\nname = "a"\nenvironment = "{environment}"\n\n[runner]\ncommand = ["true"]\n\n'
+        f'[agent]\nname = "a"\nenvironment = "{environment}"\ncreate = true\n\n'
+        '[runner]\ncommand = ["true"]\n\n'
         f'[[schedules]]\nid = "s"\nentities = ["t"]\n{line}\n',
         encoding="utf-8",
     )
