@@ -27,6 +27,7 @@ from fdcore.abc import AgentLoad
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
+from fdcore.agent.retention import Retention
 from fdcore.agent.schedules import Schedule, create_due_requests
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
@@ -77,6 +78,14 @@ class Agent:
             config, mailbox, components, self.instance, self.status_changes, self.holdings
         )
         self.discovery.skew = self.skew
+        self.retention = Retention(
+            config.retention,
+            config.name,
+            mailbox,
+            components.leases,
+            config.grace_seconds,
+            warm_up=config.stale_after,
+        )
         self._outage: str | None = None
         self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
 
@@ -113,6 +122,7 @@ class Agent:
             self.discovery.look_for_work(now)
             self._move_held_work(now)  # start what was just found, not a poll later
         self._looks_at_last_poll = self.discovery.looks
+        self.retention.step(now)  # once per interval across agents, a bounded batch a poll
 
     def react(self, new_work: bool = False) -> None:
         """Between polls: do at once what a table's end, a due slot or new work calls for.

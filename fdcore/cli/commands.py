@@ -121,11 +121,14 @@ def _print(
 
 def _queue(args: argparse.Namespace) -> int:
     mailbox = _mailbox(args.env, create=False)
-    rows = queue_rows(mailbox, include_final=not args.active)
+    if args.active and args.all:
+        raise ConfigError("fdcore queue", "--all", "cannot be given with --active")
+    rows = queue_rows(mailbox, include_final=not args.active, include_archived=args.all)
     agents = _agent_rows(mailbox, args.grace)
     states = {row.name: row.state for row in agents}
     sharing = shared_by(agents)
-    table = [("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")]
+    header = ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
+    table: list[tuple[str, ...]] = [header + (("ARCHIVED",) if args.all else ())]
     for row in rows:
         schedule = "-"
         if row.schedule:
@@ -133,9 +136,8 @@ def _queue(args: argparse.Namespace) -> int:
             if row.schedule in sharing:
                 schedule += f" (Shared by {', '.join(sharing[row.schedule])})"
         attempts = describe_attempts(row, states) or "-"
-        table.append(
-            (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
-        )
+        cells = (row.id, row.state, attempts, schedule, _time(row.created_at), _time(row.deadline))
+        table.append(cells + ((row.archived or "-",) if args.all else ()))
     # Why each unreadable request is stuck (also its "message" in --json).
     unreadable = [
         f"Unreadable: {row.message or row.id}" for row in rows if row.state == "unreadable"
@@ -239,6 +241,9 @@ def register(commands: Any) -> None:
         )
         if name == "queue":
             parser.add_argument("--active", action="store_true", help="hide finished requests")
+            parser.add_argument(
+                "--all", action="store_true", help="archived requests too (docs/retention.md)"
+            )
         if name == "agents":
             parser.add_argument(
                 "--host", help="a host folder: show its busy/configured slots (docs/host.md)"

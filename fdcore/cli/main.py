@@ -16,7 +16,7 @@ from typing import Any
 
 from fdcore import __version__
 from fdcore.cli import commands as cli_commands
-from fdcore.cli import demo, doctor, incidents, notify
+from fdcore.cli import demo, doctor, incidents, notify, retention
 from fdcore.cli.output import format_table
 from fdcore.errors import FdcoreError, PluginError
 from fdcore.plugins.manager import COMMAND, DISABLE_VARIABLE, Plugins, load_plugins
@@ -78,6 +78,7 @@ def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
         doctor.register,
         incidents.register,
         notify.register,
+        retention.register,
     ):
         register(commands)
     try:

@@ -14,10 +14,17 @@ import attrs
 from fdcore.abc import HostSlots, TakeoverPolicy
 from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
-from fdcore.contract.layout import agent_key, request_key, status_key
-from fdcore.contract.models import AgentRecord, Request, ScheduleInfo, Status
+from fdcore.contract.layout import (
+    agent_key,
+    archive_index_key,
+    archived_key,
+    request_key,
+    status_key,
+)
+from fdcore.contract.models import AgentRecord, ArchiveEntry, Request, ScheduleInfo, Status
 from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.archive import archived_ids
 
 T = TypeVar("T")
 
@@ -116,6 +123,7 @@ class QueueRow:
     created_at: datetime | None
     deadline: datetime | None
     message: str | None
+    archived: str | None = None  # the archive day folder (YYYY/MM/DD); None: live
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -128,6 +136,7 @@ class QueueRow:
             "created_at": format_time(self.created_at) if self.created_at else None,
             "deadline": format_time(self.deadline) if self.deadline else None,
             "message": self.message,
+            "archived": self.archived,
         }
 
 
@@ -152,44 +161,72 @@ def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | Non
     return (found.value if found else None), None
 
 
-def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
+def queue_rows(
+    mailbox: Mailbox, include_final: bool = True, include_archived: bool = False
+) -> list[QueueRow]:
+    """One row per request: the live ones, and with ``include_archived`` the archived ones too.
+
+    A request caught mid-move is listed once, as archived: its index entry exists only once
+    the archive holds every file of it (fdcore.mailbox.archive).
+    """
+    archived = set(archived_ids(mailbox)) if include_archived else set()
     rows = []
-    for request_id in sorted(mailbox.request_ids()):
+    for request_id in sorted(set(mailbox.request_ids()) - archived):
         request, request_problem = _read(mailbox, Request, request_key(request_id))
         status, status_problem = _read(mailbox, Status, status_key(request_id))
         if status is not None and status.state.final and not include_final:
             continue
-        # An unreadable status leaves its request stuck: say so, never "waiting".
-        problem = request_problem or status_problem
-        if request is None or problem is not None:
-            state = "unreadable"
-        elif status is None:
-            state = "waiting"
-        else:
-            state = status.state.value
-        attempts = [
-            {"number": a.number, "agent": a.agent, "outcome": a.outcome.value}
-            for a in (status.attempts if status else [])
-        ]
-        if status is not None and status.agent and not attempts:
-            # A status from an older agent keeps no attempt list: show the one it implies.
-            outcome = status.state.value if status.state.final else "running"
-            attempts = [{"number": status.attempt, "agent": status.agent, "outcome": outcome}]
-        rows.append(
-            QueueRow(
-                id=request_id,
-                state=state,
-                agent=status.agent if status else None,
-                attempts=attempts,
-                schedule=request.schedule.id if request and request.schedule else None,
-                slot=request.schedule.slot if request and request.schedule else None,
-                created_at=request.created_at if request else None,
-                deadline=request.deadline if request else None,
-                message=problem or (status.message if status else None),
-            )
+        rows.append(_queue_row(request_id, request, status, request_problem or status_problem))
+    for request_id in sorted(archived):
+        entry, problem = _read(mailbox, ArchiveEntry, archive_index_key(request_id))
+        if entry is None:
+            continue  # gone meanwhile, or unreadable (reported)
+        request, request_problem = _read(
+            mailbox, Request, archived_key(entry.day, request_key(request_id))
         )
+        status, status_problem = _read(
+            mailbox, Status, archived_key(entry.day, status_key(request_id))
+        )
+        problem = request_problem or status_problem
+        rows.append(_queue_row(request_id, request, status, problem, archived=entry.day))
     rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
     return rows
+
+
+def _queue_row(
+    request_id: str,
+    request: Request | None,
+    status: Status | None,
+    problem: str | None,
+    archived: str | None = None,
+) -> QueueRow:
+    # An unreadable status leaves its request stuck: say so, never "waiting".
+    if request is None or problem is not None:
+        state = "unreadable"
+    elif status is None:
+        state = "waiting"
+    else:
+        state = status.state.value
+    attempts = [
+        {"number": a.number, "agent": a.agent, "outcome": a.outcome.value}
+        for a in (status.attempts if status else [])
+    ]
+    if status is not None and status.agent and not attempts:
+        # A status from an older agent keeps no attempt list: show the one it implies.
+        outcome = status.state.value if status.state.final else "running"
+        attempts = [{"number": status.attempt, "agent": status.agent, "outcome": outcome}]
+    return QueueRow(
+        id=request_id,
+        state=state,
+        agent=status.agent if status else None,
+        attempts=attempts,
+        schedule=request.schedule.id if request and request.schedule else None,
+        slot=request.schedule.slot if request and request.schedule else None,
+        created_at=request.created_at if request else None,
+        deadline=request.deadline if request else None,
+        message=problem or (status.message if status else None),
+        archived=archived,
+    )
 
 
 @attrs.frozen

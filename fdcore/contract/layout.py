@@ -10,11 +10,16 @@
     runs/<id>/<attempt>-<table>.json    RunRecord
     tables/<table>.json                 a fenced table write (``fdcore.mailbox.fencing``)
     incidents/incidents.json            IncidentDocument
+    archive/index/<id>.json             ArchiveEntry: the day folder an archived request is in
+    archive/YYYY/MM/DD/requests/<id>.json, .../status/<id>.json, .../runs/<id>/...
+                                        the same files, moved there by retention
 
 Every id that becomes part of a key is validated first, so no key leaves its folder.
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 from fdcore.contract.ids import validate_id
 
@@ -26,6 +31,8 @@ LEASES = "leases/"
 FENCES = "fences/"
 TABLES = "tables/"
 INCIDENTS = "incidents/incidents.json"
+ARCHIVE = "archive/"
+ARCHIVE_INDEX = "archive/index/"
 
 
 def request_key(request_id: str) -> str:
@@ -54,3 +61,26 @@ def fence_key(table: str) -> str:
 
 def table_key(table: str) -> str:
     return f"{TABLES}{validate_id(table, 'table name')}.json"
+
+
+# -- the archive (retention) -------------------------------------------------------------------
+
+
+def archive_day(when: datetime) -> str:
+    """The day folder of a request that finished at ``when``: ``YYYY/MM/DD`` in UTC."""
+    return when.astimezone(timezone.utc).strftime("%Y/%m/%d")
+
+
+def archive_index_key(request_id: str) -> str:
+    return f"{ARCHIVE_INDEX}{validate_id(request_id, 'request id')}.json"
+
+
+def archived_key(day: str, live_key: str) -> str:
+    """Where a live request, status or run file of a request lives in day ``day``'s folder."""
+    if not live_key.startswith((REQUESTS, STATUS, RUNS)):
+        raise ValueError(f"{live_key!r} is not a request, status or run file")
+    return f"{ARCHIVE}{day}/{live_key}"
+
+
+def archived_runs_prefix(day: str, request_id: str) -> str:
+    return f"{ARCHIVE}{day}/{RUNS}{validate_id(request_id, 'request id')}/"
