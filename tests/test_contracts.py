@@ -10,6 +10,7 @@ import pytest
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.models import (
     AgentRecord,
+    ArchiveEntry,
     IncidentDocument,
     Lease,
     Outcome,
@@ -33,6 +34,7 @@ KINDS = {
     "run": RunRecord,
     "incidents": IncidentDocument,
     "incidents-older": IncidentDocument,
+    "archive-entry": ArchiveEntry,
 }
 
 

@@ -453,6 +453,12 @@ def test_retention_run_command(tmp_path: Path, capsys: pytest.CaptureFixture[str
         "(use s, m, h, d)\n"
     )
     assert main(["queue", "--env", url, "--all", "--active"]) == ERROR
+    capsys.readouterr()
+    # An archived request keeps its id: submitting it again is refused.
+    assert main(["submit", "--env", url, "--entities", "sales", "--id", "old-1"]) == ERROR
+    assert capsys.readouterr().err == (
+        "fdcore: error: fdcore submit: --id: request 'old-1' already exists (archived)\n"
+    )
 
 
 def _open(url: str) -> MemoryStorage:

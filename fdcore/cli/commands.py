@@ -89,8 +89,11 @@ def _submit(args: argparse.Namespace) -> int:
             deadline=deadline,
             created_by="fdcore submit",
         )
-    except AlreadyExists:
-        raise ConfigError("fdcore submit", "--id", f"request {args.id!r} already exists") from None
+    except AlreadyExists as exc:
+        where = " (archived)" if exc.key and exc.key.startswith("archive/") else ""
+        raise ConfigError(
+            "fdcore submit", "--id", f"request {args.id!r} already exists{where}"
+        ) from None
     print(request.id)
     return 0
 
