@@ -86,6 +86,7 @@ class Agent:
             config.grace_seconds,
             warm_up=config.stale_after,
         )
+        self.retention.skew = self.skew
         self._outage: str | None = None
         self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
 

@@ -21,6 +21,7 @@ import attrs
 
 from fdcore.abc import HeldLease, TableLeases
 from fdcore.agent.settings import RetentionConfig
+from fdcore.agent.skew import ClockSkew
 from fdcore.contract.layout import archive_day
 from fdcore.contract.models import IncidentState, Request, Status
 from fdcore.errors import ArchiveConflict, FdcoreError, MailboxFileError, StorageUnavailable
@@ -196,6 +197,7 @@ class Retention:
         self._queue: list[str] = []  # status ids this run has yet to look at
         self._protected: set[str] | None = set()
         self.done = Tally()  # everything this agent's runs did (the simulator reports it)
+        self.skew: ClockSkew | None = None  # this agent's clock against the store's
 
     def step(self, now: datetime) -> None:
         """Called every poll: start a run when one is due, else go on with the current one.
@@ -251,6 +253,10 @@ class Retention:
             # fleet restarted at once does not race for the lease in its first poll.
             self._next_try = now + timedelta(seconds=self.warm_up)
         if now < self._next_try:
+            return False
+        if self.skew is not None and self.skew.refuses_takeover:
+            # A clock this far ahead could judge a slot's deadline past while an agent with
+            # the right time may still create its request (ClockSkew warns).
             return False
         held = self.leases.acquire(
             RETENTION_LEASE,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from fdcore.simulator.invariants import (
     AgentsNeverRaise,
+    ArchivedWhole,
     Checker,
     EveryRequestFinal,
     LeaseHeldUntilItRunsOut,
@@ -48,6 +49,7 @@ def default_checkers(scenario: Scenario) -> list[Checker]:
         NoStrandedRequests(scenario.claim),
         EveryRequestFinal(),
         SucceedsOnce(),
+        ArchivedWhole(),
     ]
 
 
