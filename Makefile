@@ -22,7 +22,7 @@ STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup azurite demo test lint typecheck pytest soak bench clean
+.PHONY: setup azurite demo test lint typecheck pytest soak bench bench-history clean
 
 setup: $(STAMP) azurite
 
@@ -62,6 +62,13 @@ soak: setup
 
 bench: setup
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops
+
+# Poll cost against history (docs/benchmarks.md, docs/retention.md): one idle agent's poll over
+# N finished requests, retention on and off; 100,000 on a local folder, 10,000 on Azurite
+# (writing and archiving 100,000 there takes the better part of an hour).
+bench-history: setup
+	$(BIN)/python benchmarks/poll_history.py --finished 0 100000
+	$(BIN)/python benchmarks/poll_history.py --azurite --finished 0 1000 10000 --polls 12
 
 clean:
 	rm -rf $(VENV) tools/azurite/node_modules

@@ -505,3 +505,21 @@ def test_the_simulated_fleet_archives_under_crashes_and_store_errors_without_los
     assert kept == [], report.text()
     assert report.checks["requests archived"] > 100
     assert report.checks["crashes"] > 0
+
+
+def test_the_poll_history_benchmark_counts_a_flat_poll_with_retention() -> None:
+    """benchmarks/poll_history.py's poll_cost, small: what bench-report generators call."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "benchmarks" / "poll_history.py"
+    spec = importlib.util.spec_from_file_location("poll_history", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    empty = bench.poll_cost("localfs", 0, True, polls=14, workers=2)
+    kept = bench.poll_cost("localfs", 40, False, polls=14, workers=2)
+    archived = bench.poll_cost("localfs", 40, True, polls=14, workers=2)
+    assert archived["archive_run"]["moved"] == 40
+    assert kept["listed_keys_per_poll"] == 80  # requests/ and status/, every poll
+    assert archived["listed_keys_per_poll"] == empty["listed_keys_per_poll"] == 0
+    assert archived["operations_per_poll"] == empty["operations_per_poll"]
