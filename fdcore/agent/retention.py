@@ -23,7 +23,7 @@ from fdcore.abc import HeldLease, TableLeases
 from fdcore.agent.settings import RetentionConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.contract.layout import archive_day
-from fdcore.contract.models import IncidentState, Request, Status
+from fdcore.contract.models import IncidentState, Request, State, Status
 from fdcore.errors import ArchiveConflict, FdcoreError, MailboxFileError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archive_entry, archive_files
@@ -100,7 +100,7 @@ def reason_to_keep(
         if protected is not None and slot is not None and f"{slot.id}.{slot.slot}" in protected:
             return "open incident"
     if protected is None:
-        if status.state.value in ("failed", "expired"):
+        if status.state in (State.FAILED, State.EXPIRED):
             return "incidents unreadable"
     elif status.request in protected:
         return "open incident"
@@ -158,19 +158,13 @@ def run_retention(
     *,
     dry_run: bool = False,
 ) -> Tally:
-    """A whole run by hand (``fdcore retention run``): every status, in batches."""
+    """A whole run at once (``fdcore retention run``): every status, in id order."""
     protected = protected_requests(mailbox)
     total = Tally()
-    ids = sorted(mailbox.status_ids())
-    for start in range(0, len(ids), settings.batch):
-        batch = Tally()
-        for request_id in ids[start : start + settings.batch]:
-            batch.add(
-                retire(
-                    mailbox, request_id, now, settings, grace_seconds, protected, dry_run=dry_run
-                )
-            )
-        total.add(batch)
+    for request_id in sorted(mailbox.status_ids()):
+        total.add(
+            retire(mailbox, request_id, now, settings, grace_seconds, protected, dry_run=dry_run)
+        )
     return total
 
 

@@ -29,11 +29,9 @@ def _settings(args: argparse.Namespace) -> RetentionConfig:
         raise ConfigError(_WHERE, "--keep", str(exc)) from None
     if keep <= 0:
         raise ConfigError(_WHERE, "--keep", f"must be greater than 0, got {args.keep!r}")
-    if not 1 <= args.batch <= 10_000:
-        raise ConfigError(_WHERE, "--batch", f"must be 1..10000, got {args.batch}")
     if args.grace < 0:
         raise ConfigError(_WHERE, "--grace", f"must be 0 or more, got {args.grace:g}")
-    return RetentionConfig(keep=keep, archive=not args.delete, batch=args.batch)
+    return RetentionConfig(keep=keep, archive=not args.delete)
 
 
 def tally_json(tally: Tally, settings: RetentionConfig, dry_run: bool) -> dict[str, Any]:
@@ -80,7 +78,6 @@ def register(commands: Any) -> None:
     run.add_argument("--keep", default="7d", help='age of a finished request (default "7d")')
     run.add_argument("--delete", action="store_true", help="delete instead of archiving")
     run.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
-    run.add_argument("--batch", type=int, default=100, help="requests per batch (default 100)")
     run.add_argument(
         "--grace",
         type=float,
