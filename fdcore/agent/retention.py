@@ -144,7 +144,9 @@ def retire(
             tally.files = archive_files(mailbox, request_id, day, settings.archive, now)
         tally.moved.append(request_id)
     except (MailboxFileError, ArchiveConflict) as exc:
-        mailbox.problems.report(request_id, str(exc))
+        # Keyed by the file, as every reader reports it: each bad file is reported once.
+        key = exc.path if isinstance(exc, MailboxFileError) else exc.key
+        mailbox.problems.report(key, str(exc))
         tally.problems.append(str(exc))
         tally.keep("problem")
     return tally
