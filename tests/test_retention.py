@@ -523,3 +523,29 @@ def test_the_poll_history_benchmark_counts_a_flat_poll_with_retention() -> None:
     assert kept["listed_keys_per_poll"] == 80  # requests/ and status/, every poll
     assert archived["listed_keys_per_poll"] == empty["listed_keys_per_poll"] == 0
     assert archived["operations_per_poll"] == empty["operations_per_poll"]
+
+
+def test_a_batch_stops_after_a_poll_period_on_a_slow_store(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    """On a store where each operation takes 0.5 s (a far tenant), a batch of 100 moves would
+    take minutes: the poll carrying it stops after poll_seconds and goes on next poll."""
+    fleet = fdcore_memory_fleet
+    for number in range(20):
+        add_finished(fleet.mailbox, f"old-{number:02d}", START - timedelta(days=3))
+
+    class SlowStore(CrashingStorage):
+        def _tick(self) -> None:
+            fleet.clock.advance(0.5)
+
+    fleet.wrap_storage(lambda storage: SlowStore(storage, None))
+    settings = RetentionConfig(keep=DAY, every=3600.0, batch=100)
+    agent = fleet.agent("etl-01", retention=settings, stale_after=60.0, poll_seconds=5.0)
+    agent.poll()
+    fleet.clock.advance(61)
+    looked = []
+    for _ in range(4):
+        agent.poll()
+        looked.append(agent.retention.done.examined)
+    assert 1 <= looked[0] <= 2  # ~15 operations a request: 7.5 s of store time each
+    assert looked == sorted(looked) and looked[-1] > looked[0]  # on through later polls

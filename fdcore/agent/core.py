@@ -84,7 +84,9 @@ class Agent:
             mailbox,
             components.leases,
             config.grace_seconds,
+            clock,
             warm_up=config.stale_after,
+            budget=config.poll_seconds,
         )
         self.retention.skew = self.skew
         self._outage: str | None = None

@@ -22,6 +22,7 @@ import attrs
 from fdcore.abc import HeldLease, TableLeases
 from fdcore.agent.settings import RetentionConfig
 from fdcore.agent.skew import ClockSkew
+from fdcore.clock import Clock
 from fdcore.contract.layout import archive_day
 from fdcore.contract.models import IncidentState, Request, State, Status
 from fdcore.errors import ArchiveConflict, FdcoreError, MailboxFileError, StorageUnavailable
@@ -180,10 +181,17 @@ class Retention:
         mailbox: Mailbox,
         leases: TableLeases,
         grace_seconds: float,
+        clock: Clock,
+        *,
         warm_up: float,
+        budget: float,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.warm_up = warm_up  # seconds after its first poll before an agent tries
+        # Seconds of one poll a batch may take: on a slow store (a remote tenant, ~15 store
+        # operations a request) a whole batch could outlast stale_after.
+        self.budget = budget
         self.agent = agent
         self.mailbox = mailbox
         self.leases = leases
@@ -220,7 +228,7 @@ class Retention:
             self._finish("its lease ran out")  # the next run, anyone's, picks up the rest
             return
         batch = Tally()
-        while self._queue and batch.examined < self.settings.batch:
+        while self._queue and batch.examined < self.settings.batch and not self._over(now):
             request_id = self._queue.pop()
             batch.add(
                 retire(
@@ -242,6 +250,9 @@ class Retention:
             )
         if not self._queue:
             self._finish("done")
+
+    def _over(self, started: datetime) -> bool:
+        return (self.clock.now() - started).total_seconds() >= self.budget
 
     def _start(self, now: datetime) -> bool:
         if self._next_try is None:
