@@ -272,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finished", type=int, nargs="+", default=[0, 100_000])
     parser.add_argument("--polls", type=int, default=24, help="polls measured after the first")
     parser.add_argument("--workers", type=int, default=8, help="parallel writers of history")
+    parser.add_argument(
+        "--retention", choices=("both", "on", "off"), default="both", help="which rows to measure"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = []
@@ -284,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
             azurite.create_container(CONTAINER)
         backend = "azurite" if args.azurite else "localfs"
         for finished in args.finished:
-            for retention in (False, True):
+            for retention in {"both": (False, True), "on": (True,), "off": (False,)}[
+                args.retention
+            ]:
                 row = poll_cost(
                     backend,
                     finished,
