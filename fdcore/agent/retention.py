@@ -228,7 +228,9 @@ class Retention:
             self._finish("its lease ran out")  # the next run, anyone's, picks up the rest
             return
         batch = Tally()
-        while self._queue and batch.examined < self.settings.batch and not self._over(now):
+        while self._queue and batch.examined < self.settings.batch:
+            if batch.examined and self._over(now):
+                break  # one request a poll at least, however slow the store
             request_id = self._queue.pop()
             batch.add(
                 retire(
@@ -252,6 +254,7 @@ class Retention:
             self._finish("done")
 
     def _over(self, started: datetime) -> bool:
+        """Whether this poll (begun at ``started``) has run for the budget already."""
         return (self.clock.now() - started).total_seconds() >= self.budget
 
     def _start(self, now: datetime) -> bool:
