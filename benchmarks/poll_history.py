@@ -44,6 +44,7 @@ from fdcore.agent.settings import AgentConfig, RetentionConfig
 from fdcore.clock import ManualClock
 from fdcore.contract.layout import request_key, run_key, status_key
 from fdcore.contract.models import Attempt, Outcome, Request, RunRecord, State, Status
+from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
 
@@ -142,10 +143,19 @@ def archive_history(
     ids = sorted(mailbox.status_ids())
 
     def move(request_id: str) -> int:
-        return len(retire(mailbox, request_id, NOW, settings, 60.0, protected).moved)
+        # A store error leaves the move for a later run, as in the agent: retried below.
+        try:
+            return len(retire(mailbox, request_id, NOW, settings, 60.0, protected).moved)
+        except StorageUnavailable:
+            return 0
 
-    with ThreadPoolExecutor(workers) as pool:
-        moved = sum(pool.map(move, ids, chunksize=64))
+    moved = 0
+    for _ in range(3):
+        with ThreadPoolExecutor(workers) as pool:
+            moved += sum(pool.map(move, ids, chunksize=64))
+        ids = sorted(mailbox.status_ids())
+        if not ids:
+            break
     seconds = time.perf_counter() - begin
     operations = Counter(storage.counts)
     operations.subtract(before)
