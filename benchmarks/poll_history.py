@@ -257,13 +257,24 @@ def poll_cost(
             row["archive_run"] = archive_history(storage, RetentionConfig(), workers)
         storage.counts.clear()
         row.update(measure_polls(storage, retention, polls))
+    if finished:
+        # The same agent over an empty mailbox, measured right after under the same load: the
+        # wall time of a poll swings with the machine's load, the ratio much less.
+        with open_backend(backend, azurite) as opened:
+            empty = measure_polls(CountingStorage(opened), retention, polls)
+        row["empty"] = {key: empty[key] for key in _COMPARED}
+        row["ratio_to_empty"] = {key: round(row[key] / empty[key], 2) for key in _COMPARED}
     return row
+
+
+_COMPARED = ("operations_per_poll", "wall_ms_median", "cpu_ms_mean")
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
     print(
         f"{'backend':8} {'finished':>8} {'retention':>9} {'ops/poll':>8} {'keys/poll':>9} "
-        f"{'wall ms':>8} {'cpu ms':>7} {'1st poll ops':>12} {'archive run':>14}"
+        f"{'wall ms':>8} {'cpu ms':>7} {'1st poll ops':>12} {'archive run':>14} "
+        f"{'x empty (ops, wall, cpu)':>24}"
     )
     for row in rows:
         archive = row.get("archive_run")
@@ -272,7 +283,8 @@ def _print(rows: list[dict[str, Any]]) -> None:
             f"{row['backend']:8} {row['finished']:>8} {row['retention']!s:>9} "
             f"{row['operations_per_poll']:>8.2f} {row['listed_keys_per_poll']:>9.0f} "
             f"{row['wall_ms_median']:>8.2f} {row['cpu_ms_mean']:>7.2f} "
-            f"{row['first_poll']['operations']:>12} {archived:>14}"
+            f"{row['first_poll']['operations']:>12} {archived:>14} "
+            f"{' '.join(str(x) for x in row.get('ratio_to_empty', {}).values()) or '-':>24}"
         )
 
 
