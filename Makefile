@@ -23,7 +23,7 @@ AZURITE_STAMP := tools/azurite/node_modules/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
 PYTEST_ARGS ?=
 
-.PHONY: setup azurite chromium demo test lint typecheck pytest soak bench bench-report clean
+.PHONY: setup azurite chromium demo test lint typecheck pytest soak bench bench-report bench-history clean
 
 setup: $(STAMP) azurite
 
@@ -86,6 +86,13 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench-report: setup $(BENCH_STAMP)
 	nice $(BIN)/python benchmarks/docs_report.py $(BENCH_REPORT_ARGS)
+
+# Poll cost against history (docs/benchmarks.md, docs/retention.md): one idle agent's poll over
+# N finished requests, retention on and off; 100,000 on a local folder, 10,000 on Azurite
+# (writing and archiving 100,000 there takes the better part of an hour).
+bench-history: setup
+	$(BIN)/python benchmarks/poll_history.py --finished 0 100000
+	$(BIN)/python benchmarks/poll_history.py --azurite --finished 0 1000 10000 --polls 12
 
 clean:
 	rm -rf $(VENV) tools/azurite/node_modules

@@ -115,6 +115,18 @@ class StaleFencingToken(FdcoreError):
     """A write carried a token older than the table's current lease or last write."""
 
 
+# -- retention ---------------------------------------------------------------------------------
+
+
+class ArchiveConflict(FdcoreError):
+    """Retention left a finished request live for now: one of its files changed while it was
+    being moved, or it has more run records than one move reads."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}")
+
+
 # -- agents ------------------------------------------------------------------------------------
 
 

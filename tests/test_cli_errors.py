@@ -123,6 +123,7 @@ COMMANDS: dict[str, Callable[[Places, str], list[str]]] = {
     "queue": lambda places, url: ["queue", "--env", url],
     "agents": lambda places, url: ["agents", "--env", url],
     "schedules": lambda places, url: ["schedules", "--env", url],
+    "retention run": lambda places, url: ["retention", "run", "--env", url],
     "doctor": lambda places, url: ["doctor", url, "--processes", "2", "--rounds", "1"],
 }
 CREATING = {"init"}  # it creates a missing environment: that is its job

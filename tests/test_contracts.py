@@ -10,6 +10,7 @@ import pytest
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.models import (
     AgentRecord,
+    ArchiveEntry,
     Cancel,
     IncidentDocument,
     Lease,
@@ -37,6 +38,7 @@ KINDS = {
     "retry": Retry,
     "incidents": IncidentDocument,
     "incidents-older": IncidentDocument,
+    "archive-entry": ArchiveEntry,
 }
 
 

@@ -30,6 +30,7 @@ from fdcore.agent.cancels import Cancels
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
+from fdcore.agent.retention import Retention
 from fdcore.agent.schedules import Schedule, create_due_requests
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
@@ -83,6 +84,17 @@ class Agent:
         self.discovery.skew = self.skew
         self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)
         self.discovery.cancels = self.cancels
+        self.retention = Retention(
+            config.retention,
+            config.name,
+            mailbox,
+            components.leases,
+            config.grace_seconds,
+            clock,
+            warm_up=config.stale_after,
+            budget=config.poll_seconds,
+        )
+        self.retention.skew = self.skew
         self._outage: str | None = None
         self.contain_errors = contain_errors
         self.step_errors = 0  # steps cut short by an error other than the store's
@@ -114,6 +126,8 @@ class Agent:
         if self.stopping or not recorded:
             return  # an agent that cannot say it is alive takes nothing new
         self._guarded(lambda: self._look(now))
+        # Once per interval across agents, a bounded batch a poll (docs/retention.md).
+        self._guarded(lambda: self.retention.step(now))
 
     def _follow_held_work(self, now: datetime) -> None:
         self.cancels.new_poll()

@@ -84,6 +84,19 @@ class IncidentsConfig:
 
 
 @attrs.frozen
+class RetentionConfig:
+    """``[retention]``: finished requests older than ``keep`` leave the live folders
+    (docs/retention.md). On by default, archiving: nothing is deleted unless ``archive = false``.
+    """
+
+    enabled: bool = True
+    keep: float = 7 * 86400.0  # seconds since a request's status became final
+    archive: bool = True  # move to archive/YYYY/MM/DD/ (False: delete)
+    every: float = 3600.0  # seconds between runs, across the environment (the retention lease)
+    batch: int = 100  # requests looked at per poll while a run is under way
+
+
+@attrs.frozen
 class AgentConfig:
     name: str
     environment: str
@@ -105,6 +118,7 @@ class AgentConfig:
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
     incidents: IncidentsConfig = IncidentsConfig()
+    retention: RetentionConfig = RetentionConfig()
     host: str | None = None  # the host folder its tables are admitted through (docs/host.md)
     host_admission: str = "slots"  # the host admission plugin that opens it
     max_file_bytes: int = MAX_FILE_BYTES  # a bigger mailbox file is reported, never read

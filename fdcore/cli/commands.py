@@ -93,8 +93,11 @@ def _submit(args: argparse.Namespace) -> int:
             deadline=deadline,
             created_by="fdcore submit",
         )
-    except AlreadyExists:
-        raise ConfigError("fdcore submit", "--id", f"request {args.id!r} already exists") from None
+    except AlreadyExists as exc:
+        where = " (archived)" if exc.key and exc.key.startswith("archive/") else ""
+        raise ConfigError(
+            "fdcore submit", "--id", f"request {args.id!r} already exists{where}"
+        ) from None
     print(request.id)
     return 0
 
@@ -139,13 +142,12 @@ def _queue_listing(
     args: argparse.Namespace, mailbox: Mailbox
 ) -> tuple[list[Any], list[Any], list[str]]:
     """The queue's rows, its human table and its warnings, read once."""
-    rows = queue_rows(mailbox, include_final=not args.active)
+    rows = queue_rows(mailbox, include_final=not args.active, include_archived=args.all)
     agents = _agent_rows(mailbox, args.grace)
     states = {row.name: row.state for row in agents}
     sharing = shared_by(agents)
-    table: list[tuple[str, ...]] = [
-        ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
-    ]
+    header = ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
+    table: list[tuple[str, ...]] = [header + (("ARCHIVED",) if args.all else ())]
     for row in rows:
         schedule = "-"
         if row.schedule:
@@ -154,9 +156,8 @@ def _queue_listing(
                 schedule += f" (Shared by {', '.join(sharing[row.schedule])})"
         attempts = describe_attempts(row, states) or "-"
         state = f"{row.state} (cancelling)" if row.cancelled_by else row.state
-        table.append(
-            (row.id, state, attempts, schedule, _time(row.created_at), _time(row.deadline))
-        )
+        cells = (row.id, state, attempts, schedule, _time(row.created_at), _time(row.deadline))
+        table.append(cells + ((row.archived or "-",) if args.all else ()))
     # Why each unreadable request is stuck (also its "message" in --json).
     unreadable = [
         f"Unreadable: {row.message or row.id}" for row in rows if row.state == "unreadable"
@@ -165,6 +166,8 @@ def _queue_listing(
 
 
 def _queue(args: argparse.Namespace) -> int:
+    if args.active and args.all:
+        raise ConfigError("fdcore queue", "--all", "cannot be given with --active")
     mailbox = open_mailbox(args.env, create=False)
     if args.watch is not None:
         return _watch_queue(args, mailbox)
@@ -307,6 +310,9 @@ def register(commands: Any) -> None:
                 help="redraw in place every SECONDS (default 2) until Ctrl-C",
             )
             parser.add_argument("--count", type=int, help="with --watch: stop after N redraws")
+            parser.add_argument(
+                "--all", action="store_true", help="archived requests too (docs/retention.md)"
+            )
         if name == "agents":
             parser.add_argument(
                 "--host", help="a host folder: show its busy/configured slots (docs/host.md)"

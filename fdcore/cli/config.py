@@ -22,12 +22,13 @@ from fdcore.agent.settings import (
     IncidentsConfig,
     Objective,
     QuietHours,
+    RetentionConfig,
     RouteConfig,
     ScheduleConfig,
 )
 from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
 from fdcore.contract.ids import validate_id
-from fdcore.durations import parse_duration
+from fdcore.durations import format_duration, parse_duration
 from fdcore.errors import ConfigError, DurationError, InvalidId
 from fdcore.incidents.evaluate import KINDS as INCIDENT_KINDS
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
@@ -84,6 +85,13 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "lookback": ((str,), 'a duration such as "1d"'),
         "objectives": ((list,), "an array of tables, [[incidents.objectives]]"),
     },
+    "retention": {
+        "enabled": ((bool,), "true or false"),
+        "keep": ((str,), 'a duration such as "7d"'),
+        "archive": ((bool,), "true (move to archive/) or false (delete)"),
+        "every": ((str,), 'a duration such as "1h"'),
+        "batch": ((int,), "a whole number of requests such as 100"),
+    },
     "objectives": {
         "table": ((str,), "a table name"),
         "schedule": ((str,), "a schedule id"),
@@ -101,7 +109,16 @@ _ROUTE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 _SCHEDULE_OPTIONS = ("timezone", "deadline")
-_SECTIONS = ("agent", "storage", "pipeline", "runner", "schedules", "notify", "incidents")
+_SECTIONS = (
+    "agent",
+    "storage",
+    "pipeline",
+    "runner",
+    "schedules",
+    "notify",
+    "incidents",
+    "retention",
+)
 
 
 def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError:
@@ -212,7 +229,7 @@ def parse_config(
     agent = data.get("agent")
     if not isinstance(agent, Mapping):
         raise ConfigError(source, "[agent]", "missing section (needs name and environment)")
-    for section in ("agent", "pipeline", "runner", "notify", "incidents"):
+    for section in ("agent", "pipeline", "runner", "notify", "incidents", "retention"):
         table = data.get(section, {})
         if not isinstance(table, Mapping):
             raise ConfigError(source, f"[{section}]", "must be a table")
@@ -253,6 +270,7 @@ def parse_config(
     if max_attempts < 1:
         raise ConfigError(source, "[pipeline] max_attempts", f"must be >= 1, got {max_attempts}")
 
+    incidents = _parse_incidents(source, data.get("incidents", {}))
     return AgentConfig(
         name=name,
         environment=agent["environment"],
@@ -268,7 +286,8 @@ def parse_config(
         runner_options=runner,
         schedules=_parse_schedules(source, data.get("schedules", []), plugins),
         routes=_parse_routes(source, data.get("notify", {}).get("routes", {})),
-        incidents=_parse_incidents(source, data.get("incidents", {})),
+        incidents=incidents,
+        retention=_parse_retention(source, data.get("retention", {}), incidents),
         host=agent.get("host") or None,
         host_admission=agent.get("host_admission", "slots"),
         max_file_bytes=max_file_bytes,
@@ -329,6 +348,63 @@ def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:
             _objective(source, f"[[incidents.objectives]] #{n + 1} ", objective)
             for n, objective in enumerate(table.get("objectives", []))
         ),
+    )
+
+
+#: The longest ``[retention] keep``: ten years (any longer, turn retention off).
+MAX_KEEP_SECONDS = 10 * 365 * 86400.0
+MIN_RETENTION_EVERY = 60.0
+MAX_RETENTION_BATCH = 10_000
+
+
+def _parse_retention(
+    source: str, table: Mapping[str, Any], incidents: IncidentsConfig
+) -> RetentionConfig:
+    """``[retention]``; ``keep`` must cover what incident evaluation reads back in time."""
+    default = RetentionConfig()
+    keep = default.keep
+    if "keep" in table:
+        try:
+            keep = parse_duration(table["keep"])
+        except DurationError as exc:
+            raise ConfigError(source, "[retention] keep", str(exc)) from None
+        if not 0 < keep <= MAX_KEEP_SECONDS:
+            raise ConfigError(
+                source,
+                "[retention] keep",
+                f"must be greater than 0 and at most 10 years, got {format_duration(keep)}",
+            )
+    needed = [("[incidents] lookback", incidents.lookback)]
+    for number, objective in enumerate(incidents.objectives, start=1):
+        needed.append((f"[[incidents.objectives]] #{number} window", objective.window))
+        if objective.freshness is not None:
+            needed.append((f"[[incidents.objectives]] #{number} freshness", objective.freshness))
+    for key, seconds in needed:
+        if keep < seconds:
+            raise ConfigError(
+                source,
+                "[retention] keep",
+                f"{format_duration(keep)} is shorter than {key} ({format_duration(seconds)}): "
+                "incidents would judge requests retention has moved away",
+            )
+    every = default.every
+    if "every" in table:
+        every = _duration(source, "[retention] every", table["every"])
+        if every < MIN_RETENTION_EVERY:
+            raise ConfigError(
+                source, "[retention] every", f"must be at least 1m, got {format_duration(every)}"
+            )
+    batch = table.get("batch", default.batch)
+    if not 1 <= batch <= MAX_RETENTION_BATCH:
+        raise ConfigError(
+            source, "[retention] batch", f"must be 1..{MAX_RETENTION_BATCH}, got {batch}"
+        )
+    return RetentionConfig(
+        enabled=table.get("enabled", default.enabled),
+        keep=keep,
+        archive=table.get("archive", default.archive),
+        every=every,
+        batch=batch,
     )
 
 

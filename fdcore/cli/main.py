@@ -79,6 +79,7 @@ def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
         doctor.register,
         incidents.register,
         notify.register,
+        retention.register,
     ):
         register(commands)
     try:

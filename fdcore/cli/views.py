@@ -15,11 +15,27 @@ import attrs
 from fdcore.abc import HostSlots, TakeoverPolicy
 from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
-from fdcore.contract.layout import agent_key, cancel_key, request_key, status_key
-from fdcore.contract.models import AgentRecord, Cancel, Request, ScheduleInfo, State, Status
+from fdcore.contract.layout import (
+    agent_key,
+    archive_index_key,
+    archived_key,
+    cancel_key,
+    request_key,
+    status_key,
+)
+from fdcore.contract.models import (
+    AgentRecord,
+    ArchiveEntry,
+    Cancel,
+    Request,
+    ScheduleInfo,
+    State,
+    Status,
+)
 from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox
-from fdcore.mailbox.cancel import find_request
+from fdcore.mailbox.archive import archived_ids
+from fdcore.mailbox.cancel import known_request
 from fdcore.plugins.manager import HOST, load_plugins
 
 T = TypeVar("T")
@@ -129,6 +145,7 @@ class QueueRow:
     message: str | None
     # who cancelled it, while its holder has yet to stop it (``fdcore cancel``)
     cancelled_by: str | None = None
+    archived: str | None = None  # the archive day folder (YYYY/MM/DD); None: live
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,6 +159,7 @@ class QueueRow:
             "deadline": format_time(self.deadline) if self.deadline else None,
             "message": self.message,
             "cancelled_by": self.cancelled_by,
+            "archived": self.archived,
         }
 
 
@@ -166,49 +184,77 @@ def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | Non
     return (found.value if found else None), None
 
 
-def queue_rows(mailbox: Mailbox, include_final: bool = True) -> list[QueueRow]:
+def queue_rows(
+    mailbox: Mailbox, include_final: bool = True, include_archived: bool = False
+) -> list[QueueRow]:
+    """One row per request: the live ones, and with ``include_archived`` the archived ones too.
+
+    A request caught mid-move is listed once, as archived: its index entry exists only once
+    the archive holds every file of it (fdcore.mailbox.archive).
+    """
+    archived = set(archived_ids(mailbox)) if include_archived else set()
     rows = []
     cancelled = set(mailbox.cancel_ids())  # one listing; a cancel is read only while pending
-    for request_id in sorted(mailbox.request_ids()):
+    for request_id in sorted(set(mailbox.request_ids()) - archived):
         request, request_problem = _read(mailbox, Request, request_key(request_id))
         status, status_problem = _read(mailbox, Status, status_key(request_id))
         if status is not None and status.state.final and not include_final:
             continue
-        # An unreadable status leaves its request stuck: say so, never "waiting".
-        problem = request_problem or status_problem
-        if request is None or problem is not None:
-            state = "unreadable"
-        elif status is None:
-            state = "waiting"
-        else:
-            state = status.state.value
-        attempts = [
-            {"number": a.number, "agent": a.agent, "outcome": a.outcome.value}
-            for a in (status.attempts if status else [])
-        ]
-        if status is not None and status.agent and not attempts:
-            # A status from an older agent keeps no attempt list: show the one it implies.
-            outcome = status.state.value if status.state.final else "running"
-            attempts = [{"number": status.attempt, "agent": status.agent, "outcome": outcome}]
-        cancel = None
-        if request_id in cancelled and state in ("waiting", "accepted", "running"):
+        row = _queue_row(request_id, request, status, request_problem or status_problem)
+        if request_id in cancelled and row.state in ("waiting", "accepted", "running"):
             cancel, _ = _read(mailbox, Cancel, cancel_key(request_id))
-        rows.append(
-            QueueRow(
-                id=request_id,
-                state=state,
-                agent=status.agent if status else None,
-                attempts=attempts,
-                schedule=request.schedule.id if request and request.schedule else None,
-                slot=request.schedule.slot if request and request.schedule else None,
-                created_at=request.created_at if request else None,
-                deadline=request.deadline if request else None,
-                message=problem or (status.message if status else None),
-                cancelled_by=cancel.by if cancel else None,
-            )
+            row = attrs.evolve(row, cancelled_by=cancel.by if cancel else None)
+        rows.append(row)
+    for request_id in sorted(archived):
+        entry, problem = _read(mailbox, ArchiveEntry, archive_index_key(request_id))
+        if entry is None:
+            continue  # gone meanwhile, or unreadable (reported)
+        request, request_problem = _read(
+            mailbox, Request, archived_key(entry.day, request_key(request_id))
         )
+        status, status_problem = _read(
+            mailbox, Status, archived_key(entry.day, status_key(request_id))
+        )
+        problem = request_problem or status_problem
+        rows.append(_queue_row(request_id, request, status, problem, archived=entry.day))
     rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
     return rows
+
+
+def _queue_row(
+    request_id: str,
+    request: Request | None,
+    status: Status | None,
+    problem: str | None,
+    archived: str | None = None,
+) -> QueueRow:
+    # An unreadable status leaves its request stuck: say so, never "waiting".
+    if request is None or problem is not None:
+        state = "unreadable"
+    elif status is None:
+        state = "waiting"
+    else:
+        state = status.state.value
+    attempts = [
+        {"number": a.number, "agent": a.agent, "outcome": a.outcome.value}
+        for a in (status.attempts if status else [])
+    ]
+    if status is not None and status.agent and not attempts:
+        # A status from an older agent keeps no attempt list: show the one it implies.
+        outcome = status.state.value if status.state.final else "running"
+        attempts = [{"number": status.attempt, "agent": status.agent, "outcome": outcome}]
+    return QueueRow(
+        id=request_id,
+        state=state,
+        agent=status.agent if status else None,
+        attempts=attempts,
+        schedule=request.schedule.id if request and request.schedule else None,
+        slot=request.schedule.slot if request and request.schedule else None,
+        created_at=request.created_at if request else None,
+        deadline=request.deadline if request else None,
+        message=problem or (status.message if status else None),
+        archived=archived,
+    )
 
 
 @attrs.frozen
@@ -343,6 +389,7 @@ class RequestStory:
     cancel: Cancel | None
     retried_as: str | None  # the request that runs this one again (``fdcore retry``)
     why: str | None  # why it ended (or what holds it up), in a sentence
+    archived: str | None = None  # the archive day folder retention moved it to; None: live
 
     @property
     def id(self) -> str:
@@ -375,21 +422,18 @@ class RequestStory:
             "attempts": [attempt.to_json() for attempt in self.attempts],
             "runs": [run.to_json() for run in self.runs],
             "why": self.why,
+            "archived": self.archived,
         }
 
 
 def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
-    """The story of one request, read through the mailbox (its request, status, run records,
-    cancel and retry link). :class:`~fdcore.errors.UnknownRequest` if there is no such request;
-    a malformed file raises its :class:`~fdcore.errors.MailboxFileError`."""
-    request = find_request(mailbox, request_id)
-    found = mailbox.status(request_id)
-    status = found.value if found else None
-    cancel = mailbox.cancel(request_id)
-    retry = mailbox.retry(request_id)
-    runs = sorted(
-        mailbox.runs(request_id), key=lambda r: (r.started_at, r.attempt, r.ended_at, r.table)
-    )
+    """The story of one request, live or archived by retention (its request, status, run
+    records, cancel and retry link). :class:`~fdcore.errors.UnknownRequest` if there is no such
+    request; a malformed file raises its :class:`~fdcore.errors.MailboxFileError`."""
+    files = known_request(mailbox, request_id)
+    request, status, cancel, retry = files.request, files.status, files.cancel, files.retry
+    assert request is not None  # known_request refuses a request whose file is gone
+    runs = sorted(files.runs, key=lambda r: (r.started_at, r.attempt, r.ended_at, r.table))
     return RequestStory(
         request=request,
         state=status.state.value if status else "waiting",
@@ -411,9 +455,10 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
             )
             for run in runs
         ],
-        cancel=cancel.value if cancel else None,
-        retried_as=retry.value.retry if retry else None,
-        why=_why(request, status, cancel.value if cancel else None),
+        cancel=cancel,
+        retried_as=retry.retry if retry else None,
+        why=_why(request, status, cancel),
+        archived=files.day,
     )
 
 

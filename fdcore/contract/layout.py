@@ -12,11 +12,17 @@
     incidents/incidents.json            IncidentDocument
     cancels/<id>.json                   Cancel (an operator's ``fdcore cancel``)
     retries/<id>.json                   Retry (the request that runs <id> again)
+    archive/index/<id>.json             ArchiveEntry: the day folder an archived request is in
+    archive/YYYY/MM/DD/requests/<id>.json, .../status/<id>.json, .../runs/<id>/...,
+    .../cancels/<id>.json, .../retries/<id>.json
+                                        the same files, moved there by retention
 
 Every id that becomes part of a key is validated first, so no key leaves its folder.
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 from fdcore.contract.ids import validate_id
 
@@ -30,6 +36,8 @@ TABLES = "tables/"
 INCIDENTS = "incidents/incidents.json"
 CANCELS = "cancels/"
 RETRIES = "retries/"
+ARCHIVE = "archive/"
+ARCHIVE_INDEX = "archive/index/"
 
 
 def request_key(request_id: str) -> str:
@@ -66,3 +74,26 @@ def cancel_key(request_id: str) -> str:
 
 def retry_key(request_id: str) -> str:
     return f"{RETRIES}{validate_id(request_id, 'request id')}.json"
+
+
+# -- the archive (retention) -------------------------------------------------------------------
+
+
+def archive_day(when: datetime) -> str:
+    """The day folder of a request that finished at ``when``: ``YYYY/MM/DD`` in UTC."""
+    return when.astimezone(timezone.utc).strftime("%Y/%m/%d")
+
+
+def archive_index_key(request_id: str) -> str:
+    return f"{ARCHIVE_INDEX}{validate_id(request_id, 'request id')}.json"
+
+
+def archived_key(day: str, live_key: str) -> str:
+    """Where a live request, status or run file of a request lives in day ``day``'s folder."""
+    if not live_key.startswith((REQUESTS, STATUS, RUNS, CANCELS, RETRIES)):
+        raise ValueError(f"{live_key!r} is not a request, status, run, cancel or retry file")
+    return f"{ARCHIVE}{day}/{live_key}"
+
+
+def archived_runs_prefix(day: str, request_id: str) -> str:
+    return f"{ARCHIVE}{day}/{RUNS}{validate_id(request_id, 'request id')}/"

@@ -72,6 +72,13 @@ def output_tail(text: str) -> str:
     return rest if newline else tail
 
 
+def _day(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    try:
+        datetime.strptime(value, "%Y/%m/%d")
+    except (TypeError, ValueError):
+        raise ValueError(f"{attribute.name} must be YYYY/MM/DD, got {value!r}") from None
+
+
 def _extra() -> Any:
     return attrs.field(factory=dict, kw_only=True, repr=False)
 
@@ -263,6 +270,23 @@ class Retry:
     at: datetime
     contract: int = 1
     from_table: str | None = attrs.field(default=None, validator=_optional_id("table name"))
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class ArchiveEntry:
+    """``archive/index/<id>.json``: where an archived request's files are.
+
+    Written by retention once every file of the request is copied to ``archive/<day>/``, before
+    any live copy is deleted: while it exists the archive copy is complete and is the one
+    readers use (docs/retention.md).
+    """
+
+    request: str = attrs.field(validator=_id("request id"))
+    day: str = attrs.field(validator=_day)  # YYYY/MM/DD
+    archived_at: datetime
+    runs: int = 0  # run records archived with it
+    contract: int = 1
     extra: dict[str, Any] = _extra()
 
 

@@ -15,9 +15,10 @@ import attrs
 
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import cancel_key, status_key
-from fdcore.contract.models import Cancel, Request, State, Status
+from fdcore.contract.models import Cancel, State, Status
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, RequestError, UnknownRequest
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.archive import RequestFiles, find_request_files
 
 
 @attrs.frozen
@@ -35,13 +36,14 @@ class Cancellation:
         return self.status.state.value if self.status else "waiting"
 
 
-def find_request(mailbox: Mailbox, request_id: str) -> Request:
-    """The request of that id; :class:`UnknownRequest` if the environment has none."""
+def known_request(mailbox: Mailbox, request_id: str) -> RequestFiles:
+    """The request's files, live or archived by retention; :class:`UnknownRequest` if the
+    environment has no such request."""
     validate_id(request_id, "request id")
-    found = mailbox.request(request_id)
-    if found is None:
+    files = find_request_files(mailbox, request_id)
+    if files is None or files.request is None:
         raise UnknownRequest(f"request {request_id!r} not found in {mailbox.storage.url}")
-    return found.value
+    return files
 
 
 def cancel_request(
@@ -52,7 +54,10 @@ def cancel_request(
     Refuses (:class:`RequestError`) a request that already ended; cancelling twice returns the
     first cancel (``created`` False).
     """
-    find_request(mailbox, request_id)
+    files = known_request(mailbox, request_id)
+    if files.archived:  # only final requests are archived
+        ended = files.status.state.value if files.status else "long ago"
+        raise RequestError(f"request {request_id} already ended {ended}; nothing to cancel")
     found = mailbox.status(request_id)
     if found is not None and found.value.state.final:
         raise RequestError(

@@ -1,9 +1,14 @@
 """Submitting a request: one create-if-absent of ``requests/<id>.json``; and retrying one.
 
+An id given by the caller is first looked up in the archive index: a request retention moved
+away keeps its id (a second request under it would run again, and hide behind the archived one
+in ``fdcore queue --all``).
+
 A retry is a new request (requests never change), linked both ways: it names the old request in
 ``retry_of``, and ``retries/<old id>.json`` names it. The link is created first, with
 create-if-absent: of operators racing to retry a request, one wins, and a retry cut short
-between the two writes is completed by the next ``retry`` of the same request.
+between the two writes is completed by the next ``retry`` of the same request. A request
+retention archived is retried from the archive (its link, if any, moved with it).
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ import secrets
 from datetime import datetime, timezone
 
 from fdcore.contract.ids import validate_id
-from fdcore.contract.layout import request_key, retry_key
+from fdcore.contract.layout import archive_index_key, request_key, retry_key
 from fdcore.contract.models import Request, Retry, State
 from fdcore.errors import AlreadyExists, RequestError
 from fdcore.mailbox.access import Mailbox
-from fdcore.mailbox.cancel import find_request
+from fdcore.mailbox.archive import archive_entry
+from fdcore.mailbox.cancel import known_request
 
 #: The final states a request may be retried from (a succeeded one has nothing to run again).
 RETRYABLE = (State.FAILED, State.EXPIRED, State.CANCELLED)
@@ -36,8 +42,13 @@ def submit(
     now: datetime | None = None,
     created_by: str | None = None,
 ) -> Request:
-    """Write a new request into the mailbox (create-if-absent); return it."""
+    """Write a new request into the mailbox (create-if-absent); return it.
+
+    Raises AlreadyExists if a request of that id is live or archived.
+    """
     now = now or datetime.now(timezone.utc)
+    if request_id is not None and archive_entry(mailbox, request_id) is not None:
+        raise AlreadyExists(archive_index_key(request_id), "archived by retention")
     request = Request(
         id=request_id or new_request_id(now),
         entities=entities,
@@ -65,10 +76,16 @@ def retry_request(
     The new request keeps the old one's ``max_attempts`` and ``affinity``; not its deadline
     (which has passed for an expired one) nor its schedule slot (the slot was served).
     """
-    old = find_request(mailbox, request_id)
+    files = known_request(mailbox, request_id)
+    old = files.request
+    assert old is not None  # known_request refuses a request whose file is gone
     entities = _tables_from(old, from_table)
-    found = mailbox.status(request_id)
-    state = found.value.state if found else None
+    state = files.status.state if files.status else None
+    if files.archived and files.retry is not None:  # its link moved with it
+        raise RequestError(
+            f"request {request_id} was already retried as {files.retry.retry}; "
+            f"retry {files.retry.retry} instead"
+        )
     if state not in RETRYABLE:
         now_is = state.value if state else "waiting (not claimed yet)"
         raise RequestError(

@@ -19,6 +19,8 @@ from typing import Any
 import attrs
 
 from fdcore.agent.presence import HEARTBEAT_SHARE
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.archive import archived_ids, find_request_files
 from fdcore.simulator.scenario import Scenario
 from fdcore.simulator.trace import (
     Crash,
@@ -782,3 +784,61 @@ class CancelsHonoured(Checker):
 
     def summary(self) -> dict[str, Any]:
         return {"cancels": self.cancels, "requests ended cancelled": self.ended_cancelled}
+
+
+class ArchivedWhole(Checker):
+    """With the product's retention (``--retention-keep``): every request is found whole once,
+    live or archived, with the final state the trace last saw; a live request is never left
+    without its status; and none is claimed again after it finished (the archive's moves lose
+    nothing and make no request run twice; that no slot is created twice is SharedSchedules')."""
+
+    invariant = "archived-whole"
+    title = "retention loses no request and runs none twice"
+
+    def __init__(self) -> None:
+        self.archived = 0
+
+    def finish(self, world: World) -> list[Violation]:
+        if not world.scenario.retention_keep:
+            return []
+        found = []
+        mailbox = Mailbox(world.store)
+        live_requests = set(mailbox.request_ids())
+        live_statuses = set(mailbox.status_ids())
+        self.archived = len(list(archived_ids(mailbox)))
+        for request in sorted(world.trace.created):
+            latest = world.trace.latest.get(request)
+            files = find_request_files(mailbox, request)
+            if files is None or files.request is None:
+                found.append(Violation(self.invariant, world.now, f"{request} is lost"))
+                continue
+            state = files.status.state.value if files.status else None
+            if latest is not None and latest.final and state != latest.state:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        world.now,
+                        f"{request} reads {state} ({'archived' if files.archived else 'live'}),"
+                        f" its last status write was {latest.state}",
+                    )
+                )
+            if request in live_requests and request not in live_statuses and latest is not None:
+                found.append(
+                    Violation(self.invariant, world.now, f"{request} left live without status")
+                )
+        for request, writes in world.trace.status.items():
+            ended = next((w for w in writes if w.final), None)
+            again = [w for w in writes if ended is not None and w.seq > ended.seq and not w.final]
+            if again:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        again[0].time,
+                        f"{request} was {again[0].state} again by {again[0].writer} after it "
+                        f"ended {ended.state if ended else ''}",
+                    )
+                )
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return {"requests archived": self.archived}

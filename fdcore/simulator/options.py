@@ -47,6 +47,12 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
         float,
         "finished requests leave the mailbox after (0: never)",
     ),
+    (
+        "--retention-keep",
+        "retention_keep",
+        float,
+        "agents archive finished requests after this, the product's retention (0: off)",
+    ),
     ("--schedule-hours", "schedule_hours", float, "the schedules' slots are judged over this"),
 )
 

@@ -18,7 +18,7 @@ from datetime import timedelta
 import attrs
 
 from fdcore.abc import Slot, Timetable
-from fdcore.agent.settings import AgentConfig, ScheduleConfig
+from fdcore.agent.settings import AgentConfig, RetentionConfig, ScheduleConfig
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 from fdcore.simulator.scenario import EPOCH, Scenario, seconds, split_timing
@@ -244,5 +244,14 @@ class Plan:
             max_attempts=s.max_attempts,
             runner="python",
             schedules=tuple(p.config for p in self.schedules if p.given_to(name)),
+            retention=self.retention(),
             source="<simulator>",
         )
+
+    def retention(self) -> RetentionConfig:
+        """The agents' retention: off unless ``retention_keep`` (then runs every keep, within
+        1 to 60 minutes, so a simulated day sees many runs)."""
+        keep = self.scenario.retention_keep
+        if not keep:
+            return RetentionConfig(enabled=False)
+        return RetentionConfig(keep=keep, every=min(max(keep, 60.0), 3600.0))

@@ -54,6 +54,9 @@ class Scenario:
     # (0: never). Agents list both folders every poll, so without it a poll's cost grows with
     # every request ever made.
     archive_after: float = 3600.0
+    # The product's retention instead (docs/retention.md): agents move finished requests to
+    # archive/ this long after they finished, under the retention lease (0: off, the job above).
+    retention_keep: float = 0.0
     # shared schedules (invariant 1): timings like "every=1h", given to every agent
     schedules: tuple[str, ...] = ()
     unshared_schedules: tuple[str, ...] = ()  # given to agent-1 only
@@ -185,6 +188,7 @@ def _check(s: Scenario) -> None:
         ("--skew", s.skew),
         ("--latency", s.latency),
         ("--archive-after", s.archive_after),
+        ("--retention-keep", s.retention_keep),
     ):
         if not value >= 0:
             fail(option, f"must be >= 0, got {value}")

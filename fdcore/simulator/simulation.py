@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from fdcore.simulator.invariants import (
     AgentsNeverRaise,
     CancelsHonoured,
+    ArchivedWhole,
     Checker,
     EveryRequestFinal,
     LeaseHeldUntilItRunsOut,
@@ -50,6 +51,7 @@ def default_checkers(scenario: Scenario) -> list[Checker]:
         EveryRequestFinal(),
         SucceedsOnce(),
         CancelsHonoured(),
+        ArchivedWhole(),
     ]
 
 

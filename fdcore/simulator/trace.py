@@ -227,6 +227,8 @@ class Trace:
     starts: list[Start] = attrs.field(factory=list)
     affinity: dict[str, str] = attrs.field(factory=dict)  # request -> the only agent it is for
     schedule_creates: list[ScheduleCreate] = attrs.field(factory=list)
+    # retention's deletes of live files: (time, agent, "requests" or "status", request)
+    removals: list[tuple[float, str, str, str]] = attrs.field(factory=list)
     # landed writes (request, status, leases, run log) per schedule request
     schedule_writes: Counter[str] = attrs.field(factory=Counter)
 

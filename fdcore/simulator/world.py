@@ -648,9 +648,11 @@ class World:
     def tap(self, host: AgentHost, key: str, data: bytes | None) -> None:
         """A write by ``host``'s agent landed (``data`` None: a delete): keep what checkers need."""
         seq = self.next_seq()
+        if key.startswith("archive/"):
+            return  # retention's copies: the live files they copy were traced when written
         if data is None:
-            if key.startswith("status/"):
-                self.agent_errors.append((self.now, f"{host.name} deleted {key}"))
+            if key.startswith(("status/", "requests/")):
+                self._tap_removal(host, key)
             return
         if key.startswith("agents/"):
             # Every poll writes one: the key says whose it is, no need to decode it.
@@ -716,7 +718,7 @@ class World:
         self.active.pop(request, None)
         if before is None or not before.final:
             self.finished += 1
-            if self.scenario.archive_after:
+            if self.scenario.archive_after and not self.scenario.retention_keep:
                 self.at(self._archive_time(request), self._archive, request)
 
     def _finished_by_holder(self, lease: LeaseState) -> bool:
@@ -730,6 +732,18 @@ class World:
             and latest.attempt == lease.attempt
             and latest.outcome(lease.attempt) in ("succeeded", "failed")
         )
+
+
+    def _tap_removal(self, host: AgentHost, key: str) -> None:
+        """An agent deleted a request or a status: only retention may, and only of a request
+        that is final, with its status last (checked by ArchivedWhole)."""
+        folder, _, name = key.partition("/")
+        request = name[: -len(".json")]
+        latest = self.trace.latest.get(request)
+        if not self.scenario.retention_keep or latest is None or not latest.final:
+            self.agent_errors.append((self.now, f"{host.name} deleted {key}"))
+            return
+        self.trace.removals.append((self.now, host.name, folder, request))
 
     def _tap_lease(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
         table = doc["table"]

@@ -1,0 +1,88 @@
+"""``fdcore retention run``: a retention run by hand (docs/retention.md).
+
+It does what the agent holding the retention lease does once per ``every``, at once and over
+every status: finished requests older than ``--keep`` move to ``archive/`` (or are deleted with
+``--delete``). Safe beside running agents: each move is idempotent and uses ``If-Match`` deletes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from fdcore.agent.retention import Tally, run_retention
+from fdcore.agent.settings import RetentionConfig
+from fdcore.durations import format_duration, parse_duration
+from fdcore.errors import ConfigError, DurationError
+from fdcore.mailbox.access import Mailbox
+from fdcore.plugins.manager import load_plugins
+
+_WHERE = "fdcore retention run"
+
+
+def _settings(args: argparse.Namespace) -> RetentionConfig:
+    try:
+        keep = parse_duration(args.keep)
+    except DurationError as exc:
+        raise ConfigError(_WHERE, "--keep", str(exc)) from None
+    if keep <= 0:
+        raise ConfigError(_WHERE, "--keep", f"must be greater than 0, got {args.keep!r}")
+    if args.grace < 0:
+        raise ConfigError(_WHERE, "--grace", f"must be 0 or more, got {args.grace:g}")
+    return RetentionConfig(keep=keep, archive=not args.delete)
+
+
+def tally_json(tally: Tally, settings: RetentionConfig, dry_run: bool) -> dict[str, Any]:
+    return {
+        "dry_run": dry_run,
+        "action": "archive" if settings.archive else "delete",
+        "keep": format_duration(settings.keep),
+        "examined": tally.examined,
+        "moved": tally.moved,
+        "files_removed": tally.files,
+        "kept": dict(sorted(tally.kept.items())),
+        "problems": tally.problems,
+    }
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    mailbox = Mailbox(load_plugins().open_storage(args.env, create=False))
+    now = datetime.now(timezone.utc)
+    tally = run_retention(mailbox, now, settings, args.grace, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps(tally_json(tally, settings, args.dry_run), indent=2))
+        return 0
+    verb = "archived" if settings.archive else "deleted"
+    if args.dry_run:
+        verb = f"would be {verb}"
+    for request_id in tally.moved:
+        print(f"{request_id} {verb}")
+    kept = ", ".join(f"{count} {reason}" for reason, count in sorted(tally.kept.items()))
+    print(
+        f"{len(tally.moved)} of {tally.examined} requests {verb}"
+        f" (kept: {kept or 'none'}; {tally.files} live files removed)"
+    )
+    for problem in tally.problems:
+        print(f"problem: {problem}")
+    return 0
+
+
+def register(commands: Any) -> None:
+    retention = commands.add_parser("retention", help="move finished requests to the archive")
+    sub = retention.add_subparsers(dest="retention_command", required=True, metavar="COMMAND")
+    run = sub.add_parser("run", help="archive (or delete) finished requests older than --keep")
+    run.add_argument("--env", required=True, help="environment URL")
+    run.add_argument("--keep", default="7d", help='age of a finished request (default "7d")')
+    run.add_argument("--delete", action="store_true", help="delete instead of archiving")
+    run.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
+    run.add_argument(
+        "--grace",
+        type=float,
+        default=60.0,
+        help="seconds past a deadline before its request may go (default 60)",
+    )
+    run.add_argument("--json", action="store_true", help="machine-readable output")
+    run.set_defaults(run=_run)

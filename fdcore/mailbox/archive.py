@@ -1,0 +1,195 @@
+"""The archive: where retention moves finished requests, and how every reader finds them.
+
+A request's files (``requests/<id>.json``, ``status/<id>.json``, ``runs/<id>/...``, and its
+``cancels/<id>.json`` and ``retries/<id>.json`` when it has them) move to
+``archive/YYYY/MM/DD/`` (the UTC day its status last changed), and ``archive/index/<id>.json``
+says which day: a lookup by id is one read, however many years the archive holds.
+
+A store has no rename, so a move is copy, then delete, in an order that keeps every state a crash
+can leave readable and counted once (docs/retention.md, "Why the order is safe"):
+
+1. copy every run record, the cancel and retry link, the status and the request into the day
+   folder (create-if-absent;
+   a copy left by an earlier, cut-short move is checked and rewritten if it differs);
+2. create the index entry: from here on readers use the archive copy, which is complete;
+3. delete the live run records, cancel and retry link, then the live request, then the live
+   status, each with
+   ``If-Match`` on the etag that was copied (a file changed meanwhile is not deleted).
+
+A live request never loses its status before itself (an agent would take a request without a
+status for unclaimed and run it again), and before step 2 the live copy is the only one readers
+use. Running a move again finishes whatever an earlier one left; nothing is ever undone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+
+import attrs
+
+from fdcore.abc import read_mailbox_file
+from fdcore.contract.ids import validate_id
+from fdcore.contract.layout import (
+    ARCHIVE_INDEX,
+    RUNS,
+    archive_index_key,
+    archived_key,
+    archived_runs_prefix,
+    cancel_key,
+    request_key,
+    retry_key,
+    status_key,
+)
+from fdcore.contract.models import ArchiveEntry, Cancel, Request, Retry, RunRecord, Status
+from fdcore.errors import AlreadyExists, ArchiveConflict, NotFound, PreconditionFailed
+from fdcore.mailbox.access import Mailbox
+
+#: The most run records one request may have for a move (a bound on what one move reads).
+MAX_RUNS_PER_REQUEST = 10_000
+
+
+@attrs.frozen
+class RequestFiles:
+    """A request's files as readers see them: live, or archived (``day`` set)."""
+
+    request_id: str
+    request: Request | None
+    status: Status | None
+    runs: tuple[RunRecord, ...]
+    day: str | None = None  # the archive day folder; None: the files are live
+    cancel: Cancel | None = None  # an operator's cancel of it (``fdcore cancel``)
+    retry: Retry | None = None  # the link to the request that ran it again (``fdcore retry``)
+
+    @property
+    def archived(self) -> bool:
+        return self.day is not None
+
+
+def archive_entry(mailbox: Mailbox, request_id: str) -> ArchiveEntry | None:
+    """The index entry of an archived request (None: not archived). Raises MailboxFileError."""
+    found = mailbox.read(ArchiveEntry, archive_index_key(request_id))
+    return found.value if found is not None else None
+
+
+def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None:
+    """A request's request, status and run records, from the archive if it is archived, else
+    live; None if neither has it. Bounded reads; a malformed file raises MailboxFileError.
+
+    The index entry decides: it is written only once the archive copy is complete, so a
+    request caught mid-move is read whole from one place, never half from each.
+    """
+    validate_id(request_id, "request id")
+    entry = archive_entry(mailbox, request_id)
+    if entry is not None:
+        day = entry.day
+        request = mailbox.read(Request, archived_key(day, request_key(request_id)))
+        status = mailbox.read(Status, archived_key(day, status_key(request_id)))
+        cancel = mailbox.read(Cancel, archived_key(day, cancel_key(request_id)))
+        retry = mailbox.read(Retry, archived_key(day, retry_key(request_id)))
+        runs_prefix = archived_runs_prefix(day, request_id)
+    else:
+        request = mailbox.request(request_id)
+        status = mailbox.status(request_id)
+        if request is None and status is None:
+            return None
+        cancel = mailbox.cancel(request_id)
+        retry = mailbox.retry(request_id)
+        runs_prefix = f"{RUNS}{request_id}/"
+    runs = []
+    for key in _limited(mailbox.storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
+        found = mailbox.read_or_report(RunRecord, key)
+        if found is not None:
+            runs.append(found.value)
+    return RequestFiles(
+        request_id,
+        request.value if request else None,
+        status.value if status else None,
+        tuple(runs),
+        day=entry.day if entry is not None else None,
+        cancel=cancel.value if cancel else None,
+        retry=retry.value if retry else None,
+    )
+
+
+def archived_ids(mailbox: Mailbox) -> Iterator[str]:
+    """Ids of every archived request, from the index (one listing, in id order)."""
+    return mailbox.ids(ARCHIVE_INDEX)
+
+
+def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, now: datetime) -> int:
+    """Move (``archive``) or delete one finished request's files; return how many live files
+    it removed. Safe to run again after a crash at any point, and by two processes at once.
+
+    The caller has read the status and judged it final and old enough (:mod:`fdcore.agent.
+    retention`); the status read here is the one copied and deleted with ``If-Match``.
+    Raises ArchiveConflict when a live file changed meanwhile (nothing more is deleted) or the
+    request has more than MAX_RUNS_PER_REQUEST run records (nothing is touched).
+    """
+    storage = mailbox.storage
+    status_blob = read_mailbox_file(storage, status_key(request_id))
+    if status_blob is None:
+        return 0  # another process finished this move
+    request_blob = read_mailbox_file(storage, request_key(request_id))
+    runs_prefix = f"{RUNS}{request_id}/"
+    run_keys = list(_limited(storage.list(runs_prefix), MAX_RUNS_PER_REQUEST + 1))
+    if len(run_keys) > MAX_RUNS_PER_REQUEST:
+        raise ArchiveConflict(runs_prefix, f"more than {MAX_RUNS_PER_REQUEST} run records")
+    # The run records, and the operators' cancel and retry link: moved (or deleted) alike.
+    side_keys = [*run_keys, cancel_key(request_id), retry_key(request_id)]
+    side_blobs = [(key, read_mailbox_file(storage, key)) for key in side_keys]
+    runs = [(key, blob) for key, blob in side_blobs if blob is not None]
+    if archive:
+        for key, blob in runs:
+            _copy(mailbox, archived_key(day, key), blob.data)
+        _copy(mailbox, archived_key(day, status_key(request_id)), status_blob.data)
+        if request_blob is not None:
+            _copy(mailbox, archived_key(day, request_key(request_id)), request_blob.data)
+        moved_runs = sum(1 for key, _ in runs if key.startswith(runs_prefix))
+        entry = ArchiveEntry(request=request_id, day=day, archived_at=now, runs=moved_runs)
+        # An earlier move got this far: its entry names this same day (the caller reads it).
+        with contextlib.suppress(AlreadyExists):
+            mailbox.create(archive_index_key(request_id), entry)
+    removed = 0
+    for key, blob in runs:
+        removed += _delete(mailbox, key, blob.etag)
+    if request_blob is not None:
+        removed += _delete(mailbox, request_key(request_id), request_blob.etag)
+    removed += _delete(mailbox, status_key(request_id), status_blob.etag)
+    return removed
+
+
+def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
+    """Create ``key`` with ``data``; a copy an earlier move left is rewritten if it differs."""
+    storage = mailbox.storage
+    try:
+        storage.create(key, data)
+        return
+    except AlreadyExists:
+        pass
+    existing = read_mailbox_file(storage, key)
+    if existing is None:
+        storage.create(key, data)  # deleted in between (by hand): write it again
+    elif existing.data != data:
+        storage.replace(key, data, existing.etag)
+
+
+def _delete(mailbox: Mailbox, key: str, etag: str) -> int:
+    """Delete a live file if it is still the version copied; 0 if it is already gone."""
+    try:
+        mailbox.storage.delete(key, etag)
+    except NotFound:
+        return 0
+    except PreconditionFailed:
+        raise ArchiveConflict(
+            key, "changed while it was being moved; left for the next run"
+        ) from None
+    return 1
+
+
+def _limited(keys: Iterator[str], bound: int) -> Iterator[str]:
+    for count, key in enumerate(keys):
+        if count >= bound:
+            return
+        yield key
