@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fdcore import __version__
-from fdcore.cli import actions, demo, doctor, incidents, notify
+from fdcore.cli import actions, demo, doctor, incidents, notify, retention
 from fdcore.cli import commands as cli_commands
 from fdcore.cli.output import format_table
 from fdcore.errors import FdcoreError, PluginError

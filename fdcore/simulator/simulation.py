@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from fdcore.simulator.invariants import (
     AgentsNeverRaise,
-    CancelsHonoured,
     ArchivedWhole,
+    CancelsHonoured,
     Checker,
     EveryRequestFinal,
     LeaseHeldUntilItRunsOut,

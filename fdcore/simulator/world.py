@@ -733,7 +733,6 @@ class World:
             and latest.outcome(lease.attempt) in ("succeeded", "failed")
         )
 
-
     def _tap_removal(self, host: AgentHost, key: str) -> None:
         """An agent deleted a request or a status: only retention may, and only of a request
         that is final, with its status last (checked by ArchivedWhole)."""
