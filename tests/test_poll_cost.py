@@ -10,18 +10,23 @@ agents; H: the agents holding them; N: statuses it must read again, below):
 N counts statuses not seen before and those of a holder whose record moved since (another
 process, stopping or stopped, lost, or silent for longer than its stale_after); 0 in a steady
 fleet. Finished requests cost nothing once seen, however many there are.
+
+Retention is off here: its run (once per ``every`` across the fleet) has a cost of its own,
+measured by benchmarks/poll_history.py (docs/benchmarks.md, "Poll cost against history").
 """
 
 from __future__ import annotations
 
 import pytest
 
+from fdcore.agent.settings import RetentionConfig
 from fdcore.contract.layout import agent_key, status_key
 from fdcore.contract.models import AgentRecord, Attempt, State, Status
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 HOLDERS = ("etl-02", "etl-03")
+NO_RETENTION = RetentionConfig(enabled=False)
 
 
 def beat(fleet: MemoryFleet, name: str, **fields: object) -> None:
@@ -77,7 +82,9 @@ def idle_poll(fleet: MemoryFleet, seconds: float) -> int:
 def test_an_idle_polls_cost_follows_the_agents_not_the_work_or_history(finished: int) -> None:
     fleet = MemoryFleet.fresh()
     fill(fleet, finished, in_flight=6)
-    fleet.agent("etl-01", take_over=True, poll_seconds=5.0, stale_after=60.0)
+    fleet.agent(
+        "etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0, stale_after=60.0
+    )
     fleet.agents["etl-01"].poll()  # the first poll reads every status once
     # Polls 5 s apart; the heartbeat (stale_after / 4 = 15 s) is due at every third.
     costs = [idle_poll(fleet, 5.0) for _ in range(6)]
@@ -88,7 +95,9 @@ def test_an_idle_polls_cost_follows_the_agents_not_the_work_or_history(finished:
 def test_a_holder_whose_record_moved_has_its_statuses_read_again() -> None:
     fleet = MemoryFleet.fresh()
     fill(fleet, 0, in_flight=6)  # 3 statuses each
-    fleet.agent("etl-01", take_over=True, poll_seconds=5.0, stale_after=600.0)
+    fleet.agent(
+        "etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0, stale_after=600.0
+    )
     fleet.agents["etl-01"].poll()
     assert idle_poll(fleet, 5.0) == 2 + 2
     fleet.clock.advance(5.0)
@@ -107,7 +116,9 @@ def test_a_holder_whose_record_moved_has_its_statuses_read_again() -> None:
 def test_a_handed_back_request_is_found_at_the_next_sweep() -> None:
     fleet = MemoryFleet.fresh()
     fill(fleet, 0, in_flight=2)
-    agent = fleet.agent("etl-01", take_over=True, poll_seconds=5.0, stale_after=60.0)
+    agent = fleet.agent(
+        "etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0, stale_after=60.0
+    )
     agent.poll()
     idle_poll(fleet, 5.0)
     # etl-02 stops: its record says so first, then it hands its request back.
@@ -125,7 +136,7 @@ def test_a_handed_back_request_is_found_at_the_next_sweep() -> None:
 def test_without_take_over_the_sweep_reads_the_statuses_once_per_stale_after() -> None:
     fleet = MemoryFleet.fresh()
     fill(fleet, 300, in_flight=4)
-    fleet.agent("etl-01", poll_seconds=5.0, stale_after=20.0)
+    fleet.agent("etl-01", retention=NO_RETENTION, poll_seconds=5.0, stale_after=20.0)
     fleet.agents["etl-01"].poll()
     # stale_after / 4 = 5 s: a heartbeat every poll. The sweep every 20 s reads the statuses in
     # flight (W = 4) and no record: it takes nothing over, and its sweeps are too far apart to
