@@ -429,6 +429,7 @@ def test_keep_must_cover_the_incident_objectives(tmp_path: Path) -> None:
 
 def test_retention_run_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = str(tmp_path / "env")
+    assert main(["init", url]) == 0
     assert main(["submit", "--env", url, "--entities", "sales", "--id", "fresh"]) == 0
     storage_mailbox = Mailbox(_open(url))
     add_finished(storage_mailbox, "old-1", datetime(2020, 1, 2, tzinfo=timezone.utc))
