@@ -30,6 +30,7 @@ from pathlib import Path
 import attrs
 import claim_policies
 import claim_policies_real
+import poll_history
 import throughput
 
 from fdcore.simulator import Scenario, simulate
@@ -235,9 +236,47 @@ def queue_wait_plot(options: Options, docs: Path) -> Path:
     return path
 
 
-#: Every plot ``make bench-report`` draws. (The poll cost against history plot of the retention
-#: work is one more entry: ``poll_cost_plot``.)
-PLOTS: list[PlotProducer] = [queue_wait_plot]
+#: Finished requests the poll-cost plot measures over (a local folder; 100,000 is `make
+#: bench-history`'s, minutes to write).
+HISTORY = (0, 1_000, 10_000, 30_000)
+
+
+def poll_cost_plot(options: Options, docs: Path) -> Path:
+    """docs/poll-cost-by-history.png: one idle agent's poll against the finished requests the
+    mailbox holds, retention off and on (``poll_history.poll_cost`` on a local folder)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (cpu, listed) = plt.subplots(1, 2, figsize=(10, 4))
+    for retention in (False, True):
+        rows = [poll_history.poll_cost("localfs", n, retention, polls=12) for n in HISTORY]
+        label = "retention on" if retention else "retention off"
+        xs = [max(row["finished"], 1) for row in rows]  # 0 drawn at 1 on the log axis
+        cpu.plot(xs, [row["cpu_ms_mean"] for row in rows], marker="o", label=label)
+        listed.plot(xs, [row["listed_keys_per_poll"] + 1 for row in rows], marker="o", label=label)
+    for axes, title, unit in (
+        (cpu, "CPU per poll", "ms (mean of 12 polls)"),
+        (listed, "keys listed per poll (+1)", "keys"),
+    ):
+        axes.set_title(title)
+        axes.set_xlabel("finished requests in the mailbox (0 drawn at 1)")
+        axes.set_ylabel(unit)
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.grid(True, alpha=0.3)
+        axes.legend()
+    figure.suptitle("One idle agent over a local folder, default retention (keep 7d) after its run")
+    figure.tight_layout()
+    path = docs / "poll-cost-by-history.png"
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path
+
+
+#: Every plot ``make bench-report`` draws.
+PLOTS: list[PlotProducer] = [queue_wait_plot, poll_cost_plot]
 
 SECTIONS: dict[str, Callable[[Options], dict[str, str]]] = {
     "claim-policies": claim_policy_tables,  # gives operations-by-kind as well
