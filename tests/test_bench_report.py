@@ -19,6 +19,9 @@ from bench_fleet import Place
 from plugin_distributions import install_distribution
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+# The benchmark functions quieten the "fdcore" logger for their simulations; the fixture puts its
+# level back after each test, so later tests' log captures see what they expect.
+pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
 
 PAGE = """# Benchmarks
 
