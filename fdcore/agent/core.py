@@ -1,4 +1,4 @@
-"""The agent: one deterministic step (:meth:`Agent.poll`) at a time, composed of four parts.
+"""The agent: one deterministic step (:meth:`Agent.poll`) at a time, composed of six parts.
 
 - :mod:`.presence`: its own status record, rewritten every ``stale_after / 4``; the
   duplicate-name guard.
@@ -8,8 +8,10 @@
 - :mod:`.discovery`: the requests it could hold: its own left by an earlier process, handed back
   ones, lost agents' ones (with ``take_over``), unclaimed ones, and those to expire.
 - :mod:`.cancels`: operators' cancels: a held request cancelled stops at the poll's start.
+- :mod:`.retention`: once per interval across the fleet, finished requests move to the archive.
 
-They share :class:`~fdcore.agent.work.Holdings`, the requests this agent holds.
+They share :class:`~fdcore.agent.work.Holdings`, the requests this agent holds. Each runs on
+its own guard (:meth:`Agent._guarded`): nothing but a duplicate name ends the agent.
 
 Nothing here sleeps, starts threads or reads the wall clock: time comes from the injected clock and
 table runs are polled, never waited on. The runtime shell (:mod:`fdcore.cli.runtime`) calls
