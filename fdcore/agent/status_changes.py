@@ -85,13 +85,9 @@ class StatusChanges:
 
     def expire(self, request: Request, now: datetime) -> None:
         """Create an ``expired`` status for an unclaimed request past its deadline."""
-        status = Status(
-            request=request.id,
-            state=State.EXPIRED,
-            agent=None,
-            updated_at=now,
-            attempt=0,
-            message=f"not claimed before its deadline {request.deadline:%Y-%m-%dT%H:%M:%S}Z",
+        deadline = f"{request.deadline:%Y-%m-%dT%H:%M:%S}Z"
+        status = Status.ended_unclaimed(
+            request.id, State.EXPIRED, f"not claimed before its deadline {deadline}", now
         )
         try:
             self.mailbox.create(status_key(request.id), status)

@@ -166,6 +166,11 @@ class Status:
     message: str | None = None
     extra: dict[str, Any] = _extra()
 
+    @classmethod
+    def ended_unclaimed(cls, request: str, state: State, message: str, now: datetime) -> Status:
+        """The final status of a request no agent ever held (expired, cancelled): attempt 0."""
+        return cls(request=request, state=state, updated_at=now, attempt=0, message=message)
+
 
 @attrs.define
 class ScheduleInfo:

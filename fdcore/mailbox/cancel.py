@@ -85,14 +85,7 @@ def end_unheld(mailbox: Mailbox, cancel: Cancel, now: datetime) -> Status | None
     for _ in range(3):  # a claim or a hand-back may land between the read and the write
         found = mailbox.status(cancel.request)
         if found is None:
-            status = Status(
-                request=cancel.request,
-                state=State.CANCELLED,
-                agent=None,
-                updated_at=now,
-                attempt=0,
-                message=cancel.describe(),
-            )
+            status = Status.ended_unclaimed(cancel.request, State.CANCELLED, cancel.describe(), now)
             try:
                 mailbox.create(key, status)
             except AlreadyExists:
