@@ -184,8 +184,6 @@ class Agent:
             try:
                 due.append(schedule.timetable.next_due(now).due_at)
             except Exception as exc:
-                if not self.contain_errors:
-                    raise
                 self._failed(exc)
         return min(due, default=None)
 
@@ -210,8 +208,6 @@ class Agent:
         except DuplicateAgent:
             raise  # another process runs under this name: this one must stop
         except Exception as exc:
-            if not self.contain_errors:
-                raise
             self._failed(exc)
             return False
         if self._outage is not None:
@@ -220,7 +216,10 @@ class Agent:
         return True
 
     def _failed(self, exc: Exception) -> None:
-        """Log a failed step: with its traceback the first time, a line after that."""
+        """Log a failed step: with its traceback the first time, a line after that (or raise
+        it again, with ``contain_errors=False``)."""
+        if not self.contain_errors:
+            raise exc
         self.step_errors += 1
         what = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, MailboxFileError):

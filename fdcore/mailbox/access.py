@@ -95,7 +95,7 @@ class Mailbox:
         self.max_file_bytes = max_file_bytes
         # Malformed files by key, with the etag they had: not decoded again until they change.
         self._malformed: dict[str, tuple[str, MailboxFileError]] = {}
-        self._listed: dict[str, dict[str, str]] = {}  # prefix -> {key: id} of names listed
+        self._listed: dict[str, dict[str, str | None]] = {}  # prefix -> {key: id, None if bad}
 
     # -- generic -------------------------------------------------------------------------------
 
@@ -139,16 +139,17 @@ class Mailbox:
     def ids(self, prefix: str) -> Iterator[str]:
         """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported.
 
-        A poll lists the same folders over and over: the ids of names seen before are kept
-        (pruned to about what the folder holds), so a name is checked once, when it appears.
+        A poll lists the same folders over and over: what each name seen before gave (its id,
+        or None for a bad name) is kept (pruned to about what the folder holds), so a name is
+        checked once, when it appears.
         """
         keys = list(self.storage.list(prefix))
         known = self._listed.setdefault(prefix, {})
         fresh = set(keys).difference(known)
         if fresh:
             for key in keys:  # in listing order, so bad names are reported in that order
-                if key in fresh and (found := self._id_in(prefix, key)) is not None:
-                    known[key] = found
+                if key in fresh:
+                    known[key] = self._id_in(prefix, key)
         if len(known) > 2 * len(keys) + 64:  # names gone from the folder: forget them
             present = set(keys)
             known = {key: found for key, found in known.items() if key in present}
