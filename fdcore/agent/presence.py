@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from fdcore import __version__
+from fdcore.abc import read_mailbox_file
 from fdcore.agent.schedules import Schedule
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
@@ -127,9 +128,11 @@ class Presence:
         try:
             found = self.mailbox.read(AgentRecord, self.key)
         except UnreadableFile:
-            raise  # a folder, FIFO or link: nothing this agent can overwrite (one line, exits)
+            # A folder, FIFO or link: nothing this agent can overwrite. Reported by the poll's
+            # guard; the agent takes nothing until its record can be written.
+            raise
         except MailboxFileError as exc:
-            blob = self.mailbox.storage.read(self.key)
+            blob = read_mailbox_file(self.mailbox.storage, self.key, self.mailbox.max_file_bytes)
             self.mailbox.problems.report(self.key, f"{exc}; overwriting it")
             self.etag = blob.etag if blob else None
             return

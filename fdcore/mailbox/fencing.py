@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any
 
-from fdcore.abc import Storage, TableLeases
+from fdcore.abc import Storage, TableLeases, read_mailbox_file
 from fdcore.contract.layout import table_key
 from fdcore.errors import (
     AlreadyExists,
@@ -46,7 +46,7 @@ def fenced_write(
     key = table_key(table)
     body = json.dumps({"fencing_token": token, **payload}, sort_keys=True).encode()
     while True:
-        blob = storage.read(key)
+        blob = read_mailbox_file(storage, key)  # bounded: tables/ is shared with other hands
         try:
             if blob is None:
                 return storage.create(key, body)
