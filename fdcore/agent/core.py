@@ -135,6 +135,7 @@ class Agent:
         self.cancels.new_poll()
         self.cancels.stop_held(now)
         self._move_held_work(now)
+        self.tables.write_unwritten()  # run records an outage kept back, once it is over
 
     def _look(self, now: datetime) -> None:
         try:
@@ -267,5 +268,9 @@ class Agent:
             self._hand_back(work, now)
 
     def close(self) -> None:
-        """Write the final status record after a clean stop (if the mailbox can be reached)."""
+        """Write what is owed after a clean stop (if the mailbox can be reached): the run records
+        an outage kept back, then the final status record."""
+        self.tables.write_unwritten()
+        for key in self.tables.unwritten:
+            log.warning("%s: could not write run record %s before stopping", self.name, key)
         self.presence.write_final(self.clock.now(), self.stopping)

@@ -54,6 +54,9 @@ class Tables:
         self.clock = clock
         self.status_changes = status_changes
         self.holdings = holdings
+        # Run records a store error kept from being written, by key. Their status change
+        # landed, so no poll will record the table again: they are written from here.
+        self.unwritten: dict[str, RunRecord] = {}
 
     def poll_run(self, work: Work, now: datetime) -> bool:
         """Follow the request's table run: renew its lease, record it once it ended.
@@ -256,10 +259,27 @@ class Tables:
             exit_code=result.exit_code,
             output=output_tail(result.output) or None,
         )
-        key = run_key(work.id, attempt, table)
-        try:
-            self.mailbox.create(key, record)
-        except AlreadyExists:
-            pass  # this attempt's record may already be there
-        except InvalidKey as exc:  # a file where the request's runs/ folder belongs
-            self.mailbox.problems.report(key, f"{exc}; run record not written")
+        # The first record stands: a retried status change must not move the table's end.
+        self.unwritten.setdefault(run_key(work.id, attempt, table), record)
+        self.write_unwritten(raise_unavailable=True)
+
+    def write_unwritten(self, raise_unavailable: bool = False) -> None:
+        """Write the run records still owed, oldest first; stop at the first store error.
+
+        A poll calls it with the store errors kept in (an outage is no reason to skip the
+        renewal of a running table's lease); the write right after a table's status change
+        lets one out, so the poll reports it as it reports any outage.
+        """
+        while self.unwritten:
+            key, record = next(iter(self.unwritten.items()))
+            try:
+                self.mailbox.create(key, record)
+            except AlreadyExists:
+                pass  # this attempt's record may already be there (a lost answer)
+            except InvalidKey as exc:  # a file where the request's runs/ folder belongs
+                self.mailbox.problems.report(key, f"{exc}; run record not written")
+            except StorageUnavailable:
+                if raise_unavailable:
+                    raise
+                return
+            del self.unwritten[key]

@@ -217,6 +217,36 @@ def test_the_last_tables_lease_left_held_is_released_before_the_next_table(
     assert [(run.job.table, run.job.fencing_token) for run in env.runs][-1] == ("customers", 1)
 
 
+def test_a_run_record_an_outage_kept_back_after_the_final_status_is_written_later(
+    env: Environment,
+) -> None:
+    # Seen with Azurite stopped mid-run: the finish landed, the run record's write did not, and
+    # the request, final and no longer held, was never looked at again: its last table had no
+    # record of its run.
+    tables, _, holdings, work = started(env, "sales")
+    ended = env.clock.now()
+    finish(env)
+    create = env.storage.create
+
+    def runs_unwritable(key: str, data: bytes) -> str:
+        if key.startswith("runs/"):
+            raise StorageUnavailable(key, "create failed (test)")
+        return create(key, data)
+
+    env.storage.create = runs_unwritable  # type: ignore[method-assign]
+    with pytest.raises(StorageUnavailable):  # the poll reports the outage, as for any write
+        tables.poll_run(work, ended)
+    assert env.status("r1").state is State.SUCCEEDED and "r1" not in holdings.work
+    env.advance(30)
+    tables.write_unwritten()  # the next poll, store still down: kept, nothing raised
+    assert env.mailbox.runs("r1") == [] and list(tables.unwritten) == ["runs/r1/001-sales.json"]
+    env.storage.create = create  # type: ignore[method-assign]
+    tables.write_unwritten()
+    (record,) = env.mailbox.runs("r1")
+    assert (record.table, record.outcome, record.ended_at) == ("sales", Outcome.SUCCEEDED, ended)
+    assert tables.unwritten == {}
+
+
 def test_a_table_recorded_done_by_a_write_whose_answer_was_lost_is_not_run_again(
     env: Environment,
 ) -> None:
