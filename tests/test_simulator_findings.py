@@ -259,3 +259,41 @@ def test_a_lost_answer_on_the_record_write_does_not_leave_the_record_stale() -> 
     record = machines.mailbox.read(AgentRecord, "agents/etl-01.json")
     assert record is not None
     assert record.value.updated_at == machines.clock.now()
+
+
+def test_a_run_record_whose_write_failed_after_the_final_status_is_written_later() -> None:
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
+    agent = machines.agent("etl-01")
+    submit(machines.mailbox, ["sales"], request_id="r1", now=START)
+    agent.poll()
+    machines.finish_runs()
+    # The finish lands; the run record's create fails: the request is final, no longer held.
+    store.fail_next("create", "runs/r1/", applied=False)
+    agent.poll()
+    assert machines.mailbox.runs("r1") == []
+    machines.clock.advance(5)
+    agent.poll()
+    (record,) = machines.mailbox.runs("r1")
+    assert (record.table, record.outcome) == ("sales", Outcome.SUCCEEDED)
+
+
+def test_a_lost_answer_on_the_finish_still_writes_the_run_record_after_the_lease_moved_on() -> None:
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
+    first = machines.agent("etl-01", claim="when_free", concurrency=1)
+    other = machines.agent("etl-02", claim="when_free", concurrency=1)
+    submit(machines.mailbox, ["sales"], request_id="r1", now=START)
+    first.poll()
+    submit(machines.mailbox, ["sales"], request_id="r2", now=START)
+    other.poll()  # claims r2, waits for sales
+    machines.finish_runs("r1")
+    # r1's finish lands but its answer is lost; the final status frees sales, r2 takes it.
+    store.fail_next("replace", "status/r1", applied=True)
+    first.react()  # the table's end, handled between polls: the error ends the reaction
+    other.poll()
+    assert machines.runs_of("sales") == ["etl-01#1", "etl-02#1"]
+    machines.clock.advance(5)
+    first.poll()  # finds the lease moved on, and its own finish in the status
+    (record,) = machines.mailbox.runs("r1")
+    assert (record.agent, record.outcome, record.generation) == ("etl-01", Outcome.SUCCEEDED, 1)

@@ -232,17 +232,18 @@ class StatusChanges:
                 work.status, work.etag = current.value, current.etag
                 if current.value.state.final:
                     # Our own final write landed; nothing more to change.
-                    self._finished_with(work)
+                    self.finished_with(work)
                     return current.value.state is status.state
                 continue
             work.status = status
             if status.state.final:
-                self._finished_with(work)
+                self.finished_with(work)
             return True
         self.holdings.drop(work, "status keeps changing under this agent")
         return False
 
-    def _finished_with(self, work: Work) -> None:
+    def finished_with(self, work: Work) -> None:
+        """The request's status is final: never looked at again, no longer held."""
         self.holdings.final.add(work.id)
         self.holdings.forget(work)
 

@@ -18,10 +18,10 @@ from fdcore.abc import FinishReleasesLease, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.status_changes import StatusChanges
-from fdcore.agent.work import Holdings, Work
+from fdcore.agent.work import Holdings, Work, is_attempt_of
 from fdcore.clock import Clock
 from fdcore.contract.layout import run_key
-from fdcore.contract.models import Outcome, RunRecord, output_tail
+from fdcore.contract.models import Outcome, RunRecord, State, output_tail
 from fdcore.errors import (
     AlreadyExists,
     InvalidKey,
@@ -69,6 +69,7 @@ class Tables:
                 self._keep_lease(work)
                 return False
             work.run = None
+            work.table_ended = now
         if work.result is not None:
             # Recorded here, or on a later poll if a store error cuts this one short: a
             # finished table is never run again for want of its status update.
@@ -135,7 +136,7 @@ class Tables:
             agent=self.agent,
             environment=self.mailbox.storage.url,
         )
-        work.table_started = now
+        work.table_started, work.table_ended = now, None
         try:
             work.run = self.start_table(job)
         except Exception as exc:  # a runner that cannot start fails the table, not the agent
@@ -212,11 +213,13 @@ class Tables:
         except MailboxFileError as exc:
             self.mailbox.problems.report(str(exc.path), str(exc))
             current = None
+        attempt = work.status.attempt
         if current is None or current.generation != held.lease.generation:
+            if self._recorded_earlier(work, table, result, now):
+                return
             if self.status_changes.still_held(work):
                 self._interrupted(work, f"lease on table {table} was taken")
             return
-        attempt = work.status.attempt
         # The status update (If-Match) comes first: it proves the request is still ours, and once
         # it lands a crash cannot make another agent run the table again. The run log follows.
         remaining = [t for t in work.request.entities if t not in work.status.tables_done]
@@ -238,6 +241,31 @@ class Tables:
         work.lease = None
         work.result = None
 
+    def _recorded_earlier(self, work: Work, table: str, result: TableResult, now: datetime) -> bool:
+        """This table's status change landed though its answer was lost, and the lease moved
+        on since (a final status frees it): write the run record it is owed; False if the
+        status does not record the table as this attempt's."""
+        found = self.status_changes.read(work.id)
+        attempt = work.status.attempt
+        if found is None or not is_attempt_of(found.value, self.agent, attempt):
+            return False
+        status = found.value
+        if result.succeeded:
+            recorded = table in status.tables_done
+        else:
+            ours = status.attempts[-1].outcome if status.attempts else None
+            recorded = status.state is State.FAILED and ours is Outcome.FAILED
+        if not recorded:
+            return False
+        work.status, work.etag = status, found.etag
+        outcome = Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED
+        self.write_run_record(work, attempt, outcome, result, now)
+        if status.state.final:
+            self.status_changes.finished_with(work)
+        work.lease = None  # moved on: nothing of ours to release
+        work.result = None
+        return True
+
     def write_run_record(
         self, work: Work, attempt: int, outcome: Outcome, result: TableResult, now: datetime
     ) -> None:
@@ -253,7 +281,7 @@ class Tables:
             attempt=attempt,
             generation=held.lease.generation,
             started_at=work.table_started or now,
-            ended_at=now,
+            ended_at=work.table_ended or now,
             outcome=outcome,
             message=result.message or None,
             exit_code=result.exit_code,

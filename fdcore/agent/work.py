@@ -32,6 +32,7 @@ class Work:
     run: TableRun | None = None
     lease: HeldLease | None = None
     table_started: datetime | None = None
+    table_ended: datetime | None = None  # when the agent saw the table's run end
     result: TableResult | None = None  # a finished table's result until it is recorded
 
     @property

@@ -279,6 +279,56 @@ class RunsOncePerRequest(Checker):
         return found
 
 
+class RunLogComplete(Checker):
+    """Every table a status write recorded done has its succeeded run record, written by the
+    same process, unless that process never again polled without a store error (it crashed, or
+    the run ended first): the run log is what ``fdcore show`` tells a request's story from."""
+
+    invariant = "run-log"
+    title = "every table recorded done has its run record"
+
+    def __init__(self) -> None:
+        self.excused = 0
+
+    def finish(self, world: World) -> list[Violation]:
+        trace = world.trace
+        logged = {
+            (r.request, r.table, r.attempt, r.writer, r.incarnation)
+            for r in trace.run_log
+            if r.outcome == "succeeded"
+        }
+        clean_polls: dict[tuple[str, int], list[int]] = defaultdict(list)
+        for poll in trace.polls:
+            if poll.errors == 0:
+                clean_polls[(poll.agent, poll.incarnation)].append(poll.seq_start)
+        found = []
+        for request, writes in trace.status.items():
+            done: tuple[str, ...] = ()
+            for write in writes:
+                for table in (t for t in write.tables_done if t not in done):
+                    key = (request, table, write.attempt, write.writer, write.incarnation)
+                    if key in logged:
+                        continue
+                    later = clean_polls[(write.writer, write.incarnation)]
+                    if not later or later[-1] < write.seq:
+                        self.excused += 1  # no clean poll after it: the record may be owed
+                        continue
+                    found.append(
+                        Violation(
+                            self.invariant,
+                            write.time,
+                            f"{request}: table {table} recorded done by "
+                            f"{_who(write.writer, write.incarnation)} (attempt {write.attempt}) "
+                            "has no run record, though that process polled cleanly since",
+                        )
+                    )
+                done = write.tables_done
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return {"run records owed at a crash or the end": self.excused}
+
+
 class TakeoverInTime(Checker):
     """(3) A crashed agent's request moves at the first poll that could move it.
 
@@ -483,7 +533,9 @@ class PausedAgentStops(Checker):
     new owner holds.
 
     Checked for every agent, not only resumed ones: a landed table write by a resumed agent
-    carries the current lease; a run-log record carries the current lease generation; a status
+    carries the current lease; a run-log record carries the current lease generation, or the one
+    its process held when its status write for that attempt landed (a record an outage kept
+    back, written once the store answers); a status
     write never replaces another agent's attempt except by a takeover; and after a status update
     fails on the etag the agent no longer holds that attempt, at the latest when its first poll
     with no store error ends (the re-read that tells it may itself fail).
@@ -564,7 +616,7 @@ class PausedAgentStops(Checker):
                             )
                         )
         for record in trace.run_log:
-            if record.generation != record.lease_generation:
+            if record.generation != record.lease_generation and not record.vouched:
                 found.append(
                     Violation(
                         self.invariant,

@@ -98,6 +98,9 @@ class RunLogWrite:
     generation: int
     lease_generation: int | None
     outcome: str = "succeeded"
+    # a status write of the same process and attempt landed while it held the table's lease at
+    # ``generation``: the record tells of that run, even once the lease has moved on
+    vouched: bool = False
 
 
 @attrs.define(slots=True)
@@ -218,6 +221,9 @@ class Trace:
     leases_taken: list[LeaseTaken] = attrs.field(factory=list)
     table_writes: list[TableWrite] = attrs.field(factory=list)
     run_log: list[RunLogWrite] = attrs.field(factory=list)
+    # (request, attempt, table, generation, agent, process): the table leases a process held for
+    # a request's attempt when one of its status writes for that attempt landed
+    held_at_status: set[tuple[str, int, str, int, str, int]] = attrs.field(factory=set)
     polls: list[PollRecord] = attrs.field(factory=list)
     crashes: list[Crash] = attrs.field(factory=list)
     pauses: list[Pause] = attrs.field(factory=list)

@@ -685,6 +685,15 @@ class World:
                     generation=doc["generation"],
                     lease_generation=lease.generation if lease else None,
                     outcome=doc["outcome"],
+                    vouched=(
+                        doc["request"],
+                        doc["attempt"],
+                        doc["table"],
+                        doc["generation"],
+                        host.name,
+                        host.incarnation,
+                    )
+                    in self.trace.held_at_status,
                 )
             )
 
@@ -708,6 +717,24 @@ class World:
             tables_done=tuple(doc.get("tables_done", ())),
         )
         self.trace.status.setdefault(request, []).append(write)
+        if host is not None:
+            for table, lease in self.trace.leases.items():
+                if (lease.request, lease.attempt, lease.holder, lease.incarnation) == (
+                    request,
+                    write.attempt,
+                    host.name,
+                    host.incarnation,
+                ):
+                    self.trace.held_at_status.add(
+                        (
+                            request,
+                            write.attempt,
+                            table,
+                            lease.generation,
+                            host.name,
+                            host.incarnation,
+                        )
+                    )
         before = self.trace.latest.get(request)
         self.trace.latest[request] = write
         if host is not None and before is None and write.agent == host.name:

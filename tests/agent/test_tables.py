@@ -247,6 +247,37 @@ def test_a_run_record_an_outage_kept_back_after_the_final_status_is_written_late
     assert tables.unwritten == {}
 
 
+@pytest.mark.parametrize("succeeded", [True, False])
+def test_a_finish_whose_answer_was_lost_still_gets_its_run_record_once_the_lease_moved_on(
+    env: Environment, succeeded: bool
+) -> None:
+    # Seen in the simulator: the final status landed, its answer was lost; the final status
+    # freed the lease and another request's holder took it. The next poll found the lease
+    # moved on, took the request for lost to it, and wrote no run record.
+    tables, _, holdings, work = started(env, "sales")
+    ended = env.clock.now()
+    finish(env, succeeded, "" if succeeded else "bad row")
+    replace = env.storage.replace
+
+    def answer_lost(key: str, data: bytes, etag: str) -> str:
+        replace(key, data, etag)
+        raise StorageUnavailable(key, "replace landed, answer lost (test)")
+
+    env.storage.replace = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(StorageUnavailable):
+        tables.poll_run(work, ended)
+    env.storage.replace = replace  # type: ignore[method-assign]
+    assert env.status("r1").state is (State.SUCCEEDED if succeeded else State.FAILED)
+    env.advance(10)
+    assert env.leases.acquire("sales", "etl-02", "r9", 1, 60, env.clock.now()) is not None
+    assert not tables.poll_run(work, env.clock.now())  # final: no longer held
+    assert "r1" not in holdings.work and "r1" in holdings.final
+    (record,) = env.mailbox.runs("r1")
+    outcome = Outcome.SUCCEEDED if succeeded else Outcome.FAILED
+    assert (record.outcome, record.generation, record.ended_at) == (outcome, 1, ended)
+    assert lease_of(env, "sales") == ("etl-02", 2, False)  # the next holder's, untouched
+
+
 def test_a_table_recorded_done_by_a_write_whose_answer_was_lost_is_not_run_again(
     env: Environment,
 ) -> None:
