@@ -111,7 +111,6 @@ def compare(
     **change: Any,
 ) -> list[Result]:
     """Every (load, policy) pair on the same seeds; the medians of their figures."""
-    logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     chosen = list(policies) if policies is not None else claim_policies()
     results = []
     for shape in loads:
@@ -157,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--loads", nargs="+", choices=sorted(LOADS), default=list(LOADS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     if args.seeds < 1:
         parser.error(f"--seeds: must be >= 1, got {args.seeds}")
     seeds = range(1, args.seeds + 1)

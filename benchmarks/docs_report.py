@@ -154,7 +154,6 @@ def speed_scenario(policy: str, requests: int) -> Scenario:
 
 def speed_table(options: Options) -> dict[str, str]:
     """The ``simulator-speed`` section: requests of virtual work per wall second."""
-    logging.getLogger("fdcore").setLevel(logging.ERROR)
     rows = []
     for policy in installed_claim_policies():
         cpu = time.process_time()
@@ -329,6 +328,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--speed-requests", type=int, default=10_000)
     parser.add_argument("--no-azurite", action="store_true")
     args = parser.parse_args(argv)
+    logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     if args.seeds < 1:
         parser.error(f"--seeds: must be >= 1, got {args.seeds}")
     options = Options(

@@ -68,7 +68,6 @@ def drain(agents: int, requests: int, place: Place) -> float:
 
 def writes_per_request(agents: int, requests: int) -> float:
     """Store writes per completed request of the same fleet and work, in the simulator."""
-    logging.getLogger("fdcore").setLevel(logging.ERROR)
     work = Scenario(
         seed=1,
         agents=agents,
@@ -152,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-azurite", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     started = time.monotonic()
     rows = measure(
         args.agents,
