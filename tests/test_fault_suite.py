@@ -6,7 +6,9 @@ coming, the suite, at random moments: SIGKILLs an agent and restarts it at once,
 ``stale_after`` + grace, deletes lease files, fills the disk under the mailbox, turns the mailbox
 read-only (the last two need root: a tmpfs and a bind mount), and one agent's clock runs 20 s
 ahead the whole time. At the end every request has succeeded and no two accepted writes of one
-table overlapped in time.
+table overlapped in time. Retention runs (``fdcore retention run --keep 1s``) come among the
+faults, most of them SIGKILLed mid-run, while the other faults cut moves short too: at the end
+every request is found whole once, live or archived, and listed once.
 
 ``make test`` runs it for ``FDCORE_SOAK_SECONDS`` (default 30); ``make soak`` for 600.
 """
@@ -27,7 +29,9 @@ import attrs
 import pytest
 
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
+from fdcore.cli.views import queue_rows
 from fdcore.contract.models import State
+from fdcore.mailbox.archive import archived_ids, find_request_files
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import double_writers
 from fdcore.testing.tables import table_writes
@@ -65,12 +69,20 @@ class Faults:
     rng: random.Random
     done: Counter[str] = attrs.field(factory=Counter)
     stopped: dict[str, float] = attrs.field(factory=dict)  # agent -> when to SIGCONT it
+    deck: list[Callable[[], None]] = attrs.field(factory=list)
 
     def kinds(self) -> list[Callable[[], None]]:
-        kinds = [self.kill_and_restart, self.stop_past_stale, self.delete_leases]
+        kinds = [self.kill_and_restart, self.stop_past_stale, self.delete_leases, self.retention]
         if self.mounted:
             kinds += [self.fill_disk, self.read_only]
         return kinds
+
+    def inject(self) -> None:
+        """The next fault of a shuffled deck of every kind: a short run still meets each one."""
+        if not self.deck:
+            self.deck = self.kinds()
+            self.rng.shuffle(self.deck)
+        self.deck.pop()()
 
     def agent(self) -> AgentProcess | None:
         """A running agent, if at least two run: one is always left to move requests on."""
@@ -104,6 +116,27 @@ class Faults:
             if self.rng.random() < 0.5:
                 path.unlink(missing_ok=True)
                 self.done["lease file deleted"] += 1
+
+    def retention(self) -> None:
+        """``fdcore retention run`` over requests finished a second ago, SIGKILLed mid-run
+        most times: a move cut short at any step must leave each request whole in one place."""
+        self.retention_run(kill_after=self.rng.uniform(0.5, 2.0))  # it starts in about 0.7 s
+
+    def retention_run(self, kill_after: float | None = None) -> None:
+        command = [sys.executable, "-m", "fdcore", "retention", "run", "--keep", "1s"]
+        run = subprocess.Popen(
+            [*command, "--env", self.fleet.environment],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self.fleet.env,
+        )
+        try:
+            run.wait(timeout=kill_after)
+            self.done["retention run finished"] += 1
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait()
+            self.done["retention run killed"] += 1
 
     def fill_disk(self) -> None:
         filler = self.root / ".filler"
@@ -160,21 +193,26 @@ def test_under_every_fault_every_request_finishes_with_one_writer_per_table(
                 submitted.append(request_id)
             except Exception:  # the disk is full or the mailbox read-only right now
                 pass
-            rng.choice(faults.kinds())()
+            faults.inject()
             time.sleep(rng.uniform(0.5, 2.0))
             faults.wake_up()
         faults.wake_up(all_of_them=True)
 
-        def finished() -> bool:
-            states = [mailbox.status(r) for r in submitted]
-            return all(s is not None and s.value.state.final for s in states)
+        def state(request_id: str) -> State | None:
+            found = find_request_files(mailbox, request_id)  # live or archived
+            return found.status.state if found and found.status else None
 
-        assert wait_until(finished, 180, interval=1), Counter(
-            str(s.value.state if (s := mailbox.status(r)) else None) for r in submitted
-        )
+        def finished() -> bool:
+            return all((found := state(r)) is not None and found.final for r in submitted)
+
+        assert wait_until(finished, 180, interval=1), Counter(map(state, submitted))
+        time.sleep(1.5)
+        faults.retention_run()  # to the end: it completes what the killed runs left
         codes = fleet.stop_all()
-        # Read before the tmpfs goes.
-        states = Counter(mailbox.status(r).value.state for r in submitted)  # type: ignore[union-attr]
+        # Read before the tmpfs goes: each request whole in one place, and listed once.
+        states = Counter(map(state, submitted))
+        rows = Counter(row.id for row in queue_rows(mailbox, include_archived=True))
+        archived = len(set(archived_ids(mailbox)))
     finally:
         faults.wake_up(all_of_them=True)
         if mounted:
@@ -188,9 +226,11 @@ def test_under_every_fault_every_request_finishes_with_one_writer_per_table(
         f"\nfault suite: {SOAK_SECONDS:g} s, {len(submitted)} requests, faults {dict(faults.done)},"
         f" table writes {len(accepted)} accepted / {len(writes) - len(accepted)} rejected by"
         f" fencing, tables written more than once {sum(n > 1 for n in runs.values())},"
-        f" overlapping writers {len(double_writers(writes))}"
+        f" overlapping writers {len(double_writers(writes))}, archived {archived}"
     )
     assert states == {State.SUCCEEDED: len(submitted)}
+    assert rows == Counter(submitted)  # none lost, none listed twice
+    assert archived  # not all: etl-03's clock, 20 s ahead, dates its finishes in the future
     assert double_writers(writes) == []
     assert set(codes.values()) == {0}
     assert faults.done["kill and restart"] and faults.done["SIGSTOP past stale_after"]
