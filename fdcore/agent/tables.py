@@ -5,7 +5,8 @@ re-read the request's status (stop if another agent holds it now), start the run
 renew the lease while it runs, then record the finished table: check the lease is still ours,
 update the status (``If-Match``), write the run record, release the lease. A table whose lease
 was lost while the request stayed ours runs again in the same attempt: a lapsed lease costs a
-re-run, never an attempt.
+re-run, never an attempt. Once the status records a table its run record is owed: one a store
+error kept back is written at a later poll, even after the request ended.
 """
 
 from __future__ import annotations
