@@ -122,7 +122,8 @@ class Faults:
         most times: a move cut short at any step must leave each request whole in one place."""
         self.retention_run(kill_after=self.rng.uniform(0.5, 2.0))  # it starts in about 0.7 s
 
-    def retention_run(self, kill_after: float | None = None) -> None:
+    def retention_run(self, kill_after: float | None = None) -> int | None:
+        """Its exit code, or None if it was SIGKILLed after ``kill_after`` seconds."""
         command = [sys.executable, "-m", "fdcore", "retention", "run", "--keep", "1s"]
         run = subprocess.Popen(
             [*command, "--env", self.fleet.environment],
@@ -131,12 +132,14 @@ class Faults:
             env=self.fleet.env,
         )
         try:
-            run.wait(timeout=kill_after)
+            code = run.wait(timeout=kill_after)
             self.done["retention run finished"] += 1
+            return code
         except subprocess.TimeoutExpired:
             run.kill()
             run.wait()
             self.done["retention run killed"] += 1
+            return None
 
     def fill_disk(self) -> None:
         filler = self.root / ".filler"
@@ -207,7 +210,7 @@ def test_under_every_fault_every_request_finishes_with_one_writer_per_table(
 
         assert wait_until(finished, 180, interval=1), Counter(map(state, submitted))
         time.sleep(1.5)
-        faults.retention_run()  # to the end: it completes what the killed runs left
+        assert faults.retention_run() == 0  # to the end: it completes what killed runs left
         codes = fleet.stop_all()
         # Read before the tmpfs goes: each request whole in one place, and listed once.
         states = Counter(map(state, submitted))
