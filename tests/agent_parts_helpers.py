@@ -32,14 +32,21 @@ INSTANCE = "process-1"  # the process under test; statuses naming it are its own
 
 
 class Outage(MemoryStorage):
-    """The in-memory store, whose replaces fail (before applying) while ``down``."""
+    """The in-memory store, whose replaces fail (before applying) while ``down``, and whose
+    creates of keys under ``failing_creates`` fail too."""
 
     down = False
+    failing_creates: str | None = None
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         if self.down:
             raise StorageUnavailable(key, "replace failed (test outage)")
         return super().replace(key, data, etag)
+
+    def create(self, key: str, data: bytes) -> str:
+        if self.failing_creates is not None and key.startswith(self.failing_creates):
+            raise StorageUnavailable(key, "create failed (test outage)")
+        return super().create(key, data)
 
 
 class Environment:

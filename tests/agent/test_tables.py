@@ -197,17 +197,10 @@ def test_the_last_tables_lease_left_held_is_released_before_the_next_table(
 ) -> None:
     tables, _, _, work = started(env, "sales", "customers")
     finish(env)
-    create = env.storage.create
-
-    def runs_unwritable(key: str, data: bytes) -> str:
-        if key.startswith("runs/"):
-            raise StorageUnavailable(key, "create failed (test)")
-        return create(key, data)
-
-    env.storage.create = runs_unwritable  # type: ignore[method-assign]
+    env.storage.failing_creates = "runs/"
     with pytest.raises(StorageUnavailable):  # sales is done; its run record and release are not
         tables.poll_run(work, env.clock.now())
-    env.storage.create = create  # type: ignore[method-assign]
+    env.storage.failing_creates = None
     assert env.status("r1").tables_done == ["sales"] and work.lease is not None
     # The next poll records the result kept in the work and releases the lease (finding 3b).
     # Whatever leaves such a lease held, the next table must never run under it (3a):
@@ -226,21 +219,14 @@ def test_a_run_record_an_outage_kept_back_after_the_final_status_is_written_late
     tables, _, holdings, work = started(env, "sales")
     ended = env.clock.now()
     finish(env)
-    create = env.storage.create
-
-    def runs_unwritable(key: str, data: bytes) -> str:
-        if key.startswith("runs/"):
-            raise StorageUnavailable(key, "create failed (test)")
-        return create(key, data)
-
-    env.storage.create = runs_unwritable  # type: ignore[method-assign]
+    env.storage.failing_creates = "runs/"
     with pytest.raises(StorageUnavailable):  # the poll reports the outage, as for any write
         tables.poll_run(work, ended)
     assert env.status("r1").state is State.SUCCEEDED and "r1" not in holdings.work
     env.advance(30)
     tables.write_unwritten()  # the next poll, store still down: kept, nothing raised
     assert env.mailbox.runs("r1") == [] and list(tables.unwritten) == ["runs/r1/001-sales.json"]
-    env.storage.create = create  # type: ignore[method-assign]
+    env.storage.failing_creates = None
     tables.write_unwritten()
     (record,) = env.mailbox.runs("r1")
     assert (record.table, record.outcome, record.ended_at) == ("sales", Outcome.SUCCEEDED, ended)
