@@ -7,8 +7,8 @@ coming, the suite, at random moments: SIGKILLs an agent and restarts it at once,
 read-only (the last two need root: a tmpfs and a bind mount), and one agent's clock runs 20 s
 ahead the whole time. At the end every request has succeeded and no two accepted writes of one
 table overlapped in time. Retention runs (``fdcore retention run --keep 1s``) come among the
-faults, most of them SIGKILLed mid-run, while the other faults cut moves short too: at the end
-every request is found whole once, live or archived, and listed once.
+faults, SIGKILLed mid-move, while the other faults cut moves short too: at the end every request
+is found whole once, live or archived, and listed once.
 
 ``make test`` runs it for ``FDCORE_SOAK_SECONDS`` (default 30); ``make soak`` for 600.
 """
@@ -118,28 +118,35 @@ class Faults:
                 self.done["lease file deleted"] += 1
 
     def retention(self) -> None:
-        """``fdcore retention run`` over requests finished a second ago, SIGKILLed mid-run
-        most times: a move cut short at any step must leave each request whole in one place."""
-        self.retention_run(kill_after=self.rng.uniform(0.5, 2.0))  # it starts in about 0.7 s
+        """``fdcore retention run`` over requests finished a second ago, SIGKILLed mid-move:
+        once its first file lands in ``archive/``, within 50 ms. A move cut short at any step
+        must leave each request whole in one place."""
+        before = self.archived_files()
+        run = self.retention_run()
+        deadline = time.monotonic() + 10
+        while run.poll() is None and self.archived_files() == before:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        time.sleep(self.rng.uniform(0, 0.05))
+        if run.poll() is None:
+            run.kill()
+            self.done["retention run killed mid-move"] += 1
+        else:
+            self.done["retention run finished"] += 1
+        run.wait()
 
-    def retention_run(self, kill_after: float | None = None) -> int | None:
-        """Its exit code, or None if it was SIGKILLed after ``kill_after`` seconds."""
+    def archived_files(self) -> int:
+        return sum(len(files) for _, _, files in os.walk(self.root / "archive"))
+
+    def retention_run(self) -> subprocess.Popen[bytes]:
         command = [sys.executable, "-m", "fdcore", "retention", "run", "--keep", "1s"]
-        run = subprocess.Popen(
+        return subprocess.Popen(
             [*command, "--env", self.fleet.environment],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=self.fleet.env,
         )
-        try:
-            code = run.wait(timeout=kill_after)
-            self.done["retention run finished"] += 1
-            return code
-        except subprocess.TimeoutExpired:
-            run.kill()
-            run.wait()
-            self.done["retention run killed"] += 1
-            return None
 
     def fill_disk(self) -> None:
         filler = self.root / ".filler"
@@ -210,7 +217,7 @@ def test_under_every_fault_every_request_finishes_with_one_writer_per_table(
 
         assert wait_until(finished, 180, interval=1), Counter(map(state, submitted))
         time.sleep(1.5)
-        assert faults.retention_run() == 0  # to the end: it completes what killed runs left
+        assert faults.retention_run().wait() == 0  # it completes what killed runs left
         codes = fleet.stop_all()
         # Read before the tmpfs goes: each request whole in one place, and listed once.
         states = Counter(map(state, submitted))
