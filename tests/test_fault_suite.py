@@ -239,7 +239,8 @@ def test_under_every_fault_every_request_finishes_with_one_writer_per_table(
         f" overlapping writers {len(double_writers(writes))}, archived {archived}"
     )
     assert states == {State.SUCCEEDED: len(submitted)}
-    assert rows == Counter(submitted)  # none lost, none listed twice
+    # None lost, none listed twice (a submit that raised may still have landed: listed once too).
+    assert set(submitted) <= set(rows) and set(rows.values()) == {1}
     assert archived  # not all: etl-03's clock, 20 s ahead, dates its finishes in the future
     assert double_writers(writes) == []
     assert set(codes.values()) == {0}
