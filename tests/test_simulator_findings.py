@@ -297,3 +297,31 @@ def test_a_lost_answer_on_the_finish_still_writes_the_run_record_after_the_lease
     first.poll()  # finds the lease moved on, and its own finish in the status
     (record,) = machines.mailbox.runs("r1")
     assert (record.agent, record.outcome, record.generation) == ("etl-01", Outcome.SUCCEEDED, 1)
+
+
+def test_a_table_done_whose_answer_was_lost_before_a_takeover_still_gets_its_run_record() -> None:
+    # Seen in CI (Azurite stopped for 7 s, stale_after 2 s): "a done" landed, its answer lost;
+    # the agent was taken over before it could retry; the retry found another agent's status,
+    # dropped the request, and the run of a, which the status counts, had no record.
+    machines = MemoryFleet.fresh()
+    store = machines.wrap_storage(LosesAnswers)
+    first = machines.agent("etl-01", take_over=True)
+    other = machines.agent("etl-02", take_over=True)
+    submit(machines.mailbox, ["a", "b"], request_id="r1", now=START)
+    first.poll()
+    machines.finish_runs()
+    store.fail_next("replace", "status/r1", applied=True)
+    first.react()  # "a done" lands; its answer is lost
+    for _ in range(30):  # etl-01 silent past stale_after + grace: etl-02 takes r1 over
+        machines.clock.advance(5)
+        other.poll()
+    status = machines.mailbox.status("r1")
+    assert status is not None and (status.value.agent, status.value.attempt) == ("etl-02", 2)
+    assert status.value.tables_done == ["a"]
+    first.poll()  # its retry finds r1 taken over: it lets go, and writes the record it owes
+    assert "r1" not in first.held
+    machines.finish_runs()
+    other.poll()
+    runs = sorted((r.table, r.agent, r.attempt) for r in machines.mailbox.runs("r1"))
+    assert runs == [("a", "etl-01", 1), ("b", "etl-02", 2)]
+    assert machines.runs_of("a") == ["etl-01#1"]

@@ -102,5 +102,7 @@ class Cancels:
             if running:
                 stopped = TableResult(False, cancel.describe())
                 ended = self.tables.clock.now()  # after the run's grace
-                self.tables.write_run_record(work, attempt, Outcome.CANCELLED, stopped, ended)
+                self.tables.write_run_record(
+                    work, work.lease, attempt, Outcome.CANCELLED, stopped, ended
+                )
             self.tables.release_lease(work, now)

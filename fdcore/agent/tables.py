@@ -15,7 +15,7 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from fdcore.abc import FinishReleasesLease, TableJob, TableResult
+from fdcore.abc import FinishReleasesLease, HeldLease, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.status_changes import StatusChanges
@@ -216,7 +216,7 @@ class Tables:
             current = None
         attempt = work.status.attempt
         if current is None or current.generation != held.lease.generation:
-            if self._recorded_earlier(work, table, result, now):
+            if self._recorded_earlier(work, held, result, now):
                 return
             if self.status_changes.still_held(work):
                 self._interrupted(work, f"lease on table {table} was taken")
@@ -232,9 +232,12 @@ class Tables:
             message = f"table {table} failed: {result.message}"
             ours = self.status_changes.fail(work, message, now)
         if not ours:
+            # Another agent holds the request now (it was dropped). Our change may have landed
+            # before the takeover, its answer lost: then the run is owed its record.
+            self._recorded_earlier(work, held, result, now)
             return
         outcome = Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED
-        self.write_run_record(work, attempt, outcome, result, now)
+        self.write_run_record(work, held, attempt, outcome, result, now)
         finished = not self.holdings.holds(work)  # the status write made the request final
         freed = isinstance(self.leases, FinishReleasesLease) and self.leases.finish_releases
         if not (finished and freed):
@@ -242,38 +245,60 @@ class Tables:
         work.lease = None
         work.result = None
 
-    def _recorded_earlier(self, work: Work, table: str, result: TableResult, now: datetime) -> bool:
-        """This table's status change landed though its answer was lost, and the lease moved
-        on since (a final status frees it): write the run record it is owed; False if the
-        status does not record the table as this attempt's."""
+    def _recorded_earlier(
+        self, work: Work, held: HeldLease, result: TableResult, now: datetime
+    ) -> bool:
+        """The status records this attempt's table though the change's answer was lost, and
+        since then the lease moved on (a final status frees it) or another agent took the
+        request over: write the run record it is owed. False if the status does not say so.
+        """
         found = self.status_changes.read(work.id)
-        attempt = work.status.attempt
-        if found is None or not is_attempt_of(found.value, self.agent, attempt):
+        if found is None:
             return False
-        status = found.value
-        if result.succeeded:
-            recorded = table in status.tables_done
+        status, attempt, table = found.value, work.status.attempt, held.lease.table
+        if is_attempt_of(status, self.agent, attempt):
+            if result.succeeded:
+                recorded = table in status.tables_done
+            else:
+                ours = status.attempts[-1].outcome if status.attempts else None
+                recorded = status.state is State.FAILED and ours is Outcome.FAILED
         else:
-            ours = status.attempts[-1].outcome if status.attempts else None
-            recorded = status.state is State.FAILED and ours is Outcome.FAILED
+            # Taken over, and the table done: by our landed change if nobody has taken the
+            # lease since (running the table again would have needed it).
+            recorded = (
+                result.succeeded and table in status.tables_done and self._lease_unmoved(held)
+            )
         if not recorded:
             return False
-        work.status, work.etag = status, found.etag
         outcome = Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED
-        self.write_run_record(work, attempt, outcome, result, now)
+        self.write_run_record(work, held, attempt, outcome, result, now)
+        if not self.holdings.holds(work):
+            return True  # dropped: the other agent's now
+        work.status, work.etag = status, found.etag
         if status.state.final:
             self.status_changes.finished_with(work)
         work.lease = None  # moved on: nothing of ours to release
         work.result = None
         return True
 
+    def _lease_unmoved(self, held: HeldLease) -> bool:
+        try:
+            current = self.leases.current(held.lease.table)
+        except MailboxFileError:
+            return False
+        return current is not None and current.generation == held.lease.generation
+
     def write_run_record(
-        self, work: Work, attempt: int, outcome: Outcome, result: TableResult, now: datetime
+        self,
+        work: Work,
+        held: HeldLease,
+        attempt: int,
+        outcome: Outcome,
+        result: TableResult,
+        now: datetime,
     ) -> None:
-        """The run log's record of the table the request's lease is held for (once per
-        attempt and table), written after the status change that proves the request ours."""
-        held = work.lease
-        assert held is not None
+        """The run log's record of the table ``held`` is the lease of (once per attempt and
+        table), written after the status change that proves the table ran for the request."""
         table = held.lease.table
         record = RunRecord(
             request=work.id,
