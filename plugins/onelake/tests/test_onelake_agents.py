@@ -122,10 +122,13 @@ class TestEmulatorRestart:
         fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
         for n in range(20):
             submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
+        # As with the defaults (both 60 s), records and leases outlast the outage and the
+        # backend's retries after it (about 6 s): nobody is taken over and no lease runs out, so
+        # every run must keep its record. (An outage past stale_after is the fault suite's.)
+        agent = {**AGENT, "stale_after": 20}
+        pipeline = {**PIPELINE, "lease_seconds": 20}
         for n in range(3):
-            # Leases outlast the backend's retry budget (about 6 s), as the defaults do.
-            pipeline = {**PIPELINE, "lease_seconds": 8}
-            fleet.add(f"etl-0{n}", {"agent": AGENT, "pipeline": pipeline, "runner": WRITER}).start()
+            fleet.add(f"etl-0{n}", {"agent": agent, "pipeline": pipeline, "runner": WRITER}).start()
         try:
             assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 30)
             azurite.stop()
