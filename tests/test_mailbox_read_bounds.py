@@ -88,14 +88,18 @@ def test_a_bad_max_file_bytes_is_one_line_naming_the_key(value: object, says: st
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("command", [["queue"], ["retention", "run"]])
 def test_a_bad_environment_variable_is_one_line_naming_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
 ) -> None:
     from fdcore.cli.main import main
 
     LocalFolderStorage(tmp_path / "env")
     monkeypatch.setenv("FDCORE_MAX_FILE_BYTES", "lots")
-    assert main(["queue", "--env", str(tmp_path / "env")]) == 2
+    assert main([*command, "--env", str(tmp_path / "env")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(
         "environment variable FDCORE_MAX_FILE_BYTES: expected an integer, got 'lots'"

@@ -14,10 +14,9 @@ from typing import Any
 
 from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
+from fdcore.cli.commands import open_mailbox
 from fdcore.durations import format_duration, parse_duration
 from fdcore.errors import ConfigError, DurationError
-from fdcore.mailbox.access import Mailbox
-from fdcore.plugins.manager import load_plugins
 
 _WHERE = "fdcore retention run"
 
@@ -49,7 +48,7 @@ def tally_json(tally: Tally, settings: RetentionConfig, dry_run: bool) -> dict[s
 
 def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    mailbox = Mailbox(load_plugins().open_storage(args.env, create=False))
+    mailbox = open_mailbox(args.env, create=False)
     now = datetime.now(timezone.utc)
     tally = run_retention(mailbox, now, settings, args.grace, dry_run=args.dry_run)
     if args.json:

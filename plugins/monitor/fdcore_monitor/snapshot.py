@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import attrs
 
 from fdcore.abc import TakeoverPolicy
+from fdcore.cli.commands import open_mailbox
 from fdcore.cli.views import (
     AgentRow,
     QueueRow,
@@ -60,8 +61,7 @@ class Source:
         cls, url: str, grace: float = 60.0, host: str | None = None, host_admission: str = "slots"
     ) -> Source:
         # create=False: a mistyped URL is "environment not found", never a new empty mailbox
-        mailbox = Mailbox(load_plugins().open_storage(url, create=False))
-        return cls(mailbox, grace, host, host_admission)
+        return cls(open_mailbox(url, create=False), grace, host, host_admission)
 
     def agents(self, now: datetime) -> list[AgentRow]:
         rows = agent_rows(self.mailbox, now, self.policy, self.grace)
