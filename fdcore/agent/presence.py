@@ -19,7 +19,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from fdcore import __version__
-from fdcore.abc import read_mailbox_file
 from fdcore.agent.schedules import Schedule
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
@@ -132,7 +131,7 @@ class Presence:
             # guard; the agent takes nothing until its record can be written.
             raise
         except MailboxFileError as exc:
-            blob = read_mailbox_file(self.mailbox.storage, self.key, self.mailbox.max_file_bytes)
+            blob = self.mailbox.read_file(self.key)
             self.mailbox.problems.report(self.key, f"{exc}; overwriting it")
             self.etag = blob.etag if blob else None
             return

@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from fdcore.abc import ChangeCheck, Storage, read_mailbox_file
+from fdcore.abc import Blob, ChangeCheck, Storage, read_mailbox_file
 from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import (
@@ -104,7 +104,7 @@ class Mailbox:
         known = self._malformed.get(key)
         if known is not None and self._unchanged(key, known[0]):
             raise known[1].with_traceback(None)  # not read again until it changes
-        blob = read_mailbox_file(self.storage, key, self.max_file_bytes)
+        blob = self.read_file(key)
         if blob is None:
             self._malformed.pop(key, None)
             return None
@@ -117,6 +117,11 @@ class Mailbox:
             raise
         self._malformed.pop(key, None)
         return Versioned(value, blob.etag)
+
+    def read_file(self, key: str) -> Blob | None:
+        """The file at ``key`` as bytes, within this mailbox's size bound (raises UnreadableFile
+        past it, or for what is no regular file); None if absent."""
+        return read_mailbox_file(self.storage, key, self.max_file_bytes)
 
     def _unchanged(self, key: str, etag: str) -> bool:
         """Whether the store can tell, without a read, that ``key`` still has ``etag``."""

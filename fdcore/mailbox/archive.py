@@ -29,7 +29,6 @@ from datetime import datetime
 
 import attrs
 
-from fdcore.abc import read_mailbox_file
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import (
     ARCHIVE_INDEX,
@@ -128,17 +127,17 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
     request has more than MAX_RUNS_PER_REQUEST run records (nothing is touched).
     """
     storage = mailbox.storage
-    status_blob = read_mailbox_file(storage, status_key(request_id))
+    status_blob = mailbox.read_file(status_key(request_id))
     if status_blob is None:
         return 0  # another process finished this move
-    request_blob = read_mailbox_file(storage, request_key(request_id))
+    request_blob = mailbox.read_file(request_key(request_id))
     runs_prefix = f"{RUNS}{request_id}/"
     run_keys = list(_limited(storage.list(runs_prefix), MAX_RUNS_PER_REQUEST + 1))
     if len(run_keys) > MAX_RUNS_PER_REQUEST:
         raise ArchiveConflict(runs_prefix, f"more than {MAX_RUNS_PER_REQUEST} run records")
     # The run records, and the operators' cancel and retry link: moved (or deleted) alike.
     side_keys = [*run_keys, cancel_key(request_id), retry_key(request_id)]
-    side_blobs = [(key, read_mailbox_file(storage, key)) for key in side_keys]
+    side_blobs = [(key, mailbox.read_file(key)) for key in side_keys]
     runs = [(key, blob) for key, blob in side_blobs if blob is not None]
     if archive:
         for key, blob in runs:
@@ -168,7 +167,7 @@ def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
         return
     except AlreadyExists:
         pass
-    existing = read_mailbox_file(storage, key)
+    existing = mailbox.read_file(key)
     if existing is None:
         storage.create(key, data)  # deleted in between (by hand): write it again
     elif existing.data != data:
