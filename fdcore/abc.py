@@ -325,6 +325,8 @@ class TableLeases(Protocol):
 
         Another holder's lease counts as expired only ``grace`` seconds after its
         ``expires_at``: the holder wrote that time by its own clock, which may run behind ours.
+        ``grace`` is ``math.inf`` while the caller's clock is too far off the store's to judge
+        (:mod:`fdcore.agent.skew`): then only a lease its holder gave up may be taken.
         Every acquisition raises the generation by one, whoever held it before.
         """
 

@@ -2,7 +2,8 @@
 
 Real agent processes; one runs its clock 20 s ahead (``FDCORE_TEST_CLOCK_SKEW``). By its clock
 the other agent's record is 20 s old, far past ``stale_after`` + grace: without the skew check it
-takes the live agent's request over and the two run the table at once.
+takes the live agent's request over and the two run the table at once. The same holds for the
+live agent's table lease when the skewed agent claims another request on that table.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
-from fdcore.testing.assertions import assert_no_double_writers, holder
+from fdcore.testing.assertions import assert_no_double_writers, double_writers, holder
 from fdcore.testing.tables import table_writes
 
 AGENT = {"poll_seconds": 0.2, "stale_after": 3.0, "concurrency": 1, "shutdown_grace": 10}
@@ -59,4 +60,40 @@ def test_an_agent_with_a_skewed_clock_takes_no_live_agents_request(
     status = mailbox.status("r1").value  # type: ignore[union-attr]
     assert [a.agent for a in status.attempts] == ["etl-01"]
     assert_no_double_writers(table_writes(fleet))
-    assert "it takes no request over" in ahead.output()
+    assert "it takes no request or lease over" in ahead.output()
+
+
+@pytest.mark.slow
+def test_an_agent_with_a_skewed_clock_takes_no_live_holders_table_lease(
+    fdcore_fleet: AgentFleet,
+) -> None:
+    """Issue 24, item 2: the skewed agent claims a request of its own on the table a live agent
+    runs; it must wait for that run's lease to be given up, never take it as run out."""
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
+    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "8"
+    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "8"
+    pipeline = {**PIPELINE, "claim": "when_free"}  # the busy etl-01 leaves r2 to etl-02
+    submit(mailbox, ["sales"], request_id="r1")
+    fleet.add("etl-01", {"agent": AGENT, "pipeline": pipeline, "runner": WRITER}).start()
+    ahead = fleet.add("etl-02", {"agent": AGENT, "pipeline": pipeline, "runner": WRITER})
+    ahead.env = {**fleet.env, "FDCORE_TEST_CLOCK_SKEW": "20"}
+    try:
+        assert wait_until(lambda: holder(mailbox, "r1") == "etl-01", 20)
+        ahead.start()
+        assert wait_until(lambda: "clock differs from the store's by +20" in ahead.output(), 20)
+        submit(mailbox, ["sales"], request_id="r2")
+        assert wait_until(lambda: holder(mailbox, "r2") == "etl-02", 10)
+        done = (State.SUCCEEDED, State.FAILED)
+        assert wait_until(
+            lambda: all(mailbox.status(r).value.state in done for r in ("r1", "r2")),  # type: ignore[union-attr]
+            40,
+        )
+    finally:
+        fleet.stop_all()
+    for request_id in ("r1", "r2"):
+        assert mailbox.status(request_id).value.state is State.SUCCEEDED  # type: ignore[union-attr]
+    writes = table_writes(fleet)
+    # From the table runs' own log: one run each, and none beside another, even a run whose
+    # write the fencing check refused (a table writing where the token is not checked).
+    assert sorted((w.request, w.agent) for w in writes) == [("r1", "etl-01"), ("r2", "etl-02")]
+    assert double_writers(writes, rejected_too=True) == []

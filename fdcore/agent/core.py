@@ -80,6 +80,7 @@ class Agent:
         self.presence.skew = self.skew
         self.status_changes = StatusChanges(config, mailbox, self.instance, self.holdings)
         self.tables = Tables(config, mailbox, components, clock, self.status_changes, self.holdings)
+        self.tables.skew = self.skew
         self.discovery = Discovery(
             config, mailbox, components, self.instance, self.status_changes, self.holdings
         )

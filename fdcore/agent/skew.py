@@ -1,11 +1,12 @@
 """This agent's clock against the store's: measured at every write of its status record.
 
 Takeover judges other agents by the times they wrote by their own clocks; an agent whose clock
-runs ahead by more than ``grace_seconds`` would judge live agents lost. So it measures its skew
-(its clock minus the store's, as the store stamped its record's write), warns once the skew
-passes half the grace, and takes nothing over while it exceeds the grace (each give or take the
-measurement's error). A store that does not report its time (:class:`fdcore.abc.StoreClock`)
-gives no measurement, and nothing is refused.
+runs ahead by more than ``grace_seconds`` would judge live agents lost, and live holders' table
+leases run out. So it measures its skew (its clock minus the store's, as the store stamped its
+record's write), warns once the skew passes half the grace, and takes nothing over while it
+exceeds the grace (each give or take the measurement's error): no request, and no table lease
+that another holder has not given up. A store that does not report its time
+(:class:`fdcore.abc.StoreClock`) gives no measurement, and nothing is refused.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ClockSkew:
         self.seconds = round(skew, 3)
         far = abs(skew) > self.grace / 2 + self.error
         if far and not self._warned:
-            refusing = "; it takes no request over" if self.refuses_takeover else ""
+            refusing = "; it takes no request or lease over" if self.refuses_takeover else ""
             log.warning(
                 "%s: clock differs from the store's by %+.1f s (grace_seconds %g)%s",
                 self.agent,
@@ -66,3 +67,12 @@ class ClockSkew:
     def refuses_takeover(self) -> bool:
         """True while the measured skew exceeds the grace: this agent may misjudge others lost."""
         return self.seconds is not None and abs(self.seconds) > self.grace + self.error
+
+    @property
+    def refuses_lease_takeover(self) -> bool:
+        """True while this agent may not judge another holder's table lease run out by its
+        clock: the skew exceeds the grace, or the store reports its time and none was measured
+        yet (a restarted agent moves its own requests on in a poll whose record write failed).
+        """
+        unmeasured = self.storage is not None and self.seconds is None
+        return unmeasured or self.refuses_takeover

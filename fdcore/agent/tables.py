@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from datetime import datetime, timedelta
 
 from fdcore.abc import FinishReleasesLease, HeldLease, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
+from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_attempt_of
 from fdcore.clock import Clock
@@ -58,6 +60,7 @@ class Tables:
         # Run records a store error kept from being written, by key. Their status change
         # landed, so no poll will record the table again: they are written from here.
         self.unwritten: dict[str, RunRecord] = {}
+        self.skew: ClockSkew | None = None  # this agent's clock against the store's
 
     def poll_run(self, work: Work, now: datetime) -> bool:
         """Follow the request's table run: renew its lease, record it once it ended.
@@ -109,6 +112,11 @@ class Tables:
 
     def _take_lease(self, work: Work, table: str) -> bool:
         """Acquire the table's lease for the request; False while another holder's runs."""
+        grace = self.config.grace_seconds
+        if self.skew is not None and self.skew.refuses_lease_takeover:
+            # A clock this far off (or not yet measured) could judge a live holder's lease run
+            # out: only a lease its holder gave up (released, or freed by its finish) is taken.
+            grace = math.inf
         try:
             work.lease = self.leases.acquire(
                 table,
@@ -117,7 +125,7 @@ class Tables:
                 work.status.attempt,
                 self.config.lease_ttl,
                 self.clock.now(),
-                grace=self.config.grace_seconds,
+                grace=grace,
             )
         except MailboxFileError as exc:
             self.mailbox.problems.report(str(exc.path), f"{exc}; cannot lease table {table}")

@@ -17,15 +17,19 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.testing.tables import TableWrite
 
 
-def double_writers(writes: Iterable[TableWrite]) -> list[tuple[TableWrite, TableWrite]]:
+def double_writers(
+    writes: Iterable[TableWrite], *, rejected_too: bool = False
+) -> list[tuple[TableWrite, TableWrite]]:
     """Pairs of accepted writes to one table whose time spans overlap, by different writers.
 
     A writer is a run: agent, request, attempt and token. Two runs that were handed the same
-    token (a lease generation that restarted) are two writers too.
+    token (a lease generation that restarted) are two writers too. ``rejected_too`` counts the
+    runs whose write the fencing check refused as well: what the lease alone must keep apart
+    (a table that writes to a system that ignores the token).
     """
     by_table: dict[str, list[TableWrite]] = defaultdict(list)
     for write in writes:
-        if not write.rejected and not write.killed:
+        if (rejected_too or not write.rejected) and not write.killed:
             by_table[write.table].append(write)
     overlaps = []
     for spans in by_table.values():
