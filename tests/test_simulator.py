@@ -8,6 +8,7 @@ Agent bugs it found live in test_simulator_findings.py.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections import Counter
 from collections.abc import Callable
@@ -272,6 +273,47 @@ def test_with_clock_skew_takeovers_stay_in_time_and_writes_stay_fenced() -> None
 def test_with_clock_skew_no_live_agents_lease_is_taken() -> None:
     report = simulate(Scenario(seed=7, requests=300, take_over=True, skew=30))
     assert "2-lease" not in broken(report), report.text()
+
+
+# Issue 24, item 2: agent-3 runs 20 s ahead, far past the grace, on a store that reports its
+# time. Before the fix it took live holders' table leases (seed 1: 81 violations of 2-lease at
+# 200 requests; every seed of 1-5 found some).
+SKEWED = Scenario(
+    seed=1,
+    requests=60,
+    take_over=True,
+    poll_seconds=1.0,
+    stale_after=4.0,
+    grace_seconds=1.0,
+    table_pool=4,
+    table_median=3.0,
+    agent_skews=(("agent-3", 20.0),),
+)
+
+
+def test_an_agent_whose_clock_runs_past_the_grace_takes_no_live_holders_lease() -> None:
+    report = simulate(SKEWED)
+    assert report.ok, report.text()
+    assert report.checks["leases taken from another holder"] == 0
+
+
+class ClockTrustingLeases(MailboxLeases):
+    """Leases that judge a holder's lease by the caller's clock whatever its skew (as before
+    issue 24): an infinite grace, the skewed agent's refusal, counts as the configured one."""
+
+    def acquire(self, *args: Any, grace: float = 0.0, **kwargs: Any) -> HeldLease | None:
+        return super().acquire(*args, grace=1.0 if math.isinf(grace) else grace, **kwargs)
+
+
+def clock_trusting(config: AgentConfig, storage: Storage, start: StartTable) -> Components:
+    parts = default_parts(config, storage, start)
+    return Components(parts.claim, parts.takeover, ClockTrustingLeases(storage), start)
+
+
+def test_an_agent_whose_skewed_clock_takes_live_holders_leases_is_caught() -> None:
+    report = simulate(SKEWED, parts=clock_trusting)
+    assert broken(report) == {"2-lease"}, report.text()
+    assert "from live agent-" in "\n".join(v.message for v in report.violations)
 
 
 def test_with_store_errors_no_table_has_two_writers_and_no_request_is_lost() -> None:

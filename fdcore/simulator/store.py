@@ -9,7 +9,9 @@ The wrapper sits between an agent (its mailbox and its table leases) and the sha
   every create of a request (a schedule's), landed or not;
 * raises :class:`~fdcore.errors.StorageUnavailable` with the scenario's probability: before
   the operation, or for a write, sometimes *after* applying it (an ambiguous write: the agent
-  cannot tell whether it landed).
+  cannot tell whether it landed);
+* reports the store's time of its last write (:class:`fdcore.abc.StoreClock`): the world's
+  true virtual time, against which each agent measures its clock's skew.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from fdcore.abc import Blob
 from fdcore.builtin.memory import MemoryStorage
@@ -41,8 +44,11 @@ class FaultyStore:
         ambiguous: float,
         latency: float,
         created: CreateTap,
+        store_time: Callable[[], datetime],
     ) -> None:
         self.inner = inner
+        self.store_time = store_time
+        self._write_time: datetime | None = None
         self.url = inner.url
         self.tap = tap
         self.rng = rng
@@ -93,7 +99,12 @@ class FaultyStore:
             raise self._unavailable("read", key)
         return self.inner.read(key)
 
+    def last_write_time(self) -> datetime | None:
+        """:class:`fdcore.abc.StoreClock`: the true virtual time of this view's last write."""
+        return self._write_time
+
     def _write(self, kind: str, key: str, data: bytes | None = None) -> str | None:
+        self._write_time = self.store_time()  # a write lands at the poll's time (atomic)
         self.writes[key.split("/", 1)[0]] += 1
         request = _request_of(key, data)
         if request is not None:

@@ -180,6 +180,7 @@ class AgentHost:
             scenario.ambiguous,
             scenario.latency,
             self._created,
+            VirtualClock(world, 0.0).now,  # the store's clock: true time
         )
         self.store.listed_cancels = self._listed_cancels
         self.clock = VirtualClock(world, self.skew)
