@@ -1,7 +1,8 @@
 """How soon a SIGKILLed agent's requests run again elsewhere, with real agent and table processes
 (docs/takeover.md, "Time to take over"; invariant 3).
 
-    .venv/bin/python benchmarks/takeover_latency.py [--runs 5] [--baseline DIR]
+    .venv/bin/python benchmarks/takeover_latency.py [--runs 5] [--baseline DIR] \
+        [--lease-seconds S] [--taker-concurrency N] [--tables N --victim-table-seconds S]
 
 Agent ``victim`` (concurrency 2) runs two requests, one table each, with ``command`` tables that
 would run for a minute; agent ``taker`` (concurrency 2) is up and idle. The victim is SIGKILLed
@@ -13,7 +14,8 @@ comes up to ``stale_after / 4`` before the kill).
 
 ``--baseline DIR``: also run the agents from the ``fdcore`` package under ``DIR`` (say, ``git
 archive main fdcore | tar -x -C DIR``), alternating with this checkout's run by run, so the two
-medians are measured side by side.
+medians are measured side by side. The other options vary the case: a longer lease, a taker
+with one worker, requests of many short tables (so kills land among acquisitions and releases).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -48,7 +52,9 @@ def starts(folder: Path) -> list[dict[str, object]]:
     return [json.loads(path.read_text() or "{}") for path in folder.glob("*.json")]
 
 
-def one_run(folder: Path, pythonpath: str | None, options: argparse.Namespace) -> tuple[float, float]:
+def one_run(
+    folder: Path, pythonpath: str | None, options: argparse.Namespace
+) -> tuple[float, float]:
     """Seconds from the kill to the first and to the last of the two tables starting again."""
     folder.mkdir()
     log = folder / "starts"
@@ -66,14 +72,15 @@ def one_run(folder: Path, pythonpath: str | None, options: argparse.Namespace) -
     victim = fleet.add("victim", {"agent": AGENT, "pipeline": pipeline, "runner": runner})
     taking = {**AGENT, "concurrency": options.taker_concurrency}
     taker = fleet.add("taker", {"agent": taking, "pipeline": pipeline, "runner": runner})
-    victim.env = {**fleet.env, "BENCH_TABLE_SECONDS": "60"}
+    victim.env = {**fleet.env, "BENCH_TABLE_SECONDS": str(options.victim_table_seconds)}
     taker.env = {**fleet.env, "BENCH_TABLE_SECONDS": "0.2"}
     mailbox = fleet.mailbox
     try:
-        submit(mailbox, ["sales"], request_id="r1")
-        submit(mailbox, ["stock"], request_id="r2")
+        tables = range(options.tables)
+        submit(mailbox, [f"sales{n}" for n in tables], request_id="r1")
+        submit(mailbox, [f"stock{n}" for n in tables], request_id="r2")
         victim.start()
-        running = lambda: sum(s.get("agent") == "victim" for s in starts(log)) == 2  # noqa: E731
+        running = lambda: sum(s.get("agent") == "victim" for s in starts(log)) >= 2  # noqa: E731
         if not wait_until(running, 30) or {holder(mailbox, "r1"), holder(mailbox, "r2")} != {
             "victim"
         }:
@@ -81,7 +88,7 @@ def one_run(folder: Path, pythonpath: str | None, options: argparse.Namespace) -
         taker.start()
         if not wait_until(lambda: mailbox.agent("taker") is not None, 30):
             raise RuntimeError(f"the taker did not start:\n{taker.output()}")
-        time.sleep(1.0 + (os.getpid() % 7) / 10)  # the taker is warm; kill at varied moments
+        time.sleep(random.uniform(1.0, 1.5))  # the taker is warm; kill at varied moments
         killed = time.time()
         victim.kill()
         again = lambda: {s.get("request") for s in starts(log) if s.get("agent") == "taker"}  # noqa: E731
@@ -103,6 +110,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--lease-seconds", type=float, help="[pipeline] lease_seconds")
     parser.add_argument("--taker-concurrency", type=int, default=2)
+    parser.add_argument("--tables", type=int, default=1, help="tables per request")
+    parser.add_argument(
+        "--victim-table-seconds", type=float, default=60.0, help="how long the victim's run"
+    )
     parser.add_argument("--baseline", help="a folder holding another fdcore package to compare")
     args = parser.parse_args()
     labels = {"this checkout": None}
@@ -114,7 +125,9 @@ def main() -> None:
     os.chdir(root)  # agents import fdcore from PYTHONPATH or the install, not from a checkout here
     for run in range(args.runs):
         for label, pythonpath in labels.items():
-            first, last = one_run(root / f"{run}-{len(results[label])}-{label[:4]}", pythonpath, args)
+            first, last = one_run(
+                root / f"{run}-{len(results[label])}-{label[:4]}", pythonpath, args
+            )
             results[label].append((first, last))
             print(f"run {run + 1} {label}: first {first:.2f} s, last {last:.2f} s", flush=True)
     bound = STALE + GRACE + POLL
@@ -125,6 +138,8 @@ def main() -> None:
             f"{label}: median of {len(times)} runs, from the SIGKILL to the table running again"
             f" elsewhere: first {firsts:.2f} s, both {lasts:.2f} s (bound about {bound:.1f} s)"
         )
+    os.chdir(tempfile.gettempdir())
+    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

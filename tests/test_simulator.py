@@ -295,6 +295,10 @@ def test_an_agent_whose_clock_runs_past_the_grace_takes_no_live_holders_lease() 
     report = simulate(SKEWED)
     assert report.ok, report.text()
     assert report.checks["leases taken from another holder"] == 0
+    # With crashes and pauses: the others take over in time, agent-3 takes nothing over.
+    report = simulate(attrs.evolve(SKEWED, requests=100, crash_rate=20, pause_rate=10))
+    assert report.ok, report.text()
+    assert report.checks["requests moved after a crash"] > 0
 
 
 class ClockTrustingLeases(MailboxLeases):

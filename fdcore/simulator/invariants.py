@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from fdcore.agent.presence import HEARTBEAT_SHARE
+from fdcore.agent.skew import MEASUREMENT_ERROR
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids, find_request_files
 from fdcore.simulator.scenario import Scenario
@@ -335,7 +336,8 @@ class TakeoverInTime(Checker):
     That poll is the first after the crash by a live agent whose poll met no store error, whose
     claim policy had room when the poll began (and did not spend it all on other requests under
     way: taken over, or its own whose answers were lost), and that may move it: another agent (with
-    ``take_over``) whose own clock puts the crashed agent's record past stale_after + grace, or the
+    ``take_over``, and a clock within grace of the store's: one further off takes nothing over)
+    whose own clock puts the crashed agent's record past stale_after + grace, or the
     crashed agent's restarted process (every poll with ``take_over``; its first poll without).
     Taken together with the poll interval this is invariant 3's "stale_after + grace + one poll"
     (docs/takeover.md, "Time to take over").
@@ -366,6 +368,8 @@ class TakeoverInTime(Checker):
             return poll.incarnation > crash.incarnation and (s.take_over or poll.first)
         if not s.take_over or trace.affinity.get(request, poll.agent) != poll.agent:
             return False  # an unshared schedule's request is for its own agent only
+        if abs(trace.skews.get(poll.agent, 0.0)) > s.grace_seconds + MEASUREMENT_ERROR:
+            return False  # its clock is too far off the store's: it takes nothing over (ClockSkew)
         updated = trace.record_updated_at(crash.agent, poll.seq_start)
         return updated is not None and poll.clock > updated + s.stale_after + s.grace_seconds
 
