@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import assert_no_double_writers, double_writers, holder
@@ -26,21 +26,34 @@ PIPELINE = {"take_over": True, "grace_seconds": 1.0, "lease_seconds": 3.0}
 WRITER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
 
 
+def add_live_and_ahead(
+    fleet: AgentFleet, pipeline: dict[str, object], table_seconds: float
+) -> AgentProcess:
+    """Request r1 on table sales, run by etl-01 (started); etl-02, 20 s ahead, added."""
+    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = str(table_seconds)
+    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = str(table_seconds)
+    submit(fleet.mailbox, ["sales"], request_id="r1")
+    fleet.add("etl-01", {"agent": AGENT, "pipeline": pipeline, "runner": WRITER}).start()
+    ahead = fleet.add("etl-02", {"agent": AGENT, "pipeline": pipeline, "runner": WRITER})
+    ahead.env = {**fleet.env, "FDCORE_TEST_CLOCK_SKEW": "20"}
+    return ahead
+
+
+def start_ahead(fleet: AgentFleet, ahead: AgentProcess) -> None:
+    """Once etl-01 runs r1: start etl-02, and wait for it to have measured its skew."""
+    assert wait_until(lambda: holder(fleet.mailbox, "r1") == "etl-01", 20)
+    ahead.start()
+    assert wait_until(lambda: "clock differs from the store's by +20" in ahead.output(), 20)
+
+
 @pytest.mark.slow
 def test_an_agent_with_a_skewed_clock_takes_no_live_agents_request(
     fdcore_fleet: AgentFleet,
 ) -> None:
     fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
-    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "6"
-    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "6"
-    submit(mailbox, ["sales"], request_id="r1")
-    fleet.add("etl-01", {"agent": AGENT, "pipeline": PIPELINE, "runner": WRITER}).start()
-    ahead = fleet.add("etl-02", {"agent": AGENT, "pipeline": PIPELINE, "runner": WRITER})
-    ahead.env = {**fleet.env, "FDCORE_TEST_CLOCK_SKEW": "20"}
+    ahead = add_live_and_ahead(fleet, PIPELINE, table_seconds=6)
     try:
-        assert wait_until(lambda: holder(mailbox, "r1") == "etl-01", 20)
-        ahead.start()
-        assert wait_until(lambda: "clock differs from the store's by +20" in ahead.output(), 20)
+        start_ahead(fleet, ahead)
         time.sleep(2)
         assert holder(mailbox, "r1") == "etl-01"
         agents = subprocess.run(
@@ -70,17 +83,10 @@ def test_an_agent_with_a_skewed_clock_takes_no_live_holders_table_lease(
     """Issue 24, item 2: the skewed agent claims a request of its own on the table a live agent
     runs; it must wait for that run's lease to be given up, never take it as run out."""
     fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
-    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "8"
-    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "8"
     pipeline = {**PIPELINE, "claim": "when_free"}  # the busy etl-01 leaves r2 to etl-02
-    submit(mailbox, ["sales"], request_id="r1")
-    fleet.add("etl-01", {"agent": AGENT, "pipeline": pipeline, "runner": WRITER}).start()
-    ahead = fleet.add("etl-02", {"agent": AGENT, "pipeline": pipeline, "runner": WRITER})
-    ahead.env = {**fleet.env, "FDCORE_TEST_CLOCK_SKEW": "20"}
+    ahead = add_live_and_ahead(fleet, pipeline, table_seconds=8)
     try:
-        assert wait_until(lambda: holder(mailbox, "r1") == "etl-01", 20)
-        ahead.start()
-        assert wait_until(lambda: "clock differs from the store's by +20" in ahead.output(), 20)
+        start_ahead(fleet, ahead)
         submit(mailbox, ["sales"], request_id="r2")
         assert wait_until(lambda: holder(mailbox, "r2") == "etl-02", 10)
         done = (State.SUCCEEDED, State.FAILED)
