@@ -8,9 +8,11 @@ import pytest
 from agent_parts_helpers import Environment, attempt, held_by
 
 from fdcore.abc import TableJob, TableResult
+from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
 from fdcore.agent.work import Holdings, Work
+from fdcore.builtin.memory import MemoryStorage
 from fdcore.clock import ManualClock
 from fdcore.contract.models import Outcome, State
 from fdcore.errors import StorageUnavailable
@@ -78,6 +80,36 @@ def test_a_table_waits_while_another_holder_has_its_lease(env: Environment) -> N
     tables, _, _, work = started(env)
     assert env.runs == [] and work.lease is None
     env.advance(60 + 60)  # the other lease has run out, and the grace after it
+    tables.next_table(work, env.clock.now())
+    assert [run.job.fencing_token for run in env.runs] == [2]
+
+
+class StampedStore(MemoryStorage):
+    """Stands in for a store that reports its time (:class:`fdcore.abc.StoreClock`)."""
+
+    time = START
+
+    def last_write_time(self) -> datetime:
+        return self.time
+
+
+def test_a_clock_far_off_the_stores_takes_no_live_holders_lease_however_old_it_looks(
+    env: Environment,
+) -> None:
+    """Issue 24, item 2: by this agent's clock, 200 s ahead, the other lease ran out long ago."""
+    held = env.leases.acquire("sales", "etl-02", "r0", 1, 60, START)
+    tables, _, _, work = started(env)
+    skew = ClockSkew("etl-01", 60, env.clock, StampedStore.fresh("stamped"))
+    tables.skew = skew
+    env.advance(200)
+    tables.next_table(work, env.clock.now())  # not measured yet: no judging by this clock
+    assert env.runs == [] and work.lease is None
+    skew.measure()
+    assert skew.seconds == 200 and skew.refuses_lease_takeover
+    tables.next_table(work, env.clock.now())
+    assert env.runs == [] and work.lease is None
+    assert held is not None
+    env.leases.release(held, START + timedelta(seconds=10))  # its holder gives it up
     tables.next_table(work, env.clock.now())
     assert [run.job.fencing_token for run in env.runs] == [2]
 
