@@ -21,11 +21,19 @@ import pytest
 from fdcore.abc import HeldLease, Storage
 from fdcore.agent.components import Components, StartTable
 from fdcore.agent.settings import AgentConfig
+from fdcore.agent.skew import ClockSkew
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.cli.main import build_parser, main
 from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import ConfigError
-from fdcore.simulator import Checker, Scenario, Violation, default_checkers, simulate
+from fdcore.simulator import (
+    Checker,
+    Scenario,
+    Violation,
+    default_checkers,
+    simulate,
+    simulate_world,
+)
 from fdcore.simulator import world as world_module
 from fdcore.simulator.options import command_line, scenario_from_args
 from fdcore.simulator.plan import Plan
@@ -314,10 +322,45 @@ def clock_trusting(config: AgentConfig, storage: Storage, start: StartTable) -> 
     return Components(parts.claim, parts.takeover, ClockTrustingLeases(storage), start)
 
 
-def test_an_agent_whose_skewed_clock_takes_live_holders_leases_is_caught() -> None:
+def test_an_agent_whose_skewed_clock_takes_live_holders_leases_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Either defence alone holds: leases judged in the store's time (ClockSkew.store_time) ...
+    report = simulate(SKEWED, parts=clock_trusting)
+    assert report.ok, report.text()
+    # ... and without both, as before issue 24, live holders' leases are taken.
+    monkeypatch.setattr(ClockSkew, "store_time", lambda self, now: now)
     report = simulate(SKEWED, parts=clock_trusting)
     assert broken(report) == {"2-lease"}, report.text()
     assert "from live agent-" in "\n".join(v.message for v in report.violations)
+
+
+# Issue 24, item 2, the other way round: agent-1's clock runs behind. Before the fix the others
+# judged its leases and record by their clocks: its live leases looked run out and its live
+# record stale (seed 1 at 200 requests, grace 1: 69 violations of 2-lease, 165 of 3-live; with
+# -20 s the same; with -20 s and the default grace, 60 s, none).
+BEHIND = attrs.evolve(SKEWED, agent_skews=(("agent-1", -3600.0),))
+
+
+@pytest.mark.parametrize("skew", [-3600.0, -20.0])
+def test_an_agent_whose_clock_runs_behind_is_judged_by_the_stores_time(skew: float) -> None:
+    world, report = simulate_world(attrs.evolve(BEHIND, agent_skews=(("agent-1", skew),)))
+    assert report.ok, report.text()
+    # It still does its share: it runs tables under leases written in the store's time.
+    assert any(write.agent == "agent-1" for write in world.trace.table_writes)
+    report = simulate(attrs.evolve(BEHIND, requests=100, crash_rate=20, pause_rate=10))
+    assert report.ok, report.text()
+    assert report.checks["requests moved after a crash"] > 0
+    assert report.checks["leases taken from another holder"] > 0
+
+
+def test_an_agent_behind_that_writes_its_own_clocks_times_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As before the fix: it measures its skew but writes its record and leases by its clock."""
+    monkeypatch.setattr(ClockSkew, "store_time", lambda self, now: now)
+    report = simulate(BEHIND)
+    assert broken(report) == {"2-lease", "3-live"}, report.text()
 
 
 def test_with_store_errors_no_table_has_two_writers_and_no_request_is_lost() -> None:

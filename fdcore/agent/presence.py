@@ -78,38 +78,51 @@ class Presence:
         if self.written is not None:
             updated_at, was_stopping = self.written
             interval = timedelta(seconds=self.config.stale_after * HEARTBEAT_SHARE)
+            at = self._store_time(now)
             # A clock that went back (now < updated_at) writes too: the record must not wait.
-            if stopping == was_stopping and updated_at <= now < updated_at + interval:
+            if stopping == was_stopping and updated_at <= at < updated_at + interval:
                 return
         self.write(now, stopping)
 
     def write(self, now: datetime, stopping: bool, stopped: bool = False) -> None:
-        """Write the record as of ``now``; raise :class:`DuplicateAgent` if another process did."""
+        """Write the record as of ``now``; raise :class:`DuplicateAgent` if another process did.
+
+        Its times are in the store's time once the clock is measured far off it
+        (:meth:`ClockSkew.store_time`). The write that finds the offset moved (the first
+        measurement of a clock far off) is followed at once by one in the new time: the others
+        judge this agent by it, and it takes no lease before it is measured.
+        """
         if self.etag is None:
             self.started_at = now
             self._claim_name(now)
-        record = self._record(now, stopping, stopped)
+        self._write(now, stopping, stopped)
+        if self.skew is not None and self.skew.measure():
+            self._write(now, stopping, stopped)
+            self.skew.measure()
+
+    def _write(self, now: datetime, stopping: bool, stopped: bool) -> None:
+        at = self._store_time(now)
+        record = self._record(at, now, stopping, stopped)
         try:
             if self.etag is None:
                 self.etag = self.mailbox.create(self.key, record)
             else:
                 self.etag = self.mailbox.replace(self.key, record, self.etag)
-            self.written = (now, stopping)
-            if self.skew is not None:
-                self.skew.measure()
         except (PreconditionFailed, NotFound, AlreadyExists):
             current = self.mailbox.read_or_report(AgentRecord, self.key)
-            if current is not None and current.value.instance == self.instance:
-                # Our own earlier write landed although its answer was lost: write this one on
-                # top of it, so the record says we are alive now.
-                self.etag = self.mailbox.replace(self.key, record, current.etag)
-                self.written = (now, stopping)
-                return
-            other = _describe_process(current.value) if current else "unknown"
-            raise DuplicateAgent(
-                f"{self.key} was rewritten by another process ({other}): another agent runs as "
-                f"{self.agent!r}; this one stops"
-            ) from None
+            if current is None or current.value.instance != self.instance:
+                other = _describe_process(current.value) if current else "unknown"
+                raise DuplicateAgent(
+                    f"{self.key} was rewritten by another process ({other}): another agent runs "
+                    f"as {self.agent!r}; this one stops"
+                ) from None
+            # Our own earlier write landed although its answer was lost: write this one on
+            # top of it, so the record says we are alive now.
+            self.etag = self.mailbox.replace(self.key, record, current.etag)
+        self.written = (at, stopping)
+
+    def _store_time(self, now: datetime) -> datetime:
+        return self.skew.store_time(now) if self.skew is not None else now
 
     def write_final(self, now: datetime, stopping: bool) -> None:
         """After a clean stop: the record with ``stopped_at`` (if the mailbox can be reached)."""
@@ -153,23 +166,25 @@ class Presence:
         self._extra = dict(record.extra)
         self.etag = found.etag
 
-    def _record(self, now: datetime, stopping: bool, stopped: bool) -> AgentRecord:
+    def _record(self, at: datetime, now: datetime, stopping: bool, stopped: bool) -> AgentRecord:
+        """The record as of ``at`` (the store's time, what others judge it by); its schedules'
+        next due times by the agent's clock ``now``, which creates their slots."""
         record = AgentRecord(
             name=self.agent,
-            updated_at=now,
+            updated_at=at,
             stale_after=self.config.stale_after,
             version=__version__,
             instance=self.instance,
             host=socket.gethostname(),
             pid=os.getpid(),
-            started_at=self.started_at,
+            started_at=self._store_time(self.started_at) if self.started_at else None,
             concurrency=self.config.concurrency,
             running=self.holdings.running,
             requests=sorted(self.holdings.work),
             claim=self.config.claim,
             take_over=self.config.take_over,
             stopping=stopping,
-            stopped_at=now if stopped else None,
+            stopped_at=at if stopped else None,
             schedules=[schedule.published(now) for schedule in self.schedules],
             clock_skew=self.skew.seconds if self.skew is not None else None,
         )

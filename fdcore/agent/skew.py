@@ -1,18 +1,22 @@
 """This agent's clock against the store's: measured at every write of its status record.
 
-Takeover judges other agents by the times they wrote by their own clocks; an agent whose clock
+Takeover judges other agents by the times they wrote by their own clocks. An agent whose clock
 runs ahead by more than ``grace_seconds`` would judge live agents lost, and live holders' table
-leases run out. So it measures its skew (its clock minus the store's, as the store stamped its
-record's write), warns once the skew passes half the grace, and takes nothing over while it
-exceeds the grace (each give or take the measurement's error): no request, and no table lease
-that another holder has not given up. A store that does not report its time
-(:class:`fdcore.abc.StoreClock`) gives no measurement, and nothing is refused.
+leases run out; one whose clock runs behind would be judged so by the others. So it measures its
+skew (its clock minus the store's, as the store stamped its record's write), and once the skew
+passes half the grace (give or take the measurement's error) it warns and writes the times the
+others judge it by, its record's ``updated_at`` and its leases' times, in the store's time: its
+clock less the skew (:meth:`ClockSkew.store_time`). While the skew exceeds the grace it also
+takes nothing over: no request, and no table lease that another holder has not given up. Before
+its first measurement it takes no table lease at all. A store that does not report its time
+(:class:`fdcore.abc.StoreClock`) gives no measurement: nothing is corrected or refused.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from datetime import datetime, timedelta
 
 from fdcore.abc import Storage, StoreClock
 from fdcore.clock import Clock
@@ -36,24 +40,36 @@ class ClockSkew:
         resolution = getattr(storage, "clock_resolution", 0.0)
         self.error = MEASUREMENT_ERROR + (resolution if isinstance(resolution, float) else 0.0)
         self.seconds: float | None = None  # positive: this agent's clock runs ahead
+        # Subtracted from the clock in the times written for others (store_time): the skew once
+        # it is far, kept while new measurements stay within the error of it (no jitter).
+        self.offset = 0.0
         self._warned = False
 
-    def measure(self) -> None:
-        """Right after a write: compare the clock now with the store's time of that write."""
+    def measure(self) -> bool:
+        """Right after a write: compare the clock now with the store's time of that write.
+
+        True if the offset changed: the times this agent writes for others moved.
+        """
         if self.storage is None:
-            return
+            return False
         stamped = self.storage.last_write_time()
         if stamped is None:
-            return
+            return False
         skew = (self.clock.now() - stamped).total_seconds()
         if not math.isfinite(skew):
-            return
+            return False
         self.seconds = round(skew, 3)
         far = abs(skew) > self.grace / 2 + self.error
+        offset = self.offset
+        if not far:
+            self.offset = 0.0
+        elif abs(skew - self.offset) > self.error:
+            self.offset = self.seconds
         if far and not self._warned:
             refusing = "; it takes no request or lease over" if self.refuses_takeover else ""
             log.warning(
-                "%s: clock differs from the store's by %+.1f s (grace_seconds %g)%s",
+                "%s: clock differs from the store's by %+.1f s (grace_seconds %g); it writes "
+                "its record and leases in the store's time%s",
                 self.agent,
                 skew,
                 self.grace,
@@ -62,17 +78,21 @@ class ClockSkew:
         elif not far and self._warned:
             log.info("%s: clock within %.1f s of the store's again", self.agent, abs(skew))
         self._warned = far
+        return self.offset != offset
+
+    def store_time(self, now: datetime) -> datetime:
+        """``now`` (by this agent's clock) in the store's time, as far as it needs correcting:
+        what the record's and the leases' times are written in, and judged against."""
+        return now - timedelta(seconds=self.offset)
+
+    @property
+    def unmeasured(self) -> bool:
+        """The store reports its time, and no write of this process has measured it yet: the
+        agent cannot tell in which time to write a lease (a restarted agent moves its own
+        requests on even in a poll whose record write failed)."""
+        return self.storage is not None and self.seconds is None
 
     @property
     def refuses_takeover(self) -> bool:
         """True while the measured skew exceeds the grace: this agent may misjudge others lost."""
         return self.seconds is not None and abs(self.seconds) > self.grace + self.error
-
-    @property
-    def refuses_lease_takeover(self) -> bool:
-        """True while this agent may not judge another holder's table lease run out by its
-        clock: the skew exceeds the grace, or the store reports its time and none was measured
-        yet (a restarted agent moves its own requests on in a poll whose record write failed).
-        """
-        unmeasured = self.storage is not None and self.seconds is None
-        return unmeasured or self.refuses_takeover

@@ -113,9 +113,11 @@ class Tables:
     def _take_lease(self, work: Work, table: str) -> bool:
         """Acquire the table's lease for the request; False while another holder's runs."""
         grace = self.config.grace_seconds
-        if self.skew is not None and self.skew.refuses_lease_takeover:
-            # A clock this far off (or not yet measured) could judge a live holder's lease run
-            # out: only a lease its holder gave up (released, or freed by its finish) is taken.
+        if self.skew is not None and self.skew.unmeasured:
+            return False  # which time to write the lease in is not known yet (ClockSkew)
+        if self.skew is not None and self.skew.refuses_takeover:
+            # A clock this far off could judge a live holder's lease run out: only a lease its
+            # holder gave up (released, or freed by its finish) is taken.
             grace = math.inf
         try:
             work.lease = self.leases.acquire(
@@ -124,7 +126,7 @@ class Tables:
                 work.id,
                 work.status.attempt,
                 self.config.lease_ttl,
-                self.clock.now(),
+                self.lease_now(),
                 grace=grace,
             )
         except MailboxFileError as exc:
@@ -134,6 +136,12 @@ class Tables:
             return False  # another holder's lease still runs: wait for it to run out
         self._check_lease_time(work)
         return work.lease is not None
+
+    def lease_now(self) -> datetime:
+        """The time leases are written in and judged by: the store's, once this agent measured
+        its clock far off it (others judge its leases by their clocks)."""
+        now = self.clock.now()
+        return self.skew.store_time(now) if self.skew is not None else now
 
     def _start(self, work: Work, table: str, now: datetime) -> None:
         assert work.lease is not None
@@ -163,7 +171,7 @@ class Tables:
         ttl = self.config.lease_ttl
         # Lease times come from the clock now, not from the poll's start: a slow poll must not
         # write a lease that is already half gone.
-        now = self.clock.now()
+        now = self.lease_now()
         if held.lease.expires_at - now > timedelta(seconds=ttl / 2):
             return
         try:
@@ -177,14 +185,14 @@ class Tables:
             # Not renewed: once the lease would run out before the next poll, another agent may
             # take it, so stop the table now rather than write beside the next holder.
             margin = timedelta(seconds=self.config.poll_seconds)
-            if self.clock.now() >= held.lease.expires_at - margin:
+            if self.lease_now() >= held.lease.expires_at - margin:
                 self._interrupted(work, f"lease on table {held.lease.table} not renewed")
 
     def _check_lease_time(self, work: Work) -> None:
         """Give up a lease whose write took so long (storage retries) that it is nearly gone."""
         held = work.lease
         assert held is not None
-        if self.clock.now() >= held.lease.expires_at - timedelta(seconds=self.config.poll_seconds):
+        if self.lease_now() >= held.lease.expires_at - timedelta(seconds=self.config.poll_seconds):
             log.warning(
                 "%s: lease on table %s took too long to write; letting it go",
                 self.agent,

@@ -256,7 +256,8 @@ class Trace:
         return max(b - a for a, b in itertools.pairwise(times))
 
     def record_updated_at(self, agent: str, seq: int) -> float | None:
-        """The ``updated_at`` (in the writer's clock) of the agent's record as stored at ``seq``."""
+        """The ``updated_at`` of the agent's record as stored at ``seq``, as its writer wrote it (by
+        its clock, or in the store's time once it measured its clock far off)."""
         writes = self.record_writes.get(agent, [])
         index = bisect.bisect_left(writes, (seq, float("-inf"), float("-inf"))) - 1
         return writes[index][2] if index >= 0 else None

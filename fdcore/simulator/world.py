@@ -656,12 +656,15 @@ class World:
                 self._tap_removal(host, key)
             return
         if key.startswith("agents/"):
-            # Every poll writes one: the key says whose it is, no need to decode it.
+            # Every poll writes one: the key says whose it is.
             if key == host.record_key:
                 beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
                 beats.append((seq, self.now))
+                # As written: by its clock, or in the store's time once it measured its clock
+                # far off (fdcore.agent.skew).
+                updated_at = seconds(parse_time(json.loads(data)["updated_at"]))
                 writes = self.trace.record_writes.setdefault(host.name, [])
-                writes.append((seq, self.now, self.now + host.skew))
+                writes.append((seq, self.now, updated_at))
             return
         if key.startswith("requests/"):
             return  # a schedule's request: see request_created
@@ -772,6 +775,15 @@ class World:
             return
         self.trace.removals.append((self.now, host.name, folder, request))
 
+    def _lease_clock(self, name: str) -> float:
+        """The time agent ``name`` writes and judges its leases by now: its clock, or the
+        store's once it measured its clock far off (:meth:`fdcore.agent.tables.Tables.lease_now`).
+        """
+        host = next(host for host in self.hosts if host.name == name)
+        if host.agent is None:
+            return self.now + host.skew  # crashed: its lease is no live holder's
+        return seconds(host.agent.tables.lease_now())
+
     def _tap_lease(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
         table = doc["table"]
         lease = LeaseState(
@@ -790,6 +802,6 @@ class World:
             and before.holder != lease.holder
             and not self._finished_by_holder(before)
         ):
-            clock = self.now + self.trace.skews[before.holder]
+            clock = self._lease_clock(before.holder)
             self.trace.leases_taken.append(LeaseTaken(seq, self.now, table, before, lease, clock))
         self.trace.leases[table] = lease

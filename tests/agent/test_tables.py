@@ -105,13 +105,39 @@ def test_a_clock_far_off_the_stores_takes_no_live_holders_lease_however_old_it_l
     tables.next_table(work, env.clock.now())  # not measured yet: no judging by this clock
     assert env.runs == [] and work.lease is None
     skew.measure()
-    assert skew.seconds == 200 and skew.refuses_lease_takeover
+    assert skew.seconds == 200 and skew.refuses_takeover
     tables.next_table(work, env.clock.now())
     assert env.runs == [] and work.lease is None
     assert held is not None
     env.leases.release(held, START + timedelta(seconds=10))  # its holder gives it up
     tables.next_table(work, env.clock.now())
     assert [run.job.fencing_token for run in env.runs] == [2]
+
+
+def test_a_clock_measured_far_behind_writes_its_leases_in_the_stores_time(
+    env: Environment,
+) -> None:
+    """Issue 24, item 2: others judge this agent's lease by their clocks; written by its own,
+    an hour behind, it would look an hour run out to them as soon as it was taken."""
+    env.submit("r1", "sales")
+    tables, changes, holdings = env.tables(env.config())
+    work = env.claimed(changes, holdings, "r1")
+    store = StampedStore.fresh("stamped")
+    store.time = env.clock.now() + timedelta(seconds=3600)  # the store's clock, an hour later
+    skew = ClockSkew("etl-01", 60, env.clock, store)
+    tables.skew = skew
+    tables.next_table(work, env.clock.now())  # not measured yet: in which time to write?
+    assert env.runs == [] and work.lease is None
+    assert skew.measure()  # the times it writes moved to the store's
+    assert (skew.seconds, skew.store_time(env.clock.now())) == (-3600, store.time)
+    tables.next_table(work, env.clock.now())
+    assert [run.job.fencing_token for run in env.runs] == [1]
+    lease = env.leases.current("sales")
+    assert lease is not None and lease.expires_at == store.time + timedelta(seconds=60)
+    env.advance(31)  # half the lease gone, by the store's time as by its clock: renewed
+    assert not tables.poll_run(work, env.clock.now())
+    lease = env.leases.current("sales")
+    assert lease is not None and lease.expires_at == store.time + timedelta(seconds=91)
 
 
 def test_a_running_tables_lease_is_renewed_once_half_of_it_is_gone(env: Environment) -> None:
