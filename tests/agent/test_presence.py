@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
 
+from fdcore.agent.skew import ClockSkew
 from fdcore.agent.work import Work
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.clock import ManualClock
 from fdcore.contract.models import AgentRecord, Request, State
 from fdcore.errors import DuplicateAgent, StorageUnavailable
 from fdcore.testing.memory_fleet import START
@@ -194,3 +197,37 @@ def test_a_second_process_is_still_found_at_the_next_heartbeat(env: Environment)
     presence.heartbeat(START + timedelta(seconds=5), stopping=False)  # not due: no write
     with pytest.raises(DuplicateAgent, match="rewritten by another process"):
         presence.heartbeat(START + timedelta(seconds=15), stopping=False)
+
+
+class StoreAnHourAhead(MemoryStorage):
+    """A store that reports its time (:class:`fdcore.abc.StoreClock`): an hour past ``clock``."""
+
+    clock = ManualClock(START)
+
+    def last_write_time(self) -> datetime:
+        return self.clock.now() + timedelta(hours=1)
+
+
+def test_a_clock_measured_far_behind_writes_its_record_in_the_stores_time(
+    env: Environment,
+) -> None:
+    """Issue 24, item 2: the others judge this agent lost by its record's ``updated_at``. An
+    hour behind the store's clock, the record it wrote by its own looked an hour stale."""
+    presence, _ = env.presence(env.config(stale_after=60.0))
+    store = StoreAnHourAhead.fresh("stamped")
+    store.clock = env.clock
+    presence.skew = ClockSkew("etl-01", 60.0, env.clock, store)
+    hour = timedelta(hours=1)
+    presence.heartbeat(env.clock.now(), stopping=False)
+    # The first write measured the clock: written again at once, in the store's time.
+    assert presence.skew.seconds == -3600
+    assert (record(env).updated_at, record(env).started_at) == (START + hour, START + hour)
+    written = []
+    for _ in range(12):  # a poll every 5 s for a minute
+        env.advance(5)
+        presence.heartbeat(env.clock.now(), stopping=False)
+        written.append(record(env).updated_at)
+    # Every quarter of stale_after as before (not every poll), in the store's time.
+    assert sorted(set(written)) == [
+        START + hour + timedelta(seconds=s) for s in (0, 15, 30, 45, 60)
+    ]
