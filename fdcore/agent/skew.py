@@ -6,7 +6,8 @@ leases run out; one whose clock runs behind would be judged so by the others. So
 skew (its clock minus the store's, as the store stamped its record's write), and once the skew
 passes half the grace (give or take the measurement's error) it warns and writes the times the
 others judge it by, its record's ``updated_at`` and its leases' times, in the store's time: its
-clock less the skew (:meth:`ClockSkew.store_time`). While the skew exceeds the grace it also
+clock less the skew, less the measurement's error so as never to be behind the store's
+(:meth:`ClockSkew.store_time`). While the skew exceeds the grace it also
 takes nothing over: no request, and no table lease that another holder has not given up. Before
 its first measurement it takes no table lease at all. A store that does not report its time
 (:class:`fdcore.abc.StoreClock`) gives no measurement: nothing is corrected or refused.
@@ -40,15 +41,18 @@ class ClockSkew:
         resolution = getattr(storage, "clock_resolution", 0.0)
         self.error = MEASUREMENT_ERROR + (resolution if isinstance(resolution, float) else 0.0)
         self.seconds: float | None = None  # positive: this agent's clock runs ahead
-        # Subtracted from the clock in the times written for others (store_time): the skew once
-        # it is far, kept while new measurements stay within the error of it (no jitter).
+        # Subtracted from the clock in the times written for others (store_time), once the skew
+        # is far: the skew less the error. The store stamps a write before this agent reads its
+        # clock, so a measurement is at most the error above the true skew, and the corrected
+        # time is never behind the store's (never makes this agent look older), at most the
+        # error ahead of it.
         self.offset = 0.0
         self._warned = False
 
     def measure(self) -> bool:
         """Right after a write: compare the clock now with the store's time of that write.
 
-        True if the offset changed: the times this agent writes for others moved.
+        True if the times this agent writes for others moved by more than the error.
         """
         if self.storage is None:
             return False
@@ -60,11 +64,8 @@ class ClockSkew:
             return False
         self.seconds = round(skew, 3)
         far = abs(skew) > self.grace / 2 + self.error
-        offset = self.offset
-        if not far:
-            self.offset = 0.0
-        elif abs(skew - self.offset) > self.error:
-            self.offset = self.seconds
+        before = self.offset
+        self.offset = round(skew - self.error, 3) if far else 0.0
         if far and not self._warned:
             refusing = "; it takes no request or lease over" if self.refuses_takeover else ""
             log.warning(
@@ -78,7 +79,7 @@ class ClockSkew:
         elif not far and self._warned:
             log.info("%s: clock within %.1f s of the store's again", self.agent, abs(skew))
         self._warned = far
-        return self.offset != offset
+        return abs(self.offset - before) > self.error
 
     def store_time(self, now: datetime) -> datetime:
         """``now`` (by this agent's clock) in the store's time, as far as it needs correcting:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
 
-from fdcore.agent.skew import ClockSkew
+from fdcore.agent.skew import MEASUREMENT_ERROR, ClockSkew
 from fdcore.agent.work import Work
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.clock import ManualClock
@@ -217,7 +217,7 @@ def test_a_clock_measured_far_behind_writes_its_record_in_the_stores_time(
     store = StoreAnHourAhead.fresh("stamped")
     store.clock = env.clock
     presence.skew = ClockSkew("etl-01", 60.0, env.clock, store)
-    hour = timedelta(hours=1)
+    hour = timedelta(hours=1, seconds=MEASUREMENT_ERROR)  # never behind the store's time
     presence.heartbeat(env.clock.now(), stopping=False)
     # The first write measured the clock: written again at once, in the store's time.
     assert presence.skew.seconds == -3600

@@ -8,7 +8,7 @@ import pytest
 from agent_parts_helpers import Environment, attempt, held_by
 
 from fdcore.abc import TableJob, TableResult
-from fdcore.agent.skew import ClockSkew
+from fdcore.agent.skew import MEASUREMENT_ERROR, ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
 from fdcore.agent.work import Holdings, Work
@@ -129,15 +129,17 @@ def test_a_clock_measured_far_behind_writes_its_leases_in_the_stores_time(
     tables.next_table(work, env.clock.now())  # not measured yet: in which time to write?
     assert env.runs == [] and work.lease is None
     assert skew.measure()  # the times it writes moved to the store's
-    assert (skew.seconds, skew.store_time(env.clock.now())) == (-3600, store.time)
+    # The store's, never behind it: a measurement may be up to the error above the true skew.
+    store_now = store.time + timedelta(seconds=MEASUREMENT_ERROR)
+    assert (skew.seconds, skew.store_time(env.clock.now())) == (-3600, store_now)
     tables.next_table(work, env.clock.now())
     assert [run.job.fencing_token for run in env.runs] == [1]
     lease = env.leases.current("sales")
-    assert lease is not None and lease.expires_at == store.time + timedelta(seconds=60)
+    assert lease is not None and lease.expires_at == store_now + timedelta(seconds=60)
     env.advance(31)  # half the lease gone, by the store's time as by its clock: renewed
     assert not tables.poll_run(work, env.clock.now())
     lease = env.leases.current("sales")
-    assert lease is not None and lease.expires_at == store.time + timedelta(seconds=91)
+    assert lease is not None and lease.expires_at == store_now + timedelta(seconds=91)
 
 
 def test_a_running_tables_lease_is_renewed_once_half_of_it_is_gone(env: Environment) -> None:
