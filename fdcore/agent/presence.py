@@ -151,7 +151,11 @@ class Presence:
         if found is None:
             return
         record = found.value
-        live = now <= record.updated_at + timedelta(seconds=record.stale_after)
+        # Judged before this process measured its clock. A writer that measured its clock far
+        # off wrote the store's time: it is live by that reading too if our clock is as far off.
+        until = record.updated_at + timedelta(seconds=record.stale_after)
+        skew = timedelta(seconds=record.clock_skew or 0.0)
+        live = now <= until or now - skew <= until
         if (
             live
             and record.instance != self.instance

@@ -76,6 +76,16 @@ def test_a_live_record_of_another_process_refuses_the_start(env: Environment) ->
     assert record(env).instance == "other"  # nothing written over it
 
 
+def test_a_live_record_written_in_the_stores_time_refuses_the_start(env: Environment) -> None:
+    """Its writer's clock, and this one's (the same machine), run an hour ahead of the store's:
+    it wrote the store's time, an hour old by this clock (ClockSkew.store_time)."""
+    hour = timedelta(hours=1)
+    env.mailbox.create(KEY, other_process(updated_at=START - hour, clock_skew=3600.0))
+    presence, _ = env.presence(env.config())
+    with pytest.raises(DuplicateAgent, match="is already running"):
+        presence.write(START + timedelta(seconds=10), stopping=False)
+
+
 @pytest.mark.parametrize(
     ("why", "found", "gone"),
     [
