@@ -7,9 +7,9 @@ skew (its clock minus the store's, as the store stamped its record's write), and
 passes half the grace (give or take the measurement's error) it warns and writes the times the
 others judge it by, its record's ``updated_at`` and its leases' times, in the store's time: its
 clock less the skew, less the measurement's error so as never to be behind the store's
-(:meth:`ClockSkew.store_time`). While the skew exceeds the grace it also
-takes nothing over: no request, and no table lease that another holder has not given up. Before
-its first measurement it takes no table lease at all. A store that does not report its time
+(:meth:`ClockSkew.store_time`). While the skew exceeds the grace it also takes nothing over: no
+request, and no table lease that another holder has not given up. Before its first measurement
+it takes no table lease at all. A store that does not report its time
 (:class:`fdcore.abc.StoreClock`) gives no measurement: nothing is corrected or refused.
 """
 
