@@ -112,7 +112,7 @@ def test_bad_lease_file_is_reported_and_the_table_waits(
         ),
         (
             '[agent]\nname = "a"\nenvironment = "x"\n[pipeline]\nmax_attempts = 0\n',
-            "[pipeline] max_attempts: must be >= 1, got 0",
+            "[pipeline] max_attempts: must be 1..1000, got 0",
         ),
         (
             '[agent]\nname = "a"\nenvironment = "x"\n[runner]\ncommand = []\n',

@@ -21,6 +21,7 @@ from fdcore.cli.config import load_config
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import to_dict
 from fdcore.contract.models import Incident
+from fdcore.durations import GRACE, add_flag
 from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook, acknowledge, add_note, lookup, resolve
 from fdcore.incidents.delivery import claim_posts, send_posts
@@ -187,7 +188,11 @@ def register(commands: Any) -> None:
     note.add_argument("--by", help="who (default: the user name)")
     evaluate_parser = command("evaluate", "evaluate once (cron-able)", _evaluate)
     evaluate_parser.add_argument("--config", help="agent.toml whose routes deliver the incidents")
-    evaluate_parser.add_argument(
-        "--grace", type=float, default=60.0, help="seconds past stale_after before offline"
+    add_flag(
+        evaluate_parser,
+        "--grace",
+        GRACE,
+        default=60.0,
+        help="seconds past stale_after before offline",
     )
     evaluate_parser.add_argument("--by", help="who evaluates (recorded on incidents)")

@@ -8,8 +8,9 @@ import os
 
 import attrs
 
+from fdcore.durations import Whole, add_flag
 from fdcore.errors import ConfigError
-from fdcore_hostslots.host import Host
+from fdcore_hostslots.host import MAX_SLOTS, Host
 
 HOST_VARIABLE = "FDCORE_HOST"
 
@@ -31,7 +32,7 @@ class HostCommand:
                 "--host", help=f"the host folder (default: ${HOST_VARIABLE})", default=None
             )
             if action == "set-slots":
-                sub.add_argument("count", help="the slot count, 1..8")
+                add_flag(sub, "count", Whole(1, MAX_SLOTS), help=f"the slot count, 1..{MAX_SLOTS}")
             if action == "probe":
                 sub.add_argument("--json", action="store_true", help="one JSON object")
 
@@ -46,11 +47,7 @@ class HostCommand:
             created = host.init()
             print(f"{path}: {'initialised with 1 slot' if created else 'already a host folder'}")
         elif args.host_action == "set-slots":
-            try:
-                count: object = int(args.count, 10)
-            except ValueError:
-                count = args.count
-            print(f"{path}: {host.set_slots(count)} slot(s)")
+            print(f"{path}: {host.set_slots(args.count)} slot(s)")
         elif args.host_action == "migrate":
             print(f"{path}: {host.migrate()}")
         else:
