@@ -63,7 +63,7 @@ def _test_clock() -> SystemClock:
     return SystemClock(skew)
 
 
-MIN_WATCH_SECONDS = 0.1
+MIN_WATCH_SECONDS = 0.01
 MAX_FRAMES = 1_000_000
 
 

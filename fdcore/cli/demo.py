@@ -234,7 +234,7 @@ def register(commands: Any) -> None:
     add_flag(parser, "--agents", Whole(1, 16), default=3, help="agents (default 3)")
     add_flag(parser, "--requests", Whole(1, 10_000), default=40, help="requests (default 40)")
     add_flag(parser, "--tables", Whole(1, 1000), default=8, help="tables (default 8)")
-    add_flag(parser, "--timeout", Seconds(1), default=300.0, help="seconds (default 300)")
+    add_flag(parser, "--timeout", Seconds(), default=300.0, help="seconds (default 300)")
     parser.add_argument(
         "--monitor", action="store_true", help="also serve fdcore monitor's page of it"
     )

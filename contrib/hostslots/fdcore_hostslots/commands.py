@@ -10,9 +10,24 @@ import attrs
 
 from fdcore.durations import Whole, add_flag
 from fdcore.errors import ConfigError
+from fdcore_hostslots.errors import CapacityInvalid
 from fdcore_hostslots.host import MAX_SLOTS, Host
 
 HOST_VARIABLE = "FDCORE_HOST"
+
+
+class SlotCount(Whole):
+    """The slot count of ``set-slots``: read as every whole number a command takes is, refused
+    with the code docs/host.md gives a bad count."""
+
+    def __init__(self) -> None:
+        super().__init__(1, MAX_SLOTS)
+
+    def __call__(self, text: str) -> int:
+        try:
+            return super().__call__(text)
+        except ConfigError as exc:
+            raise CapacityInvalid(exc.source, str(exc).removeprefix(f"{exc.source}: ")) from None
 
 
 class HostCommand:
@@ -32,7 +47,7 @@ class HostCommand:
                 "--host", help=f"the host folder (default: ${HOST_VARIABLE})", default=None
             )
             if action == "set-slots":
-                add_flag(sub, "count", Whole(1, MAX_SLOTS), help=f"the slot count, 1..{MAX_SLOTS}")
+                add_flag(sub, "count", SlotCount(), help=f"the slot count, 1..{MAX_SLOTS}")
             if action == "probe":
                 sub.add_argument("--json", action="store_true", help="one JSON object")
 
