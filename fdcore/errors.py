@@ -27,6 +27,18 @@ class MailboxFileError(FdcoreError):
         super().__init__(f"{where}: {message}")
 
 
+class FileTooLarge(FdcoreError):
+    """A mailbox file was not written: it would be larger than the bound its readers read
+    (``max_file_bytes``), so they would skip it as unreadable. Nothing was written."""
+
+    def __init__(self, path: str, size: int, bound: int) -> None:
+        self.path, self.size, self.bound = path, size, bound
+        super().__init__(
+            f"{path}: not written: {size} bytes, over the bound of {bound} bytes its readers "
+            "read (max_file_bytes)"
+        )
+
+
 class UnreadableFile(MailboxFileError):
     """A key holds something a store does not read as a mailbox file: a FIFO, a device, a
     symbolic link, a folder, or more bytes than the size bound. Reported and skipped like any

@@ -174,6 +174,11 @@ class Presence:
             clock_skew=self.skew.seconds if self.skew is not None else None,
         )
         record.extra = dict(self._extra)
+        if record.requests and not self.mailbox.fits(self.key, record):
+            # The held requests' ids are for people (``fdcore agents``); the count stays in
+            # ``running``. Past the bound with its schedules alone, the write fails (FileTooLarge)
+            # and the agent, which cannot say it is alive, takes nothing new.
+            record.requests = []
         return record
 
 

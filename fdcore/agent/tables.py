@@ -15,12 +15,15 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
+import attrs
+
 from fdcore.abc import FinishReleasesLease, HeldLease, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_attempt_of
 from fdcore.clock import Clock
+from fdcore.contract.codec import encode
 from fdcore.contract.layout import run_key
 from fdcore.contract.models import Outcome, RunRecord, State, output_tail
 from fdcore.errors import (
@@ -33,6 +36,9 @@ from fdcore.errors import (
 from fdcore.mailbox.access import Mailbox
 
 log = logging.getLogger("fdcore.agent")
+
+#: A run record's message, cut to this many characters when the record would not fit its bound.
+SHORT_MESSAGE = 500
 
 
 class Tables:
@@ -257,11 +263,11 @@ class Tables:
             return False
         status, attempt, table = found.value, work.status.attempt, held.lease.table
         if is_attempt_of(status, self.agent, attempt):
-            if result.succeeded:
-                recorded = table in status.tables_done
-            else:
-                ours = status.attempts[-1].outcome if status.attempts else None
-                recorded = status.state is State.FAILED and ours is Outcome.FAILED
+            # Our attempt failed the request: this table failed, or the status could not grow
+            # to count it (over the size bound); either way the table ran and ended.
+            ours = status.attempts[-1].outcome if status.attempts else None
+            ended = status.state is State.FAILED and ours is Outcome.FAILED
+            recorded = ended or (result.succeeded and table in status.tables_done)
         else:
             # Taken over, and the table done: by our landed change if nobody has taken the
             # lease since (running the table again would have needed it).
@@ -314,8 +320,24 @@ class Tables:
             output=output_tail(result.output) or None,
         )
         # The first record stands: a retried status change must not move the table's end.
-        self.unwritten.setdefault(run_key(work.id, attempt, table), record)
+        key = run_key(work.id, attempt, table)
+        self.unwritten.setdefault(key, self._within_bound(key, record))
         self.write_unwritten(raise_unavailable=True)
+
+    def _within_bound(self, key: str, record: RunRecord) -> RunRecord:
+        """``record`` within the size bound: its message cut short if long, then as much of the
+        end of the table's output as the bound leaves room for (a 4 KiB bound cannot hold
+        4 KiB of output with the rest). The run is always recorded."""
+        message = record.message or ""
+        if len(message) > SHORT_MESSAGE and not self.mailbox.fits(key, record):
+            record = attrs.evolve(record, message=message[:SHORT_MESSAGE] + "...")
+        while record.output and not self.mailbox.fits(key, record):
+            size = len(record.output.encode("utf-8"))
+            over = len(encode(record)) - self.mailbox.max_file_bytes
+            # An escaped byte takes up to six: cut the excess (at least half), then look again
+            tail = output_tail(record.output, size - over if over < size // 2 else size // 2)
+            record = attrs.evolve(record, output=tail or None)
+        return record
 
     def write_unwritten(self, raise_unavailable: bool = False) -> None:
         """Write the run records still owed, oldest first; stop at the first store error.

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from fdcore.abc import HeldLease, Storage, read_mailbox_file
-from fdcore.contract.codec import decode, encode
+from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode_within
 from fdcore.contract.layout import fence_key, lease_key, status_key
 from fdcore.contract.models import Lease, Outcome, Status
 from fdcore.errors import (
@@ -74,7 +74,7 @@ class MailboxLeases:
         return newest[0]
 
     def _write(self, key: str, lease: Lease, etag: str | None) -> str:
-        data = encode(lease)
+        data = encode_within(lease, key, MAX_FILE_BYTES)  # the bound _read reads it with
         return (
             self.storage.create(key, data)
             if etag is None

@@ -62,12 +62,14 @@ def _output_tail(_instance: object, attribute: attrs.Attribute[Any], value: str 
         raise ValueError(f"{attribute.name} must be at most {MAX_OUTPUT_BYTES} bytes")
 
 
-def output_tail(text: str) -> str:
-    """The last whole lines of ``text`` that fit in :data:`MAX_OUTPUT_BYTES`."""
+def output_tail(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
+    """The last whole lines of ``text`` that fit in ``limit`` bytes (:data:`MAX_OUTPUT_BYTES`)."""
     data = text.encode("utf-8", "replace")
-    if len(data) <= MAX_OUTPUT_BYTES:
+    if len(data) <= limit:
         return text
-    tail = data[-MAX_OUTPUT_BYTES:].decode("utf-8", "ignore")
+    if limit <= 0:
+        return ""
+    tail = data[-limit:].decode("utf-8", "ignore")
     _, newline, rest = tail.partition("\n")
     return rest if newline else tail
 

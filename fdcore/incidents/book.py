@@ -95,6 +95,8 @@ class IncidentBook:
             before = to_dict(document)
             result = edit(document)
             trim(document)
+            while document.resolved and not self.mailbox.fits(INCIDENTS, document):
+                del document.resolved[0]  # the oldest resolved first: within the size bound
             if to_dict(document) == before and found is not None:
                 return result
             try:

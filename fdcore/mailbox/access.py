@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 import attrs
 
 from fdcore.abc import Blob, ChangeCheck, Storage, read_mailbox_file
-from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode
+from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode, encode_within
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import (
     AGENTS,
@@ -42,11 +42,14 @@ from fdcore.contract.layout import (
 )
 from fdcore.contract.models import (
     AgentRecord,
+    Attempt,
     Cancel,
     IncidentDocument,
+    Outcome,
     Request,
     Retry,
     RunRecord,
+    State,
     Status,
 )
 from fdcore.errors import MailboxFileError
@@ -78,6 +81,24 @@ class ProblemLog:
         self._seen.add((key, problem))
         self.reported.append(problem)
         log.warning("skipping %s", problem)
+
+
+#: A name as long as an agent's may be: a request's status must fit whichever agent holds it.
+LONGEST_NAME = "a" * 128
+
+
+def full_status(request: Request, agent: str) -> Status:
+    """The status ``request`` reaches when ``agent`` ran every table in one attempt: the least
+    its status must hold, so the size it must fit in to run through."""
+    now = request.created_at
+    return Status(
+        request=request.id,
+        state=State.SUCCEEDED,
+        updated_at=now,
+        agent=agent,
+        attempts=[Attempt(1, agent, now, now, Outcome.SUCCEEDED, instance="f" * 32)],
+        tables_done=list(request.entities),
+    )
 
 
 class Mailbox:
@@ -135,11 +156,20 @@ class Mailbox:
             self.problems.report(key, str(exc))
             return None
 
+    def encode(self, key: str, value: object) -> bytes:
+        """``value`` as the bytes of ``key``, within this mailbox's size bound (the bound of its
+        reads): FileTooLarge, before anything is written, past it."""
+        return encode_within(value, key, self.max_file_bytes)
+
+    def fits(self, key: str, value: object) -> bool:
+        """Whether ``value`` written at ``key`` would be within the size bound."""
+        return len(encode(value)) <= self.max_file_bytes
+
     def create(self, key: str, value: object) -> str:
-        return self.storage.create(key, encode(value))
+        return self.storage.create(key, self.encode(key, value))
 
     def replace(self, key: str, value: object, etag: str) -> str:
-        return self.storage.replace(key, encode(value), etag)
+        return self.storage.replace(key, self.encode(key, value), etag)
 
     def ids(self, prefix: str) -> Iterator[str]:
         """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported.
@@ -174,6 +204,19 @@ class Mailbox:
             return stem
         self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
         return None
+
+    def unfit(self, request: Request, agent: str = LONGEST_NAME) -> str | None:
+        """Why ``request`` cannot run through within this mailbox's size bound: its status with
+        every table done, held by ``agent`` (by default any agent), would be over it. None if
+        it fits."""
+        size = len(encode(full_status(request, agent)))
+        if size <= self.max_file_bytes:
+            return None
+        return (
+            f"its status would be {size} bytes with its {len(request.entities)} tables done, "
+            f"over the bound of {self.max_file_bytes} bytes (max_file_bytes): split it into "
+            "smaller requests or raise the bound"
+        )
 
     # -- typed shortcuts -----------------------------------------------------------------------
 

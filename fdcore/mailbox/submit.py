@@ -44,7 +44,9 @@ def submit(
 ) -> Request:
     """Write a new request into the mailbox (create-if-absent); return it.
 
-    Raises AlreadyExists if a request of that id is live or archived.
+    Raises AlreadyExists if a request of that id is live or archived, and RequestError if its
+    status could not hold every table done within the mailbox's size bound (an agent with that
+    bound would fail it at once).
     """
     now = now or datetime.now(timezone.utc)
     if request_id is not None and archive_entry(mailbox, request_id) is not None:
@@ -57,6 +59,9 @@ def submit(
         deadline=deadline,
         max_attempts=max_attempts,
     )
+    unfit = mailbox.unfit(request)
+    if unfit is not None:
+        raise RequestError(f"request {request.id} not submitted: {unfit}")
     mailbox.create(request_key(request.id), request)
     return request
 
