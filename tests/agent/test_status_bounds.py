@@ -17,8 +17,9 @@ from agent_parts_helpers import Environment, attempt, held_by
 from fdcore.abc import TableResult
 from fdcore.contract.codec import decode, encode
 from fdcore.contract.layout import status_key
-from fdcore.contract.models import Outcome, State, Status
+from fdcore.contract.models import Incident, IncidentDocument, Outcome, State, Status
 from fdcore.errors import FileTooLarge, RequestError
+from fdcore.incidents.book import IncidentBook
 from fdcore.mailbox.access import Mailbox, full_status
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START
@@ -149,3 +150,46 @@ def test_a_run_record_keeps_the_end_of_the_output_that_fits(env: Environment) ->
     [record] = env.mailbox.runs("r1")  # read with the bound: it was written within it
     assert record.output is not None and record.output.endswith('line 399: "quoted" \t\x01\n')
     assert record.exit_code == 1 and record.message is not None
+
+
+def test_an_agent_record_leaves_out_its_request_ids_before_it_would_overflow(
+    env: Environment,
+) -> None:
+    ids = [f"r{n:02d}-" + "z" * 120 for n in range(40)]  # 40 held requests: 5 KB of ids
+    for request_id in ids:
+        env.submit(request_id, "sales")
+    env.mailbox.max_file_bytes = BOUND
+    config = env.config(max_file_bytes=BOUND, concurrency=64)
+    presence, holdings = env.presence(config)
+    changes = env.status_changes(config, holdings)
+    for request_id in ids:
+        env.claimed(changes, holdings, request_id)
+    presence.write(START, stopping=False)
+    record = env.mailbox.agent("etl-01")  # read within the bound: it was written within it
+    assert record is not None and record.value.requests == []
+    del holdings.work[ids[0]]
+    for request_id in ids[1:30]:
+        del holdings.work[request_id]
+    presence.write(START + timedelta(seconds=1), stopping=False)
+    record = env.mailbox.agent("etl-01")
+    assert record is not None and record.value.requests == sorted(ids[30:])  # fits: kept
+
+
+def test_the_incident_document_keeps_the_newest_resolved_incidents_that_fit(
+    env: Environment,
+) -> None:
+    env.mailbox.max_file_bytes = BOUND
+    book = IncidentBook(env.mailbox)
+
+    def resolve_many(document: IncidentDocument) -> None:
+        for n in range(40):
+            document.resolved.append(
+                Incident(f"inc-{n:04d}", f"request_failed:r{n}", f"request r{n} failed", START, "a")
+            )
+
+    book.change(resolve_many)
+    found = env.mailbox.incidents()  # read within the bound
+    assert found is not None
+    kept = [incident.id for incident in found.value.resolved]
+    assert kept and kept[-1] == "inc-0039" and len(kept) < 40
+    assert kept == [f"inc-{n:04d}" for n in range(40 - len(kept), 40)]
