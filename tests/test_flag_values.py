@@ -25,7 +25,7 @@ import fdcore.cli.main
 from fdcore.cli.main import BUG, ERROR, build_parser, main
 from fdcore.contract.layout import agent_key, request_key, status_key
 from fdcore.contract.models import AgentRecord, Attempt, Outcome, Request, State, Status
-from fdcore.durations import Reader
+from fdcore.durations import Reader, parse_duration
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
 
@@ -69,6 +69,19 @@ def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterato
             yield Flag(path, action)
 
 
+def numeric(text: object) -> bool:
+    """Whether a text default reads as a number or a duration (``"60"``, ``"7d"``)."""
+    if not isinstance(text, str):
+        return False
+    for read in (float, parse_duration):
+        try:
+            read(text)
+        except ValueError:
+            continue
+        return True
+    return False
+
+
 def test_every_number_flag_is_declared_with_the_one_reader() -> None:
     """By construction: a flag read by ``int`` or ``float``, or with a number default and no
     reader, is how ``--grace nan`` once reached the commands."""
@@ -77,12 +90,18 @@ def test_every_number_flag_is_declared_with_the_one_reader() -> None:
         for flag in walk(build_parser())
         if flag.action.type in (int, float)
         or (
-            isinstance(flag.action.default, (int, float))
+            not isinstance(flag.action.type, Reader)
             and not isinstance(flag.action.default, bool)
-            and not isinstance(flag.action.type, Reader)
+            and (isinstance(flag.action.default, (int, float)) or numeric(flag.action.default))
         )
     ]
     assert not wrong, f"declare these with fdcore.durations.add_flag: {wrong}"
+    for flag in number_flags():  # each default is a value its reader takes
+        default = flag.action.default
+        if isinstance(default, str):
+            flag.action.type(default)  # argparse reads a text default as a typed value
+        elif default is not None:
+            assert flag.action.type.check(default) == default, flag
 
 
 def number_flags() -> list[Flag]:

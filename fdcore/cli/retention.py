@@ -68,7 +68,7 @@ def register(commands: Any) -> None:
         run,
         "--keep",
         Duration(*KEEP_RANGE),
-        default=7 * 86400.0,
+        default="7d",  # read by the reader, as a typed value is
         help='age of a finished request (default "7d")',
     )
     run.add_argument("--delete", action="store_true", help="delete instead of archiving")
