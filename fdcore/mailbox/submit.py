@@ -59,11 +59,16 @@ def submit(
         deadline=deadline,
         max_attempts=max_attempts,
     )
+    _refuse_unfit(mailbox, request)
+    mailbox.create(request_key(request.id), request)
+    return request
+
+
+def _refuse_unfit(mailbox: Mailbox, request: Request) -> None:
+    """RequestError if ``request`` could not run through within the mailbox's size bound."""
     unfit = mailbox.unfit(request)
     if unfit is not None:
         raise RequestError(f"request {request.id} not submitted: {unfit}")
-    mailbox.create(request_key(request.id), request)
-    return request
 
 
 def retry_request(
@@ -100,6 +105,7 @@ def retry_request(
     link = Retry(
         request=request_id, retry=new_request_id(now), by=by, at=now, from_table=from_table
     )
+    _refuse_unfit(mailbox, Request(id=link.retry, entities=entities, created_at=now))
     try:
         mailbox.create(retry_key(request_id), link)
     except AlreadyExists:
