@@ -28,6 +28,7 @@ from fdcore.contract.models import AgentRecord
 from fdcore.errors import (
     AlreadyExists,
     DuplicateAgent,
+    FileTooLarge,
     MailboxFileError,
     NotFound,
     PreconditionFailed,
@@ -90,10 +91,7 @@ class Presence:
             self._claim_name(now)
         record = self._record(now, stopping, stopped)
         try:
-            if self.etag is None:
-                self.etag = self.mailbox.create(self.key, record)
-            else:
-                self.etag = self.mailbox.replace(self.key, record, self.etag)
+            self.etag = self._put(record, self.etag)
             self.written = (now, stopping)
             if self.skew is not None:
                 self.skew.measure()
@@ -102,7 +100,7 @@ class Presence:
             if current is not None and current.value.instance == self.instance:
                 # Our own earlier write landed although its answer was lost: write this one on
                 # top of it, so the record says we are alive now.
-                self.etag = self.mailbox.replace(self.key, record, current.etag)
+                self.etag = self._put(record, current.etag)
                 self.written = (now, stopping)
                 return
             other = _describe_process(current.value) if current else "unknown"
@@ -174,12 +172,25 @@ class Presence:
             clock_skew=self.skew.seconds if self.skew is not None else None,
         )
         record.extra = dict(self._extra)
-        if record.requests and not self.mailbox.fits(self.key, record):
-            # The held requests' ids are for people (``fdcore agents``); the count stays in
-            # ``running``. Past the bound with its schedules alone, the write fails (FileTooLarge)
-            # and the agent, which cannot say it is alive, takes nothing new.
-            record.requests = []
         return record
+
+    def _put(self, record: AgentRecord, etag: str | None) -> str:
+        """Create or replace (If-Match ``etag``) the record; its new etag.
+
+        Within the size bound: the held requests' ids are for people (``fdcore agents``) and
+        are left out if the record would not fit with them (the count stays in ``running``).
+        Past the bound with its schedules alone, FileTooLarge: the agent, which cannot say it is
+        alive, takes nothing new.
+        """
+        try:
+            if etag is None:
+                return self.mailbox.create(self.key, record)
+            return self.mailbox.replace(self.key, record, etag)
+        except FileTooLarge:
+            if not record.requests:
+                raise
+            record.requests = []
+            return self._put(record, etag)
 
 
 def _describe_process(record: AgentRecord) -> str:
