@@ -20,8 +20,14 @@ from fdcore.mailbox.submit import submit
 
 BOUND = 4096
 TABLES = [f"table-{n:02d}-" + "x" * 91 for n in range(36)]  # the request fits, its status not
-#: A table that writes 14 KB to stderr: its run record keeps the end that fits the bound.
-NOISY = [sys.executable, "-c", "import sys; sys.stderr.write('a line of table output\\n' * 600)"]
+#: A table that writes 14 KB to stderr: its run record keeps the end that fits the bound. The
+#: table ``loud`` fails with a last line of 12 KB, which becomes its failure message.
+NOISY = [
+    sys.executable,
+    "-c",
+    "import os, sys; sys.stderr.write('a line of table output\\n' * 600)\n"
+    "if os.environ['FDCORE_TABLE'] == 'loud': sys.stderr.write('why ' * 3000); sys.exit(3)",
+]
 
 
 def test_a_request_too_large_for_the_bound_fails_and_the_rest_runs(
@@ -30,6 +36,7 @@ def test_a_request_too_large_for_the_bound_fails_and_the_rest_runs(
     fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox  # submitted under the default bound
     submit(mailbox, TABLES, request_id="big")
     submit(mailbox, ["sales", "orders"], request_id="small")
+    submit(mailbox, ["stock", "loud"], request_id="fails-loudly")
     agent = fleet.add(
         "etl-01",
         {
@@ -42,7 +49,7 @@ def test_a_request_too_large_for_the_bound_fails_and_the_rest_runs(
         final = wait_until(
             lambda: all(
                 (found := mailbox.status(r)) is not None and found.value.state.final
-                for r in ("big", "small")
+                for r in ("big", "small", "fails-loudly")
             ),
             30,
         )
@@ -57,6 +64,12 @@ def test_a_request_too_large_for_the_bound_fails_and_the_rest_runs(
     assert big.value.message is not None and "\n" not in big.value.message
     assert "over the bound of 4096 bytes (max_file_bytes)" in big.value.message
     assert small.value.state is State.SUCCEEDED
+    loud = mailbox.status("fails-loudly")
+    assert loud is not None and loud.value.state is State.FAILED  # not running for good
+    assert loud.value.tables_done == ["stock"] and loud.value.message is not None
+    assert loud.value.message.startswith("its status would be ")
+    [record] = [r for r in mailbox.runs("fails-loudly") if r.table == "loud"]
+    assert record.exit_code == 3 and record.message and record.message.endswith("...")
     assert "no longer mine" not in log and "Traceback" not in log
     root = tmp_path / "env"
     written = [
