@@ -25,9 +25,10 @@ class SlotCount(Whole):
 
     def __call__(self, text: str) -> int:
         try:
-            return super().__call__(text)
+            count: int = super().__call__(text)
         except ConfigError as exc:
             raise CapacityInvalid(exc.source, str(exc).removeprefix(f"{exc.source}: ")) from None
+        return count
 
 
 class HostCommand:
