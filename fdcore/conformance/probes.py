@@ -137,6 +137,10 @@ def _show(blob: Blob | None) -> str:
     return f"{data!r} etag {blob.etag}"
 
 
+#: Every probe by the name of the property it checks (its doctor line), e.g. "exact-prefix".
+PROBES_BY_NAME: dict[str, Probe] = {}
+
+
 def _probe(name: str) -> Callable[[Callable[[ProbeContext], str]], Probe]:
     """Turn a body that returns a pass summary or raises _Violation into a probe."""
 
@@ -151,6 +155,7 @@ def _probe(name: str) -> Callable[[Callable[[ProbeContext], str]], Probe]:
                 return Observation(name, False, f"observed {type(exc).__name__}: {exc}")
             return Observation(name, True, detail)
 
+        PROBES_BY_NAME[name] = probe
         return probe
 
     return wrap
@@ -687,7 +692,8 @@ def _after_write(ctx: ProbeContext, how: str) -> str:
         shown = (_show(got), _show(expected)) if how == "read" else (got, expected)
         _expect(
             got == expected,
-            f"right after a {op} of {key} returned, {other} {how} {shown[0]}, expected "
+            f"right after a {op} of {key} returned, {other} {how}{'' if how == 'read' else 'ed'} "
+            f"{shown[0]}, expected "
             f"{shown[1]}: every {how} after a write must see it",
         )
     return f"{other} saw each of {len(_AFTER_WRITE_STEPS)} creates, replaces and deletes at once"
@@ -978,8 +984,8 @@ def probe_distinct_keys(ctx: ProbeContext) -> str:
                     etags[base + key] = store.create(base + key, (base + key).encode())
                 except Exception as exc:
                     raise _Violation(
-                        f"create of {key!r} beside {twin!r} raised {type(exc).__name__}: {exc}; "
-                        "keys that differ only by case or Unicode form are different keys"
+                        f"create of {key!a} beside {twin!a} raised {type(exc).__name__}: "
+                        f"{exc}; keys that differ only by case or Unicode form are different keys"
                     ) from None
         for key in keys:
             blob = other.read(key)
