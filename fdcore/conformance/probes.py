@@ -97,7 +97,7 @@ class ProbeContext:
     # the most keys one request of the store's listing returns; None: the store's own
     # ``list_page_size`` attribute if it has one, else DEFAULT_LIST_PAGE
     list_page_size: int | None = None
-    storm_workers: int = 4  # processes of the replace storm
+    storm_workers: int = 4  # processes of the replace storm and of the delete race
     storm_writes: int = 25  # replaces each storm worker lands
     delete_rounds: int = 20  # rounds of the delete-if-match race
     token: str = attrs.field(factory=_token)  # unique per run, for names outside the prefix
@@ -424,8 +424,8 @@ def _winners(outcomes: list[list[str]], round_: int, what: str) -> int:
     return won[0]
 
 
-def _racers(ctx: ProbeContext) -> str:
-    return f"{ctx.processes} {'processes' if ctx.multiprocess else 'threads'}"
+def _racers(ctx: ProbeContext, count: int | None = None) -> str:
+    return f"{count or ctx.processes} {'processes' if ctx.multiprocess else 'threads'}"
 
 
 @_probe("create-if-absent")
@@ -556,7 +556,8 @@ def probe_delete_if_match(ctx: ProbeContext) -> str:
             (f"{base}{n:04d}", store.create(f"{base}{n:04d}", b"%d" % n))
             for n in range(ctx.delete_rounds)
         ]
-    outcomes = _run_crew(ctx, ctx.processes, _delete_racer, ctx.factory, targets)
+    # a small crew: starting processes costs more than the rounds, and four already collide
+    outcomes = _run_crew(ctx, ctx.storm_workers, _delete_racer, ctx.factory, targets)
     for round_ in range(ctx.delete_rounds):
         _winners(outcomes, round_, "delete")
     with _opened(ctx) as store:
@@ -564,7 +565,8 @@ def probe_delete_if_match(ctx: ProbeContext) -> str:
         _expect(not left, f"{len(left)} keys still listed after their delete won, e.g. {left[:1]}")
     return (
         "delete with a replaced, made-up or earlier life's etag raised PreconditionFailed; "
-        f"{_racers(ctx)} x {ctx.delete_rounds} rounds deleting with one etag, one winner each"
+        f"{_racers(ctx, ctx.storm_workers)} x {ctx.delete_rounds} rounds deleting with one "
+        "etag, one winner each"
     )
 
 
@@ -630,7 +632,7 @@ def probe_no_lost_updates(ctx: ProbeContext) -> str:
     )
     refused = sum(refusals for _, refusals, _ in results)
     return (
-        f"{ctx.storm_workers} {'processes' if ctx.multiprocess else 'threads'} landed {landed} "
+        f"{_racers(ctx, ctx.storm_workers)} landed {landed} "
         f"read-and-replace increments on one key ({refused} refused as stale and retried): "
         "each etag replaced once, no update lost"
     )

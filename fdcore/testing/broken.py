@@ -41,6 +41,11 @@ class BrokenStorage:
         self.inner = inner
         self.url = inner.url
 
+    @classmethod
+    def describe(cls) -> str:
+        """How it is broken, in one line (its docstring)."""
+        return " ".join((cls.__doc__ or cls.__name__).split())
+
     def read(self, key: str) -> Blob | None:
         return self.inner.read(key)
 
