@@ -269,5 +269,6 @@ class TestKeysAloneOnMemory(KeyTests):
             "test_factory_opens_an_empty_environment",
             "test_invalid_keys",
             "test_unusual_keys",
+            "test_distinct_keys",
             "test_only_the_mixins_tests_are_here",
         }
