@@ -29,10 +29,18 @@ def _names() -> list[str]:
         "create-existing-refused",
         "invalid-keys",
         "unusual-keys",
+        "distinct-keys",
+        "exact-prefix",
         "large-payload",
+        "size-bound",
+        "read-after-write",
+        "list-after-write",
         "list-by-prefix",
+        "list-paging",
         "create-if-absent",
         "replace-if-match",
+        "delete-if-match",
+        "no-lost-updates",
         "no-partial-reads",
         "optional-protocols",
         "cleanup",
@@ -134,6 +142,56 @@ def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> No
     assert "second create succeeded, expected AlreadyExists" in failed["create-existing-refused"]
     assert "FAIL create-if-absent: observed round 0: 4 winners" in failed["create-if-absent"]
     assert lines[-1].startswith("PASS cleanup: removed")
+    assert _left_in(root) == []
+
+
+LIKE_BACKEND = '''
+    """A backend whose listing is SQL LIKE 'prefix%': the bug the suite once missed."""
+    from pathlib import Path
+
+    from fdcore import hookimpl
+    from fdcore.testing.broken import LikeListing
+    from fdcore_localfs.store import LocalFolderStorage
+
+
+    class LikeBackend:
+        name = "like"
+
+        def accepts(self, url):
+            return url.startswith("like://")
+
+        def open(self, url, options):
+            root = Path(url.removeprefix("like://"))
+            return LikeListing(LocalFolderStorage(root, url=url))
+
+
+    @hookimpl
+    def fdcore_storage_backends():
+        return [LikeBackend()]
+'''
+
+
+@pytest.mark.slow
+def test_doctor_fails_a_listing_that_matches_prefixes_like_sql_like(tmp_path: Path) -> None:
+    env = install_distribution(tmp_path / "site", "fdcore-like", "fdcore_like", LIKE_BACKEND)
+    root = tmp_path / "env"
+    root.mkdir()
+    argv = ["doctor", f"like://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
+    argv += ["--page-size", "10"]
+    done = subprocess.run(
+        [sys.executable, "-m", "fdcore.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    failed = {line.split(":")[0].split()[1]: line for line in lines if line.startswith("FAIL")}
+    assert set(failed) == {"exact-prefix"}, failed
+    assert "list of prefix 'a' gave ['A/B.json', 'A/b/y', 'a%b/x'" in failed["exact-prefix"]
+    assert "also gave ['A/B.json', 'A/b/y']" in failed["exact-prefix"]
+    assert "PASS list-paging: 21 keys listed over 3 pages of 10" in lines[14]
     assert _left_in(root) == []
 
 
