@@ -391,6 +391,18 @@ def _racer_value(index: int, round_: int) -> bytes:
     return f"racer {index} round {round_}".encode()
 
 
+def _outcome(write: Callable[[], object], *losses: type[Exception]) -> str:
+    """One racer's conditional write: "won", "lost" (one of ``losses``), or the error met,
+    reported rather than raised so the round's other racers go on."""
+    try:
+        write()
+    except losses:
+        return "lost"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "won"
+
+
 def _create_racer(
     index: int, crew: _Crew, factory: StorageFactory, base: str, rounds: int
 ) -> list[str]:
@@ -400,13 +412,9 @@ def _create_racer(
     try:
         for round_ in range(rounds):
             crew.start.wait(BARRIER_TIMEOUT)
-            try:
-                store.create(f"{base}{round_:04d}", _racer_value(index, round_))
-                outcomes.append("won")
-            except AlreadyExists:
-                outcomes.append("lost")
-            except Exception as exc:  # reported, not raised: the round's other racers go on
-                outcomes.append(f"{type(exc).__name__}: {exc}")
+            value = _racer_value(index, round_)
+            write = partial(store.create, f"{base}{round_:04d}", value)
+            outcomes.append(_outcome(write, AlreadyExists))
     finally:
         store.close()
     return outcomes
@@ -462,13 +470,8 @@ def _replace_racer(
             if blob is None:
                 rows.append(("read gave nothing", "", ""))
                 continue
-            try:
-                store.replace(key, _racer_value(index, round_), blob.etag)
-                outcome = "won"
-            except PreconditionFailed:
-                outcome = "lost"
-            except Exception as exc:
-                outcome = f"{type(exc).__name__}: {exc}"
+            write = partial(store.replace, key, _racer_value(index, round_), blob.etag)
+            outcome = _outcome(write, PreconditionFailed)
             rows.append((outcome, blob.etag, blob.data.decode(errors="replace")))
     finally:
         store.close()
@@ -516,13 +519,10 @@ def _delete_racer(
     try:
         for key, etag in targets:
             crew.start.wait(BARRIER_TIMEOUT)
-            try:
-                store.delete(key, etag)
-                outcomes.append("won")
-            except (NotFound, PreconditionFailed):  # the winner deleted it first
-                outcomes.append("lost")
-            except Exception as exc:
-                outcomes.append(f"{type(exc).__name__}: {exc}")
+            # a loser finds the key gone (NotFound) or, on some stores, its etag stale
+            outcomes.append(
+                _outcome(partial(store.delete, key, etag), NotFound, PreconditionFailed)
+            )
     finally:
         store.close()
     return outcomes

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import attrs
 
-from fdcore.abc import Blob, Storage, validate_key, validate_prefix
+from fdcore.abc import Blob, Storage, check_precondition, validate_key, validate_prefix
 from fdcore.conformance.probes import PROBES_BY_NAME, Observation, ProbeContext, StorageFactory
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
 
@@ -181,11 +181,7 @@ class CheckThenReplace(BrokenStorage):
     promise = "no-lost-updates"
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
-        current = self.inner.read(key)
-        if current is None:
-            raise NotFound(key, "does not exist")
-        if current.etag != etag:
-            raise PreconditionFailed(key, f"etag {etag} is stale")
+        check_precondition(key, self.inner.read(key), etag)
         time.sleep(RACE_WINDOW)
         return _overwrite(self.inner, key, data)
 
