@@ -1,4 +1,4 @@
-"""The storage conformance suite (fdcore.testing), run against Azurite through the plugin's store."""
+"""The storage conformance suite (fdcore.testing), run on Azurite through the plugin's store."""
 
 from __future__ import annotations
 
