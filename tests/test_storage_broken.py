@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 
+import attrs
 import pytest
 
 from fdcore.conformance.probes import PROBES_BY_NAME, ProbeContext, UrlStorageFactory
@@ -61,6 +62,20 @@ def test_the_suite_fails_a_broken_store_naming_the_promise(kind: type[BrokenStor
     assert OBSERVED[kind.__name__] in observation.detail
     # The same probe passes on the sound store: it is the broken promise that was caught.
     assert PROBES_BY_NAME[kind.promise](memory_context()).passed
+
+
+def test_a_protocol_declared_but_missing_fails_optional_protocols() -> None:
+    declared = attrs.evolve(memory_context(), offers=("ChangeCheck",))
+    observation = PROBES_BY_NAME["optional-protocols"](declared)
+    assert str(observation) == (
+        "FAIL optional-protocols: observed a store declared to offer ['ChangeCheck'] does not "
+        "(it has [])"
+    )
+    misspelt = attrs.evolve(memory_context(), offers=("Bounded",))
+    assert (
+        "offers names ['Bounded'], not among"
+        in PROBES_BY_NAME["optional-protocols"](misspelt).detail
+    )
 
 
 class UnreachableOnCreate(BrokenStorage):

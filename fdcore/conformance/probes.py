@@ -30,7 +30,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from fdcore.abc import Blob, BoundedRead, ChangeCheck, Storage, StoreClock, read_mailbox_file
+from fdcore.abc import (
+    Blob,
+    BoundedRead,
+    ChangeCheck,
+    Storage,
+    StoreClock,
+    WatchableStorage,
+    read_mailbox_file,
+)
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed, UnreadableFile
 from fdcore.plugins.manager import Plugins, load_plugins
 
@@ -100,6 +108,9 @@ class ProbeContext:
     storm_workers: int = 4  # processes of the replace storm and of the delete race
     storm_writes: int = 25  # replaces each storm worker lands
     delete_rounds: int = 20  # rounds of the delete-if-match race
+    # optional protocols the store is declared to offer (OPTIONAL_PROTOCOLS' names): one that
+    # is missing fails optional-protocols instead of going untested
+    offers: tuple[str, ...] = ()
     token: str = attrs.field(factory=_token)  # unique per run, for names outside the prefix
 
     def key(self, rest: str) -> str:
@@ -1136,26 +1147,35 @@ def probe_invalid_keys(ctx: ProbeContext) -> str:
     )
 
 
+#: The optional protocols a store may offer, by name (``ProbeContext.offers``).
+OPTIONAL_PROTOCOLS: dict[str, type] = {
+    "BoundedRead": BoundedRead,
+    "ChangeCheck": ChangeCheck,
+    "StoreClock": StoreClock,
+    "WatchableStorage": WatchableStorage,
+}
+
+
 @_probe("optional-protocols")
 def probe_optional_protocols(ctx: ProbeContext) -> str:
     """What a store offers beyond Storage keeps its word: a change check never calls a changed
     or deleted key unchanged, a store clock gives an aware time for each write. (A bounded
     read's bound is probed by size-bound.)"""
+    unknown = sorted(set(ctx.offers) - set(OPTIONAL_PROTOCOLS))
+    _expect(not unknown, f"offers names {unknown}, not among {sorted(OPTIONAL_PROTOCOLS)}")
     key = ctx.key("optional/value.json")
-    offered = []
     with _opened(ctx) as store:
+        offered = [name for name, kind in OPTIONAL_PROTOCOLS.items() if isinstance(store, kind)]
+        missing = [name for name in ctx.offers if name not in offered]
+        _expect(not missing, f"a store declared to offer {missing} does not (it has {offered})")
         etag = store.create(key, b"x" * 100)
-        if isinstance(store, BoundedRead):
-            offered.append("BoundedRead")
         if isinstance(store, StoreClock):
-            offered.append("StoreClock")
             stamped = store.last_write_time()
             _expect(
                 stamped is not None and stamped.tzinfo is not None,
                 f"last_write_time() after a create gave {stamped!r}, expected an aware time",
             )
         if isinstance(store, ChangeCheck):
-            offered.append("ChangeCheck")
             _expect(store.unchanged(key, etag), f"unchanged({key!r}, its own etag) was False")
             newer = store.replace(key, b"y", etag)
             _expect(not store.unchanged(key, etag), "a replaced key was called unchanged")

@@ -103,6 +103,9 @@ class StorageTestsBase:
     storm_writes: int = 25
     #: Rounds of the delete-if-match race.
     delete_rounds: int = 20
+    #: The optional protocols your store offers, by name ("BoundedRead", "ChangeCheck",
+    #: "StoreClock", "WatchableStorage"): one that goes missing then fails the suite.
+    offers: tuple[str, ...] = ()
 
     @pytest.fixture
     def storage_factory(self) -> StorageFactory:
@@ -127,6 +130,7 @@ class StorageTestsBase:
             storm_workers=self.storm_workers,
             storm_writes=self.storm_writes,
             delete_rounds=self.delete_rounds,
+            offers=self.offers,
         )
 
     def test_factory_opens_an_empty_environment(self, storage_factory: StorageFactory) -> None:
@@ -255,8 +259,9 @@ class RaceTests(StorageTestsBase):
 
 
 class OptionalProtocolTests(StorageTestsBase):
-    """The optional protocols a backend implements (``BoundedRead``, ``StoreClock``,
-    ``ChangeCheck``) keep their contracts; one it does not implement is not tested. No flags."""
+    """The optional protocols a backend implements (``StoreClock``, ``ChangeCheck``) keep their
+    contracts; one it does not implement is not tested, unless ``offers`` names it.
+    Flags: ``offers``."""
 
     def test_optional_protocols(self, probe_context: ProbeContext) -> None:
         _require(probe_optional_protocols(probe_context))

@@ -15,6 +15,8 @@ from fdcore.testing.storage_suite import (
 
 
 class TestLocalFolderStorage(StorageSuite):
+    offers = ("BoundedRead", "ChangeCheck", "StoreClock", "WatchableStorage")
+
     @pytest.fixture
     def storage_factory(self, tmp_path: Path) -> StorageFactory:
         return UrlStorageFactory((tmp_path / "env").as_uri())
