@@ -107,7 +107,7 @@ class ProbeContext:
     list_page_size: int | None = None
     storm_workers: int = 4  # processes of the replace storm and of the delete race
     storm_writes: int = 25  # replaces each storm worker lands
-    delete_rounds: int = 20  # rounds of the delete-if-match race
+    delete_rounds: int = 10  # rounds of the delete-if-match race
     # optional protocols the store is declared to offer (OPTIONAL_PROTOCOLS' names): one that
     # is missing fails optional-protocols instead of going untested
     offers: tuple[str, ...] = ()

@@ -102,7 +102,7 @@ class StorageTestsBase:
     storm_workers: int = 4
     storm_writes: int = 25
     #: Rounds of the delete-if-match race.
-    delete_rounds: int = 20
+    delete_rounds: int = 10
     #: The optional protocols your store offers, by name ("BoundedRead", "ChangeCheck",
     #: "StoreClock", "WatchableStorage"): one that goes missing then fails the suite.
     offers: tuple[str, ...] = ()
