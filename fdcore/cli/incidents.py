@@ -15,6 +15,7 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
+from fdcore.agent.components import open_environment
 from fdcore.agent.notify import open_routes
 from fdcore.cli.commands import open_mailbox
 from fdcore.cli.config import load_config
@@ -126,9 +127,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if url is None:
         raise ConfigError("fdcore incidents evaluate", "--env", "missing (or give --config)")
     if config is not None and url == config.environment:  # with the agent's storage options
-        storage = plugins.open_storage(
-            url, dict(config.storage_options), config.storage_backend, create=False
-        )
+        storage = open_environment(config, plugins)
     else:
         storage = plugins.open_storage(url, create=False)
     book = IncidentBook(Mailbox(storage))
