@@ -250,7 +250,10 @@ def test_an_agent_creates_its_environment_only_when_told(tmp_path: Path) -> None
     ("key", "problem"),
     [
         ("root", "[storage] root: unknown option for the file backend (known: backend)"),
-        ("backnd", "[storage] backnd: unknown option for the file backend; did you mean 'backend'?"),
+        (
+            "backnd",
+            "[storage] backnd: unknown option for the file backend; did you mean 'backend'?",
+        ),
     ],
 )
 def test_an_unknown_storage_key_for_a_local_folder_is_one_line_naming_the_file(

@@ -64,14 +64,17 @@ def cancel_request(
             f"request {request_id} already ended {found.value.state.value}; nothing to cancel"
         )
     cancel = Cancel(request=request_id, by=by, at=now, reason=reason or None)
+    key = cancel_key(request_id)
     created = True
     try:
-        mailbox.create(cancel_key(request_id), cancel)
+        mailbox.create(key, cancel)
     except AlreadyExists:
-        created = False
-        standing = mailbox.cancel(request_id)
+        standing, problem = mailbox.read_or_problem(Cancel, key)
+        blob = mailbox.read_file(key) if problem is not None else None
         if standing is not None:
-            cancel = standing.value
+            created, cancel = False, standing.value
+        elif blob is not None:  # a malformed cancel is none (agents run the request): replace it
+            mailbox.replace(key, cancel, blob.etag)
     return Cancellation(cancel, created, end_unheld(mailbox, cancel, now))
 
 
