@@ -54,7 +54,9 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"incidents": [to_dict(i) for i in incidents]}, indent=2))
         return 0
-    table = [("INCIDENT", "STATE", "KIND", "SUBJECT", "FIRST SEEN", "LAST SEEN", "COUNT", "ROUTES")]
+    table = [
+        ("INCIDENT", "STATE", "KIND", "SUBJECT", "FIRST SEEN", "LAST SEEN", "OCCURRENCES", "ROUTES")
+    ]
     for incident in incidents:
         table.append(
             (
@@ -78,7 +80,8 @@ def _describe(incident: Incident) -> str:
         f"  key:        {incident.key}",
         f"  message:    {incident.message or '-'}",
         f"  first seen: {_time(incident.opened_at)} by {incident.opened_by}",
-        f"  last seen:  {_time(incident.last_seen)} ({incident.count} times)",
+        f"  last seen:  {_time(incident.last_seen)}",
+        f"  occurrences: {incident.count}",
     ]
     if incident.acknowledged_at:
         lines.append(
