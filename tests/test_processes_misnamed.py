@@ -75,8 +75,8 @@ def test_a_misnamed_request_is_a_problem_and_a_garbage_cancel_is_no_cancel(
         story = fdcore(fleet, "show", "garbled", "--json")
         assert story.returncode == 0, story.stderr
         problems = json.loads(story.stdout)["problems"]
-        assert len(problems) == 1 and problems[0].startswith("cancels/garbled.json: not valid")
-        assert problems[0].endswith("(not a cancel)")
+        assert len(problems) == 1
+        assert problems[0].startswith("not a cancel: cancels/garbled.json: not valid JSON")
         # An operator's cancel of a request whose cancel file is garbage replaces it.
         later_request = Request("later", ["orders"], datetime.now(timezone.utc), affinity="nobody")
         mailbox.create(request_key("later"), later_request)  # for no running agent: it waits
@@ -85,7 +85,9 @@ def test_a_misnamed_request_is_a_problem_and_a_garbage_cancel_is_no_cancel(
             r["id"]: r for r in json.loads(fdcore(fleet, "queue", "--json").stdout)["requests"]
         }
         assert waiting["later"]["state"] == "waiting"
-        assert "cancels/later.json" in waiting["later"]["message"]
+        assert waiting["later"]["cancel_problem"].startswith("cancels/later.json: ")
+        human = fdcore(fleet, "queue")
+        assert "Not a cancel: cancels/later.json: " in human.stdout + human.stderr
         assert fdcore(fleet, "cancel", "later").returncode == 0
         later = mailbox.status("later")
         assert later is not None and later.value.state is State.CANCELLED

@@ -145,6 +145,8 @@ class QueueRow:
     # who cancelled it, while its holder has yet to stop it (``fdcore cancel``)
     cancelled_by: str | None = None
     archived: str | None = None  # the archive day folder (YYYY/MM/DD); None: live
+    # why its cancel file is no cancel (malformed): agents report it and run the request
+    cancel_problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -159,6 +161,7 @@ class QueueRow:
             "message": self.message,
             "cancelled_by": self.cancelled_by,
             "archived": self.archived,
+            "cancel_problem": self.cancel_problem,
         }
 
 
@@ -198,9 +201,9 @@ def queue_rows(
         row = _queue_row(request_id, request, status, request_problem or status_problem)
         if request_id in cancelled and row.state in ("waiting", "accepted", "running"):
             cancel, problem = _read(mailbox, Cancel, cancel_key(request_id))
-            row = attrs.evolve(row, cancelled_by=cancel.by if cancel else None)
-            if problem is not None:  # agents take it as no cancel: it runs (docs/contracts.md)
-                row = attrs.evolve(row, message=f"{problem} (not a cancel)")
+            row = attrs.evolve(
+                row, cancelled_by=cancel.by if cancel else None, cancel_problem=problem
+            )
         rows.append(row)
     for request_id in sorted(archived):
         entry, problem = _read(mailbox, ArchiveEntry, archive_index_key(request_id))
@@ -458,7 +461,7 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
         retried_as=retry.retry if retry else None,
         why=_why(request, status, cancel),
         archived=files.day,
-        problems=[f"{files.cancel_problem} (not a cancel)"] if files.cancel_problem else [],
+        problems=[f"not a cancel: {files.cancel_problem}"] if files.cancel_problem else [],
     )
 
 
