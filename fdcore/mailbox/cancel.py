@@ -52,7 +52,7 @@ def cancel_request(
     """Cancel the request: create its cancel file, and end it at once if nobody holds it.
 
     Refuses (:class:`RequestError`) a request that already ended; cancelling twice returns the
-    first cancel (``created`` False).
+    first cancel (``created`` False). A malformed cancel file, which is no cancel, is replaced.
     """
     files = known_request(mailbox, request_id)
     if files.archived:  # only final requests are archived
@@ -69,12 +69,15 @@ def cancel_request(
     try:
         mailbox.create(key, cancel)
     except AlreadyExists:
+        created = False
+        before = mailbox.read_file(key)  # its etag first: only the malformed version is replaced
         standing, problem = mailbox.read_or_problem(Cancel, key)
-        blob = mailbox.read_file(key) if problem is not None else None
         if standing is not None:
-            created, cancel = False, standing.value
-        elif blob is not None:  # a malformed cancel is none (agents run the request): replace it
-            mailbox.replace(key, cancel, blob.etag)
+            cancel = standing.value
+        elif problem is not None and before is not None:
+            # A malformed cancel is none (agents run the request): this one takes its place.
+            mailbox.replace(key, cancel, before.etag)
+            created = True
     return Cancellation(cancel, created, end_unheld(mailbox, cancel, now))
 
 
