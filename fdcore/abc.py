@@ -384,7 +384,7 @@ class Notification:
     subject: str | None = None  # the agent, request or schedule slot it is about
     first_seen: datetime | None = None
     last_seen: datetime | None = None
-    count: int = 1  # how many evaluations saw it
+    count: int = 1  # occurrences: a new failure, slot missed or lost spell each (not sightings)
     ack_command: str | None = None  # the exact command that acknowledges it
     escalation: bool = False  # sent because it stayed open and unacknowledged
     digest: tuple[Notification, ...] = ()  # a digest: the incidents this one post lists
