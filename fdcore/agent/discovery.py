@@ -60,8 +60,11 @@ class Discovery:
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
         self.looks += 1
-        request_ids = set(self.mailbox.request_ids())
+        # Statuses first: retention deletes a request before its status, so a request listed
+        # after its status was not is one that had no status then (docs/retention.md). The
+        # other order could list a request, then miss the status a move deleted meanwhile.
         status_ids = set(self.mailbox.status_ids())
+        request_ids = set(self.mailbox.request_ids())
         self._forget_removed(request_ids, status_ids)
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(

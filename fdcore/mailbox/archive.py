@@ -9,8 +9,8 @@ A store has no rename, so a move is copy, then delete, in an order that keeps ev
 can leave readable and counted once (docs/retention.md, "Why the order is safe"):
 
 1. copy every run record, the cancel and retry link, the status and the request into the day
-   folder (create-if-absent;
-   a copy left by an earlier, cut-short move is checked and rewritten if it differs);
+   folder (create-if-absent; a copy left by an earlier, cut-short move is checked, and one
+   that differs is kept and reported: archived history is never replaced);
 2. create the index entry: from here on readers use the archive copy, which is complete;
 3. delete the live run records, cancel and retry link, then the live request, then the live
    status, each with
@@ -19,6 +19,12 @@ can leave readable and counted once (docs/retention.md, "Why the order is safe")
 A live request never loses its status before itself (an agent would take a request without a
 status for unclaimed and run it again), and before step 2 the live copy is the only one readers
 use. Running a move again finishes whatever an earlier one left; nothing is ever undone.
+
+The other half of that order is :func:`create_status`, the one way a request's first status is
+written (a claim, an expiry, an unclaimed cancel): create-if-absent, then confirm the request
+file is still there. A create that lands after a move deleted the status also comes after the
+move deleted the request (step 3 deletes the request first), so the confirmation finds it gone
+and the status is withdrawn: a moved request is never claimed again (docs/retention.md).
 """
 
 from __future__ import annotations
@@ -42,7 +48,13 @@ from fdcore.contract.layout import (
     status_key,
 )
 from fdcore.contract.models import ArchiveEntry, Cancel, Request, Retry, RunRecord, Status
-from fdcore.errors import AlreadyExists, ArchiveConflict, NotFound, PreconditionFailed
+from fdcore.errors import (
+    AlreadyExists,
+    ArchiveConflict,
+    MailboxFileError,
+    NotFound,
+    PreconditionFailed,
+)
 from fdcore.mailbox.access import Mailbox
 
 #: The most run records one request may have for a move (a bound on what one move reads).
@@ -159,19 +171,49 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
     return removed
 
 
-def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
-    """Create ``key`` with ``data``; a copy an earlier move left is rewritten if it differs."""
-    storage = mailbox.storage
+def create_status(mailbox: Mailbox, status: Status) -> str:
+    """Create a request's first status, and confirm its request is still live; its etag.
+
+    Raises AlreadyExists if the request has a status, and NotFound if its request file is gone
+    once the create landed: retention moved (or deleted) the request, whose earlier status this
+    create replaced in the live folder. That status is withdrawn (If-Match) before NotFound
+    leaves: the request ended, and its history is the archive's.
+    """
+    request_id = status.request
+    key = status_key(request_id)
+    etag = mailbox.create(key, status)
     try:
-        storage.create(key, data)
+        live = mailbox.read_file(request_key(request_id)) is not None
+    except MailboxFileError:
+        live = True  # there, if unreadable: the caller's reads report it
+    if not live:
+        with contextlib.suppress(NotFound, PreconditionFailed):
+            mailbox.storage.delete(key, etag)
+        raise NotFound(request_key(request_id), "moved by retention; the claim is withdrawn")
+    return etag
+
+
+def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
+    """Create ``key`` with ``data``; a copy an earlier move left stands if it is the same.
+
+    One that differs is archived history (or a move's, of a file that changed since): it is
+    never replaced. ArchiveConflict stops the move, so the live files stay for an operator.
+    """
+    for _ in range(2):  # a copy deleted by hand in between is written again
+        try:
+            mailbox.storage.create(key, data)
+            return
+        except AlreadyExists:
+            pass
+        existing = mailbox.read_file(key)
+        if existing is None:
+            continue
+        if existing.data != data:
+            raise ArchiveConflict(
+                key, "an archived copy differs from the live file; the archive is kept as it is"
+            )
         return
-    except AlreadyExists:
-        pass
-    existing = mailbox.read_file(key)
-    if existing is None:
-        storage.create(key, data)  # deleted in between (by hand): write it again
-    elif existing.data != data:
-        storage.replace(key, data, existing.etag)
+    raise ArchiveConflict(key, "the archived copy keeps changing")
 
 
 def _delete(mailbox: Mailbox, key: str, etag: str) -> int:
