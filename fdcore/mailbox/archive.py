@@ -12,8 +12,9 @@ can leave readable and counted once (docs/retention.md, "Why the order is safe")
    folder (create-if-absent; a copy left by an earlier, cut-short move is checked, and one
    that differs is kept and reported: archived history is never replaced);
 2. create the index entry: from here on readers use the archive copy, which is complete;
-3. delete the live run records, cancel and retry link, then the live request, then the live
-   status, each with
+3. list the run records again (one its agent still owed may have landed meanwhile) and copy the
+   new ones; delete the live run records, cancel and retry link, then the live request, then
+   the live status, each with
    ``If-Match`` on the etag that was copied (a file changed meanwhile is not deleted).
 
 A live request never loses its status before itself (an agent would take a request without a
@@ -162,6 +163,15 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
         # An earlier move got this far: its entry names this same day (the caller reads it).
         with contextlib.suppress(AlreadyExists):
             mailbox.create(archive_index_key(request_id), entry)
+        listed = set(run_keys)
+        # A run record its agent still owed may have landed since the listing above: listed
+        # again now the entry is there, it moves too. One landing later sees the entry and
+        # follows the request into the archive itself (follow_to_archive).
+        for key in _limited(storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
+            blob = None if key in listed else mailbox.read_file(key)
+            if blob is not None:
+                _copy(mailbox, archived_key(day, key), blob.data)
+                runs.append((key, blob))
     removed = 0
     for key, blob in runs:
         removed += _delete(mailbox, key, blob.etag)
@@ -191,6 +201,32 @@ def create_status(mailbox: Mailbox, status: Status) -> str:
             mailbox.storage.delete(key, etag)
         raise NotFound(request_key(request_id), "moved by retention; the claim is withdrawn")
     return etag
+
+
+def archived_status(mailbox: Mailbox, request_id: str) -> Status | None:
+    """The status of a request retention moved (None if it is not archived, or has none)."""
+    entry = archive_entry(mailbox, request_id)
+    if entry is None:
+        return None
+    found = mailbox.read(Status, archived_key(entry.day, status_key(request_id)))
+    return found.value if found is not None else None
+
+
+def follow_to_archive(mailbox: Mailbox, request_id: str, key: str) -> None:
+    """A run record just written (or found) live: if retention moved its request meanwhile,
+    move the record after it. The move lists the request's run records again once its index
+    entry is there, so a record is either listed by the move or lands after the entry, which
+    this read sees: none is left live beside an archived request. Raises ArchiveConflict if
+    the archive holds a different record under the same name (it is kept).
+    """
+    entry = archive_entry(mailbox, request_id)
+    if entry is None:
+        return
+    blob = mailbox.read_file(key)
+    if blob is None:
+        return  # the move took it
+    _copy(mailbox, archived_key(entry.day, key), blob.data)
+    _delete(mailbox, key, blob.etag)
 
 
 def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:

@@ -240,6 +240,7 @@ class Trace:
     # the request: fdcore.mailbox.archive.create_status)
     withdrawn: set[int] = attrs.field(factory=set)
     archive: dict[str, bytes] = attrs.field(factory=dict)  # archived file -> what first landed
+    run_records: dict[str, bytes] = attrs.field(factory=dict)  # live run record -> first landed
     # (seq, time, writer, key) of every write or delete that changed an archived file
     archive_replaced: list[tuple[int, float, str, str]] = attrs.field(factory=list)
     # landed writes (request, status, leases, run log) per schedule request

@@ -760,6 +760,9 @@ class World:
         elif key.startswith("leases/"):
             self._tap_lease(host, seq, doc)
         elif key.startswith("runs/"):
+            if self.trace.run_records.get(key) == data:
+                return  # the same record again, after retention moved the first: not a second
+            self.trace.run_records.setdefault(key, data)
             lease = self.trace.leases.get(doc["table"])
             self.trace.run_log.append(
                 RunLogWrite(

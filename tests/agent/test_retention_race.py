@@ -16,8 +16,8 @@ from agent_parts_helpers import Environment, attempt
 from fdcore.agent.retention import run_retention
 from fdcore.agent.settings import RetentionConfig
 from fdcore.contract.codec import encode
-from fdcore.contract.layout import archived_key, status_key
-from fdcore.contract.models import Outcome, State, Status
+from fdcore.contract.layout import archive_index_key, archived_key, run_key, status_key
+from fdcore.contract.models import Outcome, RunRecord, State, Status
 from fdcore.mailbox.archive import find_request_files
 from fdcore.testing.memory_fleet import START
 
@@ -173,3 +173,43 @@ def test_a_lease_whose_request_is_archived_by_another_attempt_is_not_freed(
     env.mailbox.create(status_key("r1"), other)
     retention_now(env)
     assert env.leases.acquire("sales", "etl-01", "r2", 1, 60.0, LATER, grace=60.0) is None
+
+
+def late_record(request_id: str, table: str) -> RunRecord:
+    """The run record of a table whose status change landed first (a record still owed)."""
+    return RunRecord(request_id, table, "etl-02", 1, 1, START, START, Outcome.SUCCEEDED)
+
+
+def live_runs(env: Environment) -> list[str]:
+    return list(env.storage.list("runs/"))
+
+
+def test_a_run_record_landing_during_the_move_moves_with_it(env: Environment) -> None:
+    env.submit("r1", "sales")
+    env.mailbox.create(status_key("r1"), succeeded("r1"))
+    key = run_key("r1", 1, "sales")
+    # The owed record lands after the move listed runs/r1/, before its index entry.
+    before_call(
+        env,
+        "create",
+        lambda created: created == archive_index_key("r1"),
+        lambda: env.mailbox.create(key, late_record("r1", "sales")),
+    )
+    retention_now(env)
+    files = find_request_files(env.mailbox, "r1")
+    assert files is not None and [r.table for r in files.runs] == ["sales"]
+    assert live_runs(env) == []
+
+
+def test_a_run_record_owed_past_the_move_follows_its_request_into_the_archive(
+    env: Environment,
+) -> None:
+    env.submit("r1", "sales")
+    env.mailbox.create(status_key("r1"), succeeded("r1"))
+    retention_now(env)
+    tables, _, _ = env.tables(env.config("etl-02"))
+    tables.unwritten[run_key("r1", 1, "sales")] = late_record("r1", "sales")
+    tables.write_unwritten()  # a later poll writes the record a store error kept back
+    files = find_request_files(env.mailbox, "r1")
+    assert files is not None and [r.table for r in files.runs] == ["sales"]
+    assert live_runs(env) == [] and tables.unwritten == {}
