@@ -840,10 +840,10 @@ class CancelsHonoured(Checker):
 
 class ArchivedWhole(Checker):
     """With the product's retention (``--retention-keep``, ``--retention-runs``): every request
-    is found whole once,
-    live or archived, with the final state the trace last saw; a live request is never left
-    without its status; and none is claimed again after it finished (the archive's moves lose
-    nothing and make no request run twice; that no slot is created twice is SharedSchedules')."""
+    is found whole once, live or archived, with the final state the trace last saw; a live
+    request is never left without its status, nor a live run record without its request; and
+    none is claimed again after it finished (the archive's moves lose nothing and make no
+    request run twice; that no slot is created twice is SharedSchedules')."""
 
     invariant = "archived-whole"
     title = "retention loses no request and runs none twice"
@@ -878,6 +878,12 @@ class ArchivedWhole(Checker):
             if request in live_requests and request not in live_statuses and latest is not None:
                 found.append(
                     Violation(self.invariant, world.now, f"{request} left live without status")
+                )
+        for key in world.store.list("runs/"):
+            request = key.split("/")[1]
+            if request not in live_statuses:
+                found.append(
+                    Violation(self.invariant, world.now, f"{key} left live without its request")
                 )
         for request, writes in world.trace.status.items():
             ended = next((w for w in writes if w.final), None)
