@@ -29,6 +29,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from retention_racing import ArchiveWatch, RetentionRacer, claims
 
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.cli.views import queue_rows
@@ -37,7 +38,6 @@ from fdcore.mailbox.archive import archived_ids, find_request_files
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import double_writers
 from fdcore.testing.tables import table_writes
-from retention_racing import ArchiveWatch, RetentionRacer, claims
 
 SOAK_SECONDS = float(os.environ.get("FDCORE_SOAK_SECONDS", "30"))
 POLL, STALE, GRACE = 0.3, 3.0, 1.0

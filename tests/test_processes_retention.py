@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from retention_racing import ArchiveWatch, RetentionRacer, claims
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.layout import lease_key
@@ -23,7 +24,6 @@ from fdcore.contract.models import Lease, State
 from fdcore.mailbox.archive import find_request_files
 from fdcore.mailbox.submit import submit
 from fdcore.testing.tables import table_writes
-from retention_racing import ArchiveWatch, RetentionRacer, claims
 
 RACE_SECONDS = float(os.environ.get("FDCORE_RETENTION_RACE_SECONDS", "8"))
 AGENT = {"poll_seconds": 0.1, "stale_after": 3.0, "concurrency": 2, "shutdown_grace": 10}

@@ -13,13 +13,13 @@ from __future__ import annotations
 import pytest
 
 from fdcore.agent.discovery import Discovery
+from fdcore.cli.main import main
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import Status
 from fdcore.errors import AlreadyExists
 from fdcore.mailbox import archive
 from fdcore.mailbox.access import Mailbox
 from fdcore.simulator import Scenario, simulate
-from fdcore.cli.main import main
 from fdcore.simulator.options import command_line
 
 RACE = Scenario(seed=1, requests=100, take_over=True, retention_runs=2.0)

@@ -168,10 +168,10 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
         # again now the entry is there, it moves too. One landing later sees the entry and
         # follows the request into the archive itself (follow_to_archive).
         for key in _limited(storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
-            blob = None if key in listed else mailbox.read_file(key)
-            if blob is not None:
-                _copy(mailbox, archived_key(day, key), blob.data)
-                runs.append((key, blob))
+            late = None if key in listed else mailbox.read_file(key)
+            if late is not None:
+                _copy(mailbox, archived_key(day, key), late.data)
+                runs.append((key, late))
     removed = 0
     for key, blob in runs:
         removed += _delete(mailbox, key, blob.etag)
