@@ -17,81 +17,80 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import attrs
-
 from fdcore.cli.fleet import AgentFleet
 
 CLAIMED = re.compile(r": claimed request (\S+)$", re.MULTILINE)
 WITHDRAWN = re.compile(r": request (\S+) was archived meanwhile; not claimed$", re.MULTILINE)
 
 
-@attrs.define
-class RetentionRacer:
+class Repeating:
+    """Calls ``once()`` in a thread of its own, ``pause`` seconds apart, until stopped (and once
+    more then)."""
+
+    pause = 0.1
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def once(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Repeating:
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None and not self._stop.is_set():
+            self._stop.set()
+            self._thread.join()
+            self.once()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.once()
+            time.sleep(self.pause)
+
+
+class RetentionRacer(Repeating):
     """``fdcore retention run --keep 1s --grace 0`` over and over until stopped."""
 
-    fleet: AgentFleet
-    runs: int = 0
-    failed: int = 0  # runs that exited non-zero (a full or read-only mailbox, say)
-    moved: int = 0
-    problems: list[str] = attrs.field(factory=list)  # the "problem:" lines the runs printed
-    _stop: threading.Event = attrs.field(factory=threading.Event)
-    _thread: threading.Thread | None = None
+    pause = 0.05
 
-    def start(self) -> RetentionRacer:
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
+    def __init__(self, fleet: AgentFleet) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.runs = 0
+        self.failed = 0  # runs that exited non-zero (a full or read-only mailbox, say)
+        self.moved = 0
+        self.problems: list[str] = []  # the "problem:" lines the runs printed
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _loop(self) -> None:
+    def once(self) -> None:
         command = [sys.executable, "-m", "fdcore", "retention", "run", "--keep", "1s"]
-        while not self._stop.is_set():
-            done = subprocess.run(
-                [*command, "--grace", "0", "--env", self.fleet.environment],
-                capture_output=True,
-                text=True,
-                env=self.fleet.env,
-            )
-            self.runs += 1
-            self.failed += done.returncode != 0
-            self.moved += sum(line.endswith(" archived") for line in done.stdout.splitlines())
-            self.problems += [
-                line for line in done.stdout.splitlines() if line.startswith("problem:")
-            ]
-            time.sleep(0.05)
+        done = subprocess.run(
+            [*command, "--grace", "0", "--env", self.fleet.environment],
+            capture_output=True,
+            text=True,
+            env=self.fleet.env,
+        )
+        lines = done.stdout.splitlines()
+        self.runs += 1
+        self.failed += done.returncode != 0
+        self.moved += sum(line.endswith(" archived") for line in lines)
+        self.problems += [line for line in lines if line.startswith("problem:")]
 
 
-@attrs.define
-class ArchiveWatch:
+class ArchiveWatch(Repeating):
     """Every archived file's first content; ``replaced`` lists those that changed or went."""
 
-    root: Path  # the environment's folder
-    first: dict[Path, bytes] = attrs.field(factory=dict)
-    replaced: set[Path] = attrs.field(factory=set)
-    _stop: threading.Event = attrs.field(factory=threading.Event)
-    _thread: threading.Thread | None = None
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root  # the environment's folder
+        self.first: dict[Path, bytes] = {}
+        self.replaced: set[Path] = set()
 
-    def start(self) -> ArchiveWatch:
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.look()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.look()
-            time.sleep(0.1)
-
-    def look(self) -> None:
+    def once(self) -> None:
         for path in (self.root / "archive").rglob("*.json"):
             try:
                 data = path.read_bytes()
