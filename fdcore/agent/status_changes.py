@@ -258,7 +258,8 @@ class StatusChanges:
 
     def _moved_away(self, request: Request) -> None:
         """The request ended and retention moved it while this agent took it for unclaimed
-        (it listed the request before the move and the status after): nothing to do."""
+        (another agent ran it after this one's listing, and a move took it before this create
+        landed): the create was withdrawn; nothing to do."""
         log.info("%s: request %s was archived meanwhile; not claimed", self.agent, request.id)
 
     def _blocked(self, request: Request, exc: InvalidKey) -> None:
