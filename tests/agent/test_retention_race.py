@@ -17,8 +17,9 @@ from fdcore.agent.retention import run_retention
 from fdcore.agent.settings import RetentionConfig
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import archive_index_key, archived_key, run_key, status_key
-from fdcore.contract.models import Outcome, RunRecord, State, Status
+from fdcore.contract.models import Cancel, Outcome, RunRecord, State, Status
 from fdcore.mailbox.archive import find_request_files
+from fdcore.mailbox.cancel import end_unheld
 from fdcore.testing.memory_fleet import START
 
 KEEP = RetentionConfig(keep=1.0)
@@ -213,3 +214,20 @@ def test_a_run_record_owed_past_the_move_follows_its_request_into_the_archive(
     files = find_request_files(env.mailbox, "r1")
     assert files is not None and [r.table for r in files.runs] == ["sales"]
     assert live_runs(env) == [] and tables.unwritten == {}
+
+
+def test_an_operators_cancel_landing_after_the_move_is_withdrawn(env: Environment) -> None:
+    # `fdcore cancel` (and an agent honouring a cancel) ends an unclaimed request by creating
+    # its status: the same confirmed create as a claim.
+    env.submit("r1", "sales")
+    final = succeeded("r1")
+
+    def finish_and_move() -> None:
+        env.mailbox.create(status_key("r1"), final)
+        retention_now(env)
+
+    before_call(env, "create", lambda key: key == status_key("r1"), finish_and_move)
+    cancel = Cancel(request="r1", by="ops", at=LATER)
+    assert end_unheld(env.mailbox, cancel, LATER) is None
+    assert env.mailbox.status("r1") is None
+    assert archived_status(env, "r1") == encode(final)
