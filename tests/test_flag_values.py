@@ -11,6 +11,7 @@ real processes below), and must end in one line on stderr naming the flag, or ru
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
@@ -185,11 +186,13 @@ def cached_parser() -> Iterator[None]:
     """``main()`` builds its parser (and loads the plugins) per call: build it once here."""
     parser = build_parser()
     saved = fdcore.cli.main.build_parser
+    level = logging.getLogger("fdcore").level  # fdcore simulate quietens it: put it back
     fdcore.cli.main.build_parser = lambda plugins=None: parser  # type: ignore[assignment]
     try:
         yield
     finally:
         fdcore.cli.main.build_parser = saved  # type: ignore[assignment]
+        logging.getLogger("fdcore").setLevel(level)
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=lambda value: value[:24] or "empty")

@@ -108,6 +108,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     add_flag(
         parser,
+        "--page-size",
+        Whole(1, 100_000),
+        default=None,
+        help="keys per page of the store's listing; 2N+1 keys test paging "
+        "(default: what the backend says, else 1000)",
+    )
+    add_flag(
+        parser,
         "--max-payload",
         Whole(1, FILE_BYTES_RANGE[1]),
         default=1 << 20,
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         max_payload=args.max_payload,
         listing_size=args.keys,
         threads=args.threads,
+        list_page_size=args.page_size,
     )
     started = time.monotonic()
     progress = Progress()  # on a terminal only: piped output is the observations alone

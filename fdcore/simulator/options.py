@@ -77,6 +77,18 @@ _OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
         "agents archive finished requests after this, the product's retention (0: off)",
     ),
     (
+        "--retention-runs",
+        "retention_runs",
+        Seconds(zero_allowed=True),
+        "a retention run process starts this long after the last ended (0: none)",
+    ),
+    (
+        "--retention-runs-keep",
+        "retention_runs_keep",
+        Seconds(),
+        "the --keep of those runs, seconds",
+    ),
+    (
         "--schedule-hours",
         "schedule_hours",
         Number(0.001, 24 * 366),

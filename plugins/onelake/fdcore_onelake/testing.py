@@ -20,7 +20,10 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+import attrs
+
 from fdcore_onelake.credentials import EMULATOR_ACCOUNT, EMULATOR_KEY
+from fdcore_onelake.store import OneLakeStorage, open_storage
 
 BINARY = Path("tools/azurite/node_modules/.bin/azurite-blob")
 BINARY_VARIABLE = "FDCORE_AZURITE"  # overrides where azurite-blob is found
@@ -195,3 +198,16 @@ class Azurite:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@attrs.frozen
+class SmallPagesFactory:
+    """Opens ``url`` with listing pages of ``page`` keys, so a suite's paging test crosses
+    pages in a few hundred keys; picklable, for the suite's race workers (a class in a test
+    module is not importable in them)."""
+
+    url: str
+    page: int = 100
+
+    def __call__(self) -> OneLakeStorage:
+        return open_storage(self.url, list_page_size=self.page)
