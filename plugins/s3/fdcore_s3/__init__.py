@@ -1,0 +1,6 @@
+"""fdcore-s3: a mailbox in a folder of an S3 bucket, or of a store that speaks S3."""
+
+from fdcore_s3.location import Location, parse_location
+from fdcore_s3.store import RetryPolicy, S3Storage
+
+__all__ = ["Location", "RetryPolicy", "S3Storage", "parse_location"]
