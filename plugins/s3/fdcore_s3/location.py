@@ -55,9 +55,9 @@ def parse_location(url: str, options: Mapping[str, str]) -> Location:
     parts = urlsplit(url)
     if parts.scheme.lower() != SCHEME:
         raise ConfigError(url, None, "not an s3:// URL")
-    if parts.query or parts.fragment or parts.username or parts.port:
+    bucket = parts.netloc  # as written: a bucket name has no capitals, no port, no user
+    if parts.query or parts.fragment or "@" in bucket or ":" in bucket:
         raise ConfigError(url, None, "an s3:// URL is s3://bucket/folder, with nothing else")
-    bucket = parts.hostname or ""
     if not BUCKET.fullmatch(bucket):
         raise ConfigError(
             url, None, f"bucket {bucket!r} is not a bucket name (3-63 of a-z 0-9 . -)"
@@ -83,7 +83,9 @@ def _options(url: str, options: Mapping[str, str]) -> dict[str, str | None]:
             )
         if name not in OPTIONS:
             known = ", ".join(sorted(OPTIONS))
-            raise ConfigError(url, f"[storage] {name}", f"unknown option (the s3 backend has {known})")
+            raise ConfigError(
+                url, f"[storage] {name}", f"unknown option (the s3 backend has {known})"
+            )
     found: dict[str, str | None] = {name: (options.get(name) or None) for name in OPTIONS}
     endpoint = found["endpoint_url"]
     if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
@@ -91,6 +93,8 @@ def _options(url: str, options: Mapping[str, str]) -> dict[str, str | None]:
     style = found.pop("addressing_style") or "auto"
     if style not in ADDRESSING_STYLES:
         raise ConfigError(
-            url, "[storage] addressing_style", f"{style!r} is not one of {', '.join(ADDRESSING_STYLES)}"
+            url,
+            "[storage] addressing_style",
+            f"{style!r} is not one of {', '.join(ADDRESSING_STYLES)}",
         )
     return {**found, "addressing_style": style}

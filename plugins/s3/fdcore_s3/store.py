@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import builtins
+import logging
 import random
 import time
 import uuid
@@ -52,6 +53,13 @@ from fdcore.errors import (
 from fdcore_s3.location import Location
 
 T = TypeVar("T")
+
+# botocore logs "Found credentials in ..." at INFO for every client, and every process of an
+# agent or of `fdcore doctor` makes one: keep that logger to warnings unless the operator has
+# set its level themselves.
+_credentials_log = logging.getLogger("botocore.credentials")
+if _credentials_log.level == logging.NOTSET:
+    _credentials_log.setLevel(logging.WARNING)
 
 MAX_VALUE_BYTES = 64 << 20  # far above any mailbox file; far below S3's 5 GiB PutObject
 MAX_OBJECT_KEY = 1024  # S3's limit on a key, in UTF-8 bytes, folder included
@@ -276,7 +284,9 @@ class S3Storage:
                 return None
             data, etag, size = found
             if size > max_bytes:
-                raise UnreadableFile(key, f"is {size} bytes, over the bound of {max_bytes}: not read")
+                raise UnreadableFile(
+                    key, f"is {size} bytes, over the bound of {max_bytes}: not read"
+                )
             return Blob(data, etag)
 
         return self._run("read", key, attempt)

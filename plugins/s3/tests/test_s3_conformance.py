@@ -13,10 +13,10 @@ class TestS3Emulator(StorageSuite):
     # One emulator serving one request at a time on 2 cores: fewer racers and rounds than the
     # defaults, every race still in real processes. Pages are proven with a small page size in
     # test_s3_store.py.
-    race_workers = 8
-    create_rounds = 60
-    replace_rounds = 30
-    listing_size = 1_500
+    race_workers = 6
+    create_rounds = 30
+    replace_rounds = 20
+    listing_size = 1_000
 
     @pytest.fixture
     def storage_factory(self, environment_url: str, s3: S3Emulator) -> StorageFactory:
