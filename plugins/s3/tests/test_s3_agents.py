@@ -1,0 +1,160 @@
+"""End to end on the emulator: three real agents on an S3-backed environment.
+
+The agents are fdcore's ``fdcore_fleet`` fixture (docs/plugins.md, "Testing a plugin"); the two
+fixtures below put them on the S3 emulator, credentials coming from the environment as boto3's
+standard chain reads them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from fdcore_s3.testing import S3Emulator
+
+from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.views import queue_rows
+from fdcore.contract.models import Outcome, State
+from fdcore.mailbox.submit import submit
+from fdcore.testing.assertions import (
+    assert_each_table_succeeded_once,
+    assert_no_double_writers,
+    assert_taken_over,
+    holder,
+)
+from fdcore.testing.tables import table_writes
+
+AGENT = {"poll_seconds": 0.3, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}
+PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": 1, "lease_seconds": 2}
+WRITER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
+# stale_after + grace + one poll, plus slack: every poll is HTTP round trips to one emulator.
+TAKEOVER_WITHIN = 2 + 1 + 0.3 + 2.0
+
+
+@pytest.fixture
+def fdcore_environment(environment_url: str) -> str:
+    """fdcore_fleet's agents share a new folder of the session's bucket."""
+    return environment_url
+
+
+@pytest.fixture
+def fdcore_storage_options(s3: S3Emulator) -> dict[str, str]:
+    return s3.options
+
+
+def drained(fleet: AgentFleet) -> bool:
+    return all(row.state == "succeeded" for row in queue_rows(fleet.mailbox))
+
+
+@pytest.mark.slow
+def test_three_agents_drain_requests_running_no_table_twice(fdcore_fleet: AgentFleet) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
+    for n in range(12):
+        submit(mailbox, ["sales", "stock"], request_id=f"r{n:02d}")
+    for n in range(3):
+        fleet.add(f"etl-0{n}", {"agent": AGENT, "pipeline": PIPELINE, "runner": WRITER}).start()
+    try:
+        assert wait_until(lambda: drained(fleet), 60), Counter(
+            row.state for row in queue_rows(mailbox)
+        )
+    finally:
+        codes = fleet.stop_all()
+    assert set(codes.values()) == {0}, [agent.output()[-2000:] for agent in fleet]
+    rows = queue_rows(mailbox)
+    assert len(rows) == 12
+    for row in rows:
+        assert_each_table_succeeded_once(mailbox, row.id)
+    writes = table_writes(fleet)
+    accepted = Counter((w.request, w.table) for w in writes if w.rejected is None)
+    assert len(accepted) == 24 and set(accepted.values()) == {1}, accepted  # no table ran twice
+    assert_no_double_writers(writes)
+    assert len({w.agent for w in writes}) > 1  # the work was shared
+
+
+@pytest.mark.slow
+def test_takeover_after_sigkill(fdcore_fleet: AgentFleet) -> None:
+    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
+    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "2"
+    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "2"
+    submit(mailbox, ["sales", "stock"], request_id="r1")
+    for n in range(3):
+        agent = {**AGENT, "concurrency": 1}
+        fleet.add(f"etl-0{n}", {"agent": agent, "pipeline": PIPELINE, "runner": WRITER}).start()
+    try:
+        assert wait_until(lambda: holder(mailbox, "r1") is not None, 30)
+        victim = holder(mailbox, "r1")
+        assert victim is not None
+        fleet.agents[victim].kill()
+        assert_taken_over(mailbox, "r1", victim, within=TAKEOVER_WITHIN, timeout=30)
+        assert wait_until(lambda: mailbox.status("r1").value.state is State.SUCCEEDED, 60)
+    finally:
+        fleet.stop_all()
+    status = mailbox.status("r1").value
+    assert [a.outcome for a in status.attempts] == [Outcome.LOST, Outcome.SUCCEEDED]
+    assert status.attempts[0].agent == victim
+    assert_each_table_succeeded_once(mailbox, "r1")
+    assert_no_double_writers(table_writes(fleet))
+    # Each survivor measured its clock against the store's Date headers (one machine: within
+    # their whole second), so an agent skewed from S3's clock would refuse to take over.
+    for name in set(fleet.agents) - {victim}:
+        record = mailbox.agent(name)
+        assert record is not None and record.value.clock_skew is not None, name
+        assert abs(record.value.clock_skew) < 2.0, (name, record.value.clock_skew)
+
+
+class TestOutage:
+    """The server frozen mid-run (SIGSTOP) for longer than the backend's retries, then thawed.
+
+    moto keeps its objects in memory only, so a real restart of it would lose the environment;
+    a frozen server is the outage we can inject without losing the store: requests time out or
+    hang, connections queue unanswered, then everything in flight is answered at once.
+    """
+
+    @pytest.fixture
+    def s3(self) -> Iterator[S3Emulator]:
+        """This test's own emulator, in place of the session's: it is frozen mid-test."""
+        with S3Emulator() as emulator:
+            emulator.create_bucket("outage")
+            yield emulator
+
+    @pytest.fixture
+    def environment_url(self, s3: S3Emulator) -> str:
+        return s3.url("outage", "env")
+
+    @pytest.fixture
+    def fdcore_storage_options(self, s3: S3Emulator) -> dict[str, str]:
+        return s3.options
+
+    @pytest.mark.slow
+    def test_frozen_server_mid_run_loses_and_doubles_nothing(
+        self, fdcore_fleet: AgentFleet, s3: S3Emulator
+    ) -> None:
+        fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
+        for n in range(12):
+            submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
+        # As with the defaults (both 60 s), records and leases outlast the outage: nobody is
+        # taken over and no lease runs out, so every run keeps its record.
+        agent = {**AGENT, "stale_after": 20}
+        pipeline = {**PIPELINE, "lease_seconds": 20}
+        for n in range(3):
+            fleet.add(f"etl-0{n}", {"agent": agent, "pipeline": pipeline, "runner": WRITER}).start()
+        try:
+            assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 30)
+            s3.pause()
+            time.sleep(7)
+            assert all(agent.alive() for agent in fleet)
+            s3.resume()
+            assert wait_until(lambda: drained(fleet), 90), Counter(
+                row.state for row in queue_rows(mailbox)
+            )
+        finally:
+            s3.resume()
+            codes = fleet.stop_all()
+        assert set(codes.values()) == {0}
+        rows = queue_rows(mailbox)
+        assert len(rows) == 12
+        for row in rows:
+            assert_each_table_succeeded_once(mailbox, row.id)
+        assert_no_double_writers(table_writes(fleet))
