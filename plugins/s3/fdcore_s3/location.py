@@ -69,10 +69,29 @@ def parse_location(url: str, options: Mapping[str, str]) -> Location:
         except InvalidKey as exc:
             raise ConfigError(url, None, f"folder {folder!r} is not usable: {exc}") from None
         folder += "/"
-    return Location(url, bucket, folder, **_options(url, options))
+    _check_options(url, options)
+    endpoint = options.get("endpoint_url") or None
+    if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
+        raise ConfigError(url, "[storage] endpoint_url", f"{endpoint!r} is not an http(s) URL")
+    style = options.get("addressing_style") or "auto"
+    if style not in ADDRESSING_STYLES:
+        raise ConfigError(
+            url,
+            "[storage] addressing_style",
+            f"{style!r} is not one of {', '.join(ADDRESSING_STYLES)}",
+        )
+    return Location(
+        url,
+        bucket,
+        folder,
+        endpoint_url=endpoint,
+        region=options.get("region") or None,
+        profile=options.get("profile") or None,
+        addressing_style=style,
+    )
 
 
-def _options(url: str, options: Mapping[str, str]) -> dict[str, str | None]:
+def _check_options(url: str, options: Mapping[str, str]) -> None:
     for name in options:
         if any(word in name.lower() for word in SECRETS):
             raise ConfigError(
@@ -86,15 +105,3 @@ def _options(url: str, options: Mapping[str, str]) -> dict[str, str | None]:
             raise ConfigError(
                 url, f"[storage] {name}", f"unknown option (the s3 backend has {known})"
             )
-    found: dict[str, str | None] = {name: (options.get(name) or None) for name in OPTIONS}
-    endpoint = found["endpoint_url"]
-    if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
-        raise ConfigError(url, "[storage] endpoint_url", f"{endpoint!r} is not an http(s) URL")
-    style = found.pop("addressing_style") or "auto"
-    if style not in ADDRESSING_STYLES:
-        raise ConfigError(
-            url,
-            "[storage] addressing_style",
-            f"{style!r} is not one of {', '.join(ADDRESSING_STYLES)}",
-        )
-    return {**found, "addressing_style": style}
