@@ -10,9 +10,13 @@ port, started and stopped by the test itself. Two things differ from ``moto_serv
 * ``ignore`` names request headers to drop before moto sees them: ``ignore=("If-Match",)``
   makes a store whose replace is unconditional, which ``fdcore doctor`` must refuse.
 
+* With ``durable=True`` every write the server answered with success (PUT, POST, DELETE) is
+  appended to a journal before its answer is sent, and a restarted server replays the journal
+  before it opens its port: moto keeps objects in memory only, and this is how a restart
+  (:meth:`S3Emulator.kill` then :meth:`S3Emulator.start`) keeps them, as a real store would.
+
 :meth:`S3Emulator.pause` and :meth:`S3Emulator.resume` freeze and thaw the process (SIGSTOP,
-SIGCONT) to inject an outage: requests hang, then are answered, and nothing is lost. moto keeps
-everything in memory: :meth:`S3Emulator.stop` loses every object.
+SIGCONT) instead: requests hang, then are answered.
 
 ``python -m fdcore_s3.testing --port 9000`` runs the server alone (benchmarks, manual tries).
 """
@@ -20,6 +24,9 @@ everything in memory: :meth:`S3Emulator.stop` loses every object.
 from __future__ import annotations
 
 import argparse
+import base64
+import io
+import json
 import logging
 import os
 import signal
@@ -62,11 +69,12 @@ def free_port() -> int:
 class S3Emulator:
     """One moto S3 server process on 127.0.0.1, serving one request at a time."""
 
-    def __init__(self, ignore: Sequence[str] = ()) -> None:
+    def __init__(self, ignore: Sequence[str] = (), *, durable: bool = False) -> None:
         self.ignore = tuple(ignore)
         self.port = free_port()
         self._scratch = tempfile.TemporaryDirectory(prefix="fdcore-s3-")
         self._log = Path(self._scratch.name) / "moto.log"
+        self.journal = Path(self._scratch.name) / "journal.jsonl" if durable else None
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -96,6 +104,8 @@ class S3Emulator:
         command = [sys.executable, "-m", "fdcore_s3.testing", "--port", str(self.port)]
         for header in self.ignore:
             command += ["--ignore", header]
+        if self.journal is not None:
+            command += ["--journal", str(self.journal)]
         with open(self._log, "ab") as log:
             self._process = subprocess.Popen(
                 command,
@@ -140,8 +150,16 @@ class S3Emulator:
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL the server mid-whatever: its port is closed until :meth:`start`."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.wait(10)
+
     def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 10 s); every object is lost."""
+        """Stop the process (SIGTERM, then SIGKILL after 10 s); unless durable, every object
+        is lost."""
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
@@ -196,18 +214,70 @@ class S3Emulator:
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def one_at_a_time(app: WsgiApp, ignore: Sequence[str]) -> WsgiApp:
-    """``app`` serving one request at a time, without the headers named in ``ignore``."""
+WRITES = frozenset({"PUT", "POST", "DELETE"})
+# What a journal keeps of a request's WSGI environ: moto reads nothing else.
+KEPT = (
+    "REQUEST_METHOD",
+    "PATH_INFO",
+    "QUERY_STRING",
+    "RAW_URI",
+    "REQUEST_URI",
+    "SERVER_NAME",
+    "SERVER_PORT",
+    "CONTENT_TYPE",
+    "CONTENT_LENGTH",
+)
+
+
+def one_at_a_time(app: WsgiApp, ignore: Sequence[str], journal: Path | None = None) -> WsgiApp:
+    """``app`` serving one request at a time, without the headers named in ``ignore``, and
+    appending each successful write to ``journal`` (when given) before answering it."""
     lock = threading.Lock()
     dropped = ["HTTP_" + header.upper().replace("-", "_") for header in ignore]
+    log = None if journal is None else open(journal, "a", encoding="utf-8")  # noqa: SIM115
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         for name in dropped:
             environ.pop(name, None)
+        body = b""
+        if log is not None and environ["REQUEST_METHOD"] in WRITES:
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+        status: list[str] = []
+
+        def started(code: str, headers: Any, *rest: Any) -> Any:
+            status.append(code)
+            return start_response(code, headers, *rest)
+
         with lock:  # the whole answer is made under the lock: a condition and its write at once
-            return list(app(environ, start_response))
+            answer = list(app(environ, started))
+            if log is not None and environ["REQUEST_METHOD"] in WRITES and status[0][0] == "2":
+                kept = {k: v for k, v in environ.items() if k in KEPT or k.startswith("HTTP_")}
+                entry = {"environ": kept, "body": base64.b64encode(body).decode()}
+                log.write(json.dumps(entry) + "\n")
+                log.flush()  # in the OS before the answer leaves: a SIGKILL loses no answered write
+            return answer
 
     return serve
+
+
+def replay(app: WsgiApp, journal: Path) -> int:
+    """Apply ``journal``'s writes to ``app`` in order (a torn last line is skipped)."""
+    from werkzeug.test import EnvironBuilder
+
+    count = 0
+    lines = journal.read_text(encoding="utf-8").splitlines() if journal.exists() else []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # the server was killed while writing it: its answer was never sent
+        environ = EnvironBuilder().get_environ()
+        environ.update(entry["environ"])
+        environ["wsgi.input"] = io.BytesIO(base64.b64decode(entry["body"]))
+        list(app(environ, lambda *args: None))
+        count += 1
+    return count
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -216,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--ignore", action="append", default=[], help="a request header to drop (repeatable)"
     )
+    parser.add_argument("--journal", type=Path, help="keep writes here; replay them at start")
     args = parser.parse_args(argv)
     # Imported here: only the server process needs moto and werkzeug.
     from moto.moto_server.werkzeug_app import (
@@ -226,7 +297,10 @@ def main(argv: list[str] | None = None) -> None:
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # not a line per request
-    app = one_at_a_time(DomainDispatcherApplication(create_backend_app), args.ignore)
+    moto = DomainDispatcherApplication(create_backend_app)
+    if args.journal is not None:
+        replay(moto, args.journal)
+    app = one_at_a_time(moto, args.ignore, args.journal)
     server = make_server(
         "127.0.0.1", args.port, app, threaded=True, request_handler=MotoRequestHandler
     )
