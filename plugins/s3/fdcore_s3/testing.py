@@ -15,9 +15,6 @@ port, started and stopped by the test itself. Two things differ from ``moto_serv
   before it opens its port: moto keeps objects in memory only, and this is how a restart
   (:meth:`S3Emulator.kill` then :meth:`S3Emulator.start`) keeps them, as a real store would.
 
-:meth:`S3Emulator.pause` and :meth:`S3Emulator.resume` freeze and thaw the process (SIGSTOP,
-SIGCONT) instead: requests hang, then are answered.
-
 ``python -m fdcore_s3.testing --port 9000`` runs the server alone (benchmarks, manual tries).
 """
 
@@ -28,7 +25,6 @@ import base64
 import io
 import json
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -93,11 +89,6 @@ class S3Emulator:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    @property
-    def pid(self) -> int:
-        assert self._process is not None, "not started"
-        return self._process.pid
-
     def start(self) -> None:
         if self.running:
             return
@@ -143,13 +134,6 @@ class S3Emulator:
             return "no output"
         return " | ".join(lines[-5:]) or "no output"
 
-    def pause(self) -> None:
-        """Freeze the server (SIGSTOP): connections are accepted by the kernel, never answered."""
-        os.kill(self.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
-
     def kill(self) -> None:
         """SIGKILL the server mid-whatever: its port is closed until :meth:`start`."""
         process, self._process = self._process, None
@@ -163,7 +147,6 @@ class S3Emulator:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
-        os.kill(process.pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
         process.terminate()
         try:
             process.wait(10)

@@ -13,9 +13,9 @@ class TestS3Emulator(StorageSuite):
     # One emulator serving one request at a time on 2 cores: fewer racers and rounds than the
     # defaults, every race still in real processes. Pages are proven with a small page size in
     # test_s3_store.py.
-    race_workers = 6
-    create_rounds = 30
-    replace_rounds = 20
+    race_workers = 4
+    create_rounds = 25
+    replace_rounds = 15
     listing_size = 1_000
 
     @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from fdcore_s3.testing import S3Emulator
 
-SMALL = ["--rounds", "4", "--processes", "3", "--keys", "60", "--max-payload", "65536"]
+SMALL = ["--rounds", "3", "--processes", "2", "--keys", "40", "--max-payload", "65536"]
 
 
 def doctor(url: str, emulator: S3Emulator) -> subprocess.CompletedProcess[str]:
@@ -36,7 +36,7 @@ def careless_s3() -> Iterator[S3Emulator]:
 def test_doctor_passes_the_emulator(environment_url: str, s3: S3Emulator) -> None:
     result = doctor(environment_url, s3)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "PASS replace-if-match: 3 processes x 4 rounds on one etag, exactly one winner" in (
+    assert "PASS replace-if-match: 2 processes x 3 rounds on one etag, exactly one winner" in (
         result.stdout
     )
     assert "PASS optional-protocols: offers BoundedRead, StoreClock, ChangeCheck" in result.stdout
