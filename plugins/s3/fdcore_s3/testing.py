@@ -26,22 +26,16 @@ import io
 import json
 import logging
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import boto3
 
-START_TIMEOUT = 60.0  # seconds for the process to answer HTTP
+from fdcore.testing.servers import ServerProcess
+
 ACCESS_KEY = "fdcore-test"  # moto accepts any signature; these only satisfy boto3's chain
 SECRET_KEY = "fdcore-test-secret"
 REGION = "us-east-1"
@@ -56,22 +50,15 @@ def credentials_environment() -> dict[str, str]:
     }
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class S3Emulator:
+class S3Emulator(ServerProcess):
     """One moto S3 server process on 127.0.0.1, serving one request at a time."""
 
+    title = "the S3 emulator (moto)"
+
     def __init__(self, ignore: Sequence[str] = (), *, durable: bool = False) -> None:
+        super().__init__()
         self.ignore = tuple(ignore)
-        self.port = free_port()
-        self._scratch = tempfile.TemporaryDirectory(prefix="fdcore-s3-")
-        self._log = Path(self._scratch.name) / "moto.log"
-        self.journal = Path(self._scratch.name) / "journal.jsonl" if durable else None
-        self._process: subprocess.Popen[bytes] | None = None
+        self.journal = self.scratch / "journal.jsonl" if durable else None
 
     @property
     def endpoint_url(self) -> str:
@@ -85,74 +72,16 @@ class S3Emulator:
     def url(self, bucket: str, folder: str = "") -> str:
         return f"s3://{bucket}" + (f"/{folder.strip('/')}" if folder else "")
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def start(self) -> None:
-        if self.running:
-            return
+    def command(self) -> list[str]:
         command = [sys.executable, "-m", "fdcore_s3.testing", "--port", str(self.port)]
         for header in self.ignore:
             command += ["--ignore", header]
         if self.journal is not None:
             command += ["--journal", str(self.journal)]
-        with open(self._log, "ab") as log:
-            self._process = subprocess.Popen(
-                command,
-                cwd=self._scratch.name,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        self._wait_until_answering()
+        return command
 
-    def _wait_until_answering(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                raise RuntimeError(f"the S3 emulator exited: {self._tail()}")
-            try:
-                urllib.request.urlopen(f"{self.endpoint_url}/", timeout=2).close()
-                return
-            except urllib.error.HTTPError:
-                return  # any HTTP answer means it is serving
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(
-                        f"the S3 emulator did not answer within {START_TIMEOUT:.0f}s: "
-                        f"{self._tail()}"
-                    ) from None
-                time.sleep(0.1)
-
-    def _tail(self) -> str:
-        try:
-            lines = self._log.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "no output"
-        return " | ".join(lines[-5:]) or "no output"
-
-    def kill(self) -> None:
-        """SIGKILL the server mid-whatever: its port is closed until :meth:`start`."""
-        process, self._process = self._process, None
-        if process is not None:
-            process.kill()
-            process.wait(10)
-
-    def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 10 s); unless durable, every object
-        is lost."""
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    def ready_url(self) -> str:
+        return f"{self.endpoint_url}/"
 
     def client(self) -> Any:
         """A boto3 client on this server, for setting up what tests need (buckets)."""
@@ -170,26 +99,6 @@ class S3Emulator:
             client.create_bucket(Bucket=name)
         finally:
             client.close()
-
-    def close(self) -> None:
-        self.stop()
-        self._scratch.cleanup()
-
-    def __enter__(self) -> S3Emulator:
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 # -- the server process -------------------------------------------------------------------------

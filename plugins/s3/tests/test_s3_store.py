@@ -130,7 +130,7 @@ def test_missing_bucket_is_unavailable_not_absent(s3: S3Emulator) -> None:
 
 
 def test_unreachable_store_is_unavailable_after_bounded_retries(environment_url: str) -> None:
-    from fdcore_s3.testing import free_port
+    from fdcore.testing.servers import free_port
 
     location = parse_location(environment_url, {"endpoint_url": f"http://127.0.0.1:{free_port()}"})
     waits: list[float] = []
