@@ -6,8 +6,8 @@ the S3 backend against moto's S3 server (fdcore_s3.testing).
 
 Each group (create, replace, read, list-100) holds one row per store, so the table reads as a
 comparison. Both emulators run on this machine: their figures are the cost of the HTTP stack,
-the SDK and the emulator, not of a network; a tenant adds its round trip (tens of milliseconds) to each
-operation. Results are written down in docs/benchmarks.md.
+the SDK and the emulator, not of a network; a tenant adds its round trip (tens of
+milliseconds) to each operation. Results are written down in docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ standard chain reads them.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -16,14 +15,9 @@ from fdcore_s3.testing import S3Emulator
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.cli.views import queue_rows
-from fdcore.contract.models import Outcome, State
 from fdcore.mailbox.submit import submit
-from fdcore.testing.assertions import (
-    assert_each_table_succeeded_once,
-    assert_no_double_writers,
-    assert_taken_over,
-    holder,
-)
+from fdcore.testing.assertions import assert_each_table_succeeded_once, assert_no_double_writers
+from fdcore.testing.scenarios import drained, outage_mid_run, takeover_after_sigkill
 from fdcore.testing.tables import table_writes
 
 AGENT = {"poll_seconds": 0.3, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}
@@ -42,10 +36,6 @@ def fdcore_environment(environment_url: str) -> str:
 @pytest.fixture
 def fdcore_storage_options(s3: S3Emulator) -> dict[str, str]:
     return s3.options
-
-
-def drained(fleet: AgentFleet) -> bool:
-    return all(row.state == "succeeded" for row in queue_rows(fleet.mailbox))
 
 
 @pytest.mark.slow
@@ -75,33 +65,9 @@ def test_three_agents_drain_requests_running_no_table_twice(fdcore_fleet: AgentF
 
 @pytest.mark.slow
 def test_takeover_after_sigkill(fdcore_fleet: AgentFleet) -> None:
-    fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
-    fleet.env["FDCORE_TEST_TABLE_MIN_SECONDS"] = "2"
-    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "2"
-    submit(mailbox, ["sales", "stock"], request_id="r1")
-    for n in range(3):
-        agent = {**AGENT, "concurrency": 1}
-        fleet.add(f"etl-0{n}", {"agent": agent, "pipeline": PIPELINE, "runner": WRITER}).start()
-    try:
-        assert wait_until(lambda: holder(mailbox, "r1") is not None, 30)
-        victim = holder(mailbox, "r1")
-        assert victim is not None
-        fleet.agents[victim].kill()
-        assert_taken_over(mailbox, "r1", victim, within=TAKEOVER_WITHIN, timeout=30)
-        assert wait_until(lambda: mailbox.status("r1").value.state is State.SUCCEEDED, 60)
-    finally:
-        fleet.stop_all()
-    status = mailbox.status("r1").value
-    assert [a.outcome for a in status.attempts] == [Outcome.LOST, Outcome.SUCCEEDED]
-    assert status.attempts[0].agent == victim
-    assert_each_table_succeeded_once(mailbox, "r1")
-    assert_no_double_writers(table_writes(fleet))
-    # Each survivor measured its clock against the store's Date headers (one machine: within
-    # their whole second), so an agent skewed from S3's clock would refuse to take over.
-    for name in set(fleet.agents) - {victim}:
-        record = mailbox.agent(name)
-        assert record is not None and record.value.clock_skew is not None, name
-        assert abs(record.value.clock_skew) < 2.0, (name, record.value.clock_skew)
+    # Each survivor measures its clock against the store's Date headers (whole seconds).
+    sections = {"agent": {**AGENT, "concurrency": 1}, "pipeline": PIPELINE, "runner": WRITER}
+    takeover_after_sigkill(fdcore_fleet, sections, within=TAKEOVER_WITHIN)
 
 
 class TestServerRestart:
@@ -124,32 +90,9 @@ class TestServerRestart:
     def test_server_restart_mid_run_loses_and_doubles_nothing(
         self, fdcore_fleet: AgentFleet, s3: S3Emulator
     ) -> None:
-        fleet, mailbox = fdcore_fleet, fdcore_fleet.mailbox
-        for n in range(12):
-            submit(mailbox, ["a", "b"], request_id=f"r{n:02d}")
-        # As with the defaults (both 60 s), records and leases outlast the outage and the
-        # backend's retries after it: nobody is taken over and no lease runs out, so every run
-        # keeps its record. (An outage past stale_after is the fault suite's.)
-        agent = {**AGENT, "stale_after": 20}
-        pipeline = {**PIPELINE, "lease_seconds": 20}
-        for n in range(3):
-            fleet.add(f"etl-0{n}", {"agent": agent, "pipeline": pipeline, "runner": WRITER}).start()
-        try:
-            assert wait_until(lambda: any(r.state == "succeeded" for r in queue_rows(mailbox)), 30)
-            s3.kill()
-            time.sleep(7)  # longer than the backend's retries (6 tries over 3-6 s)
-            assert all(agent.alive() for agent in fleet)
-            s3.start()
-            assert wait_until(lambda: drained(fleet), 90), Counter(
-                row.state for row in queue_rows(mailbox)
-            )
-        finally:
-            codes = fleet.stop_all()
-        assert set(codes.values()) == {0}
-        rows = queue_rows(mailbox)
-        assert len(rows) == 12
-        for row in rows:
-            assert_each_table_succeeded_once(mailbox, row.id)
-        assert_no_double_writers(table_writes(fleet))
-        # The agents met the outage: connections refused until the backend gave up.
-        assert any("mailbox unavailable" in agent.output() for agent in fleet)
+        sections = {
+            "agent": {**AGENT, "stale_after": 20},
+            "pipeline": {**PIPELINE, "lease_seconds": 20},
+            "runner": WRITER,
+        }
+        outage_mid_run(fdcore_fleet, sections, down=s3.kill, up=s3.start)
