@@ -228,6 +228,7 @@ def test_agents_import_table_functions_from_the_fleets_pythonpath(
 
 MIXINS = [
     storage_suite.ReadDeleteTests,
+    storage_suite.ConsistencyTests,
     storage_suite.CreateIfAbsentTests,
     storage_suite.ReplaceIfMatchTests,
     storage_suite.KeyTests,
@@ -246,11 +247,13 @@ def test_the_suite_is_its_mixins_and_each_test_belongs_to_one() -> None:
     base = own_tests(storage_suite.StorageTestsBase)
     assert base == {"test_factory_opens_an_empty_environment"}
     every = [name for mixin in MIXINS for name in own_tests(mixin)]
-    assert len(every) == len(set(every)) == 14
+    assert len(every) == len(set(every)) == 22
     suite = {name for name in dir(storage_suite.StorageSuite) if name.startswith("test_")}
     assert suite == base | set(every)
     assert own_tests(storage_suite.StorageSuite) == set()
     assert set(storage_suite.StorageSuite.__mro__) >= {*MIXINS, storage_suite.StorageTestsBase}
+    # The broken-store check is opt-in: it runs the probes again, one per broken store.
+    assert storage_suite.BrokenBackendTests not in storage_suite.StorageSuite.__mro__
 
 
 class TestKeysAloneOnMemory(KeyTests):
@@ -266,5 +269,6 @@ class TestKeysAloneOnMemory(KeyTests):
             "test_factory_opens_an_empty_environment",
             "test_invalid_keys",
             "test_unusual_keys",
+            "test_distinct_keys",
             "test_only_the_mixins_tests_are_here",
         }

@@ -242,13 +242,8 @@ class Discovery:
         cached = self._requests.get(request_id)
         if cached is None:
             key = request_key(request_id)
-            found = self.mailbox.read_or_report(Request, key)
+            found = self.mailbox.read_or_report(Request, key)  # its id checked against its name
             if found is None:
-                return None
-            if found.value.id != request_id:
-                self.mailbox.problems.report(
-                    key, f"{key}: field 'id': {found.value.id!r} does not match the file name"
-                )
                 return None
             cached = self._requests[request_id] = found.value
         return cached

@@ -162,7 +162,9 @@ def _queue_listing(
     unreadable = [
         f"Unreadable: {row.message or row.id}" for row in rows if row.state == "unreadable"
     ]
-    return rows, table, [*schedule_warnings(agents), *unreadable]
+    # A malformed cancel is none: the request runs (also its "cancel_problem" in --json).
+    no_cancel = [f"Not a cancel: {row.cancel_problem}" for row in rows if row.cancel_problem]
+    return rows, table, [*schedule_warnings(agents), *unreadable, *no_cancel]
 
 
 def _queue(args: argparse.Namespace) -> int:

@@ -7,7 +7,6 @@ A schedule's timing keys are the names of the installed slot functions (``every`
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
 import os
 import sys
@@ -122,9 +121,7 @@ _SECTIONS = (
 
 
 def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-    return ConfigError(source, f"{where}{key}", f"unknown key{hint}")
+    return ConfigError.unknown_key(source, f"{where}{key}", key, known)
 
 
 def _check_table(

@@ -113,6 +113,13 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--keys", type=_positive, default=500, help="keys written to test listing (default 500)"
     )
     parser.add_argument(
+        "--page-size",
+        type=_positive,
+        default=None,
+        help="keys per page of the store's listing; 2N+1 keys test paging "
+        "(default: what the backend says, else 1000)",
+    )
+    parser.add_argument(
         "--max-payload",
         type=_positive,
         default=1 << 20,
@@ -155,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         max_payload=args.max_payload,
         listing_size=args.keys,
         threads=args.threads,
+        list_page_size=args.page_size,
     )
     started = time.monotonic()
     progress = Progress()  # on a terminal only: piped output is the observations alone

@@ -331,7 +331,9 @@ class Incident:
     """One incident in the environment's incident document.
 
     ``key`` is the dedup key (``<kind>:<subject>``): while an incident with a key is open or
-    acknowledged, seeing it again bumps ``count`` and ``last_seen``. ``opened_at`` is first seen.
+    acknowledged, seeing it again moves ``last_seen``; ``count`` counts occurrences (a new
+    failure, a new lost spell: a condition that began after ``began_at``), not sightings.
+    ``opened_at`` is first seen.
     """
 
     id: str
@@ -349,10 +351,11 @@ class Incident:
     message: str | None = None
     state: IncidentState = IncidentState.OPEN
     last_seen: datetime | None = None
-    count: int = 1
+    count: int = 1  # occurrences of the condition while open, not evaluations that saw it
     resolved_by: str | None = None
     notes: list[IncidentNote] = attrs.field(factory=list)
     deliveries: list[IncidentDelivery] = attrs.field(factory=list)
+    began_at: datetime | None = None  # when its latest counted occurrence began, if known
     extra: dict[str, Any] = _extra()
 
 

@@ -42,6 +42,7 @@ from fdcore.contract.layout import (
 )
 from fdcore.contract.models import (
     AgentRecord,
+    ArchiveEntry,
     Cancel,
     IncidentDocument,
     Request,
@@ -54,6 +55,17 @@ from fdcore.errors import MailboxFileError
 T = TypeVar("T")
 
 log = logging.getLogger("fdcore.mailbox")
+
+#: The field of a file that names it: it must equal the file name's stem (``requests/<id>.json``
+#: holds request ``<id>``), live or archived. A file that says otherwise is malformed for every
+#: reader alike: the agent never claims it, the queue shows it unreadable.
+NAMED_BY: dict[type, str] = {
+    Request: "id",
+    Status: "request",
+    Cancel: "request",
+    Retry: "request",
+    ArchiveEntry: "request",
+}
 
 
 @attrs.frozen
@@ -112,6 +124,7 @@ class Mailbox:
             raise known[1].with_traceback(None)
         try:
             value = decode(cls, blob.data, key, self.max_file_bytes)
+            _check_name(value, key)
         except MailboxFileError as exc:
             self._malformed[key] = (blob.etag, exc)
             raise
@@ -129,11 +142,15 @@ class Mailbox:
 
     def read_or_report(self, cls: type[T], key: str) -> Versioned[T] | None:
         """Like :meth:`read`, but a malformed file is reported once and read as absent."""
+        return self.read_or_problem(cls, key)[0]
+
+    def read_or_problem(self, cls: type[T], key: str) -> tuple[Versioned[T] | None, str | None]:
+        """Like :meth:`read_or_report`, with what is wrong with the file (None if nothing)."""
         try:
-            return self.read(cls, key)
+            return self.read(cls, key), None
         except MailboxFileError as exc:
             self.problems.report(key, str(exc))
-            return None
+            return None, str(exc)
 
     def create(self, key: str, value: object) -> str:
         return self.storage.create(key, encode(value))
@@ -217,3 +234,13 @@ class Mailbox:
 
     def incidents(self) -> Versioned[IncidentDocument] | None:
         return self.read(IncidentDocument, INCIDENTS)
+
+
+def _check_name(value: object, key: str) -> None:
+    """Raise MailboxFileError if ``value``'s naming field (NAMED_BY) differs from ``key``'s stem."""
+    field = NAMED_BY.get(type(value))
+    if field is None:
+        return
+    named = getattr(value, field)
+    if f"{named}.json" != key.rpartition("/")[2]:
+        raise MailboxFileError(key, field, f"{named!r} does not match the file name")

@@ -59,6 +59,8 @@ class RequestFiles:
     runs: tuple[RunRecord, ...]
     day: str | None = None  # the archive day folder; None: the files are live
     cancel: Cancel | None = None  # an operator's cancel of it (``fdcore cancel``)
+    # why its cancel file is no cancel (malformed: agents report it and run the request)
+    cancel_problem: str | None = None
     retry: Retry | None = None  # the link to the request that ran it again (``fdcore retry``)
 
     @property
@@ -74,7 +76,8 @@ def archive_entry(mailbox: Mailbox, request_id: str) -> ArchiveEntry | None:
 
 def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None:
     """A request's request, status and run records, from the archive if it is archived, else
-    live; None if neither has it. Bounded reads; a malformed file raises MailboxFileError.
+    live; None if neither has it. Bounded reads; a malformed file raises MailboxFileError, but
+    a malformed cancel, which is no cancel (reported, and in ``cancel_problem``).
 
     The index entry decides: it is written only once the archive copy is complete, so a
     request caught mid-move is read whole from one place, never half from each.
@@ -85,7 +88,7 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         day = entry.day
         request = mailbox.read(Request, archived_key(day, request_key(request_id)))
         status = mailbox.read(Status, archived_key(day, status_key(request_id)))
-        cancel = mailbox.read(Cancel, archived_key(day, cancel_key(request_id)))
+        cancel_at = archived_key(day, cancel_key(request_id))
         retry = mailbox.read(Retry, archived_key(day, retry_key(request_id)))
         runs_prefix = archived_runs_prefix(day, request_id)
     else:
@@ -93,9 +96,10 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         status = mailbox.status(request_id)
         if request is None and status is None:
             return None
-        cancel = mailbox.cancel(request_id)
+        cancel_at = cancel_key(request_id)
         retry = mailbox.retry(request_id)
         runs_prefix = f"{RUNS}{request_id}/"
+    cancel, cancel_problem = mailbox.read_or_problem(Cancel, cancel_at)
     runs = []
     for key in _limited(mailbox.storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
         found = mailbox.read_or_report(RunRecord, key)
@@ -108,6 +112,7 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         tuple(runs),
         day=entry.day if entry is not None else None,
         cancel=cancel.value if cancel else None,
+        cancel_problem=cancel_problem,
         retry=retry.value if retry else None,
     )
 

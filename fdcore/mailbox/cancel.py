@@ -52,7 +52,7 @@ def cancel_request(
     """Cancel the request: create its cancel file, and end it at once if nobody holds it.
 
     Refuses (:class:`RequestError`) a request that already ended; cancelling twice returns the
-    first cancel (``created`` False).
+    first cancel (``created`` False). A malformed cancel file, which is no cancel, is replaced.
     """
     files = known_request(mailbox, request_id)
     if files.archived:  # only final requests are archived
@@ -64,14 +64,20 @@ def cancel_request(
             f"request {request_id} already ended {found.value.state.value}; nothing to cancel"
         )
     cancel = Cancel(request=request_id, by=by, at=now, reason=reason or None)
+    key = cancel_key(request_id)
     created = True
     try:
-        mailbox.create(cancel_key(request_id), cancel)
+        mailbox.create(key, cancel)
     except AlreadyExists:
         created = False
-        standing = mailbox.cancel(request_id)
+        before = mailbox.read_file(key)  # its etag first: only the malformed version is replaced
+        standing, problem = mailbox.read_or_problem(Cancel, key)
         if standing is not None:
             cancel = standing.value
+        elif problem is not None and before is not None:
+            # A malformed cancel is none (agents run the request): this one takes its place.
+            mailbox.replace(key, cancel, before.etag)
+            created = True
     return Cancellation(cancel, created, end_unheld(mailbox, cancel, now))
 
 

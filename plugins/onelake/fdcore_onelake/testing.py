@@ -13,10 +13,13 @@ import contextlib
 import os
 from pathlib import Path
 
+import attrs
+
 from fdcore.testing.servers import ServerProcess, free_port
 from fdcore_onelake.credentials import EMULATOR_ACCOUNT, EMULATOR_KEY
+from fdcore_onelake.store import OneLakeStorage, open_storage
 
-__all__ = ["Azurite", "AzuriteMissing", "find_azurite", "free_port"]
+__all__ = ["Azurite", "AzuriteMissing", "SmallPagesFactory", "find_azurite", "free_port"]
 
 BINARY = Path("tools/azurite/node_modules/.bin/azurite-blob")
 BINARY_VARIABLE = "FDCORE_AZURITE"  # overrides where azurite-blob is found
@@ -106,3 +109,16 @@ class Azurite(ServerProcess):
             contextlib.suppress(ResourceExistsError),
         ):
             service.create_container(name)
+
+
+@attrs.frozen
+class SmallPagesFactory:
+    """Opens ``url`` with listing pages of ``page`` keys, so a suite's paging test crosses
+    pages in a few hundred keys; picklable, for the suite's race workers (a class in a test
+    module is not importable in them)."""
+
+    url: str
+    page: int = 100
+
+    def __call__(self) -> OneLakeStorage:
+        return open_storage(self.url, list_page_size=self.page)
