@@ -32,9 +32,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import boto3
 
 from fdcore.testing.servers import ServerProcess
+from fdcore_s3.location import parse_location
+from fdcore_s3.store import S3Storage
 
 ACCESS_KEY = "fdcore-test"  # moto accepts any signature; these only satisfy boto3's chain
 SECRET_KEY = "fdcore-test-secret"
@@ -99,6 +102,19 @@ class S3Emulator(ServerProcess):
             client.create_bucket(Bucket=name)
         finally:
             client.close()
+
+
+@attrs.frozen
+class SmallPagesFactory:
+    """Opens ``url`` with listing pages of ``page`` keys, so a suite's paging test crosses
+    pages in a few hundred keys; picklable, for the suite's race workers."""
+
+    url: str
+    options: dict[str, str]
+    page: int = 100
+
+    def __call__(self) -> S3Storage:
+        return S3Storage(parse_location(self.url, self.options), list_page_size=self.page)
 
 
 # -- the server process -------------------------------------------------------------------------

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from fdcore_s3.testing import S3Emulator
+from fdcore_s3.testing import S3Emulator, SmallPagesFactory
 
-from fdcore.testing.storage_suite import StorageFactory, StorageSuite, UrlStorageFactory
+from fdcore.testing.storage_suite import StorageFactory, StorageSuite
 
 
 class TestS3Emulator(StorageSuite):
     multiprocess = True
     # One emulator serving one request at a time on 2 cores: fewer racers and rounds than the
-    # defaults, every race still in real processes. Pages are proven with a small page size in
-    # test_s3_store.py.
+    # defaults, every race still in real processes.
     race_workers = 4
     create_rounds = 25
     replace_rounds = 15
     listing_size = 1_000
+    offers = ("BoundedRead", "ChangeCheck", "StoreClock")
 
     @pytest.fixture
     def storage_factory(self, environment_url: str, s3: S3Emulator) -> StorageFactory:
-        return UrlStorageFactory(environment_url, s3.options)
+        # Listing pages of 100 keys: the paging test then crosses two page boundaries in 201.
+        return SmallPagesFactory(environment_url, s3.options, page=100)
