@@ -1,6 +1,8 @@
 """Every write this agent makes to a request's status, ``status/<id>.json``.
 
-A claim or an expiry creates the status (create-if-absent: only one agent's create lands). Every
+A claim or an expiry creates the status (create-if-absent: only one agent's create lands),
+through :func:`fdcore.mailbox.archive.create_status`, which withdraws a create that landed
+after retention moved the request away (it is never claimed again). Every
 later change (start, a table done, succeed, fail, cancel, hand back, take over) replaces it with
 ``If-Match`` on the etag this agent last read or wrote. A failed replace means another agent
 holds the request now: this agent drops it and writes nothing more for it, unless the status it
@@ -22,6 +24,7 @@ from fdcore.contract.layout import status_key
 from fdcore.contract.models import Attempt, Outcome, Request, State, Status
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
 from fdcore.mailbox.access import Mailbox, Versioned
+from fdcore.mailbox.archive import create_status
 
 log = logging.getLogger("fdcore.agent")
 
@@ -74,9 +77,12 @@ class StatusChanges:
             attempts=[self._attempt(1, now)],
         )
         try:
-            etag = self.mailbox.create(status_key(request.id), status)
+            etag = create_status(self.mailbox, status)
         except AlreadyExists:
             return  # another agent claimed it first
+        except NotFound:
+            self._moved_away(request)
+            return
         except InvalidKey as exc:
             self._blocked(request, exc)
             return
@@ -90,10 +96,13 @@ class StatusChanges:
             request.id, State.EXPIRED, f"not claimed before its deadline {deadline}", now
         )
         try:
-            self.mailbox.create(status_key(request.id), status)
+            create_status(self.mailbox, status)
             log.info("%s: request %s expired unclaimed", self.agent, request.id)
         except AlreadyExists:
             pass
+        except NotFound:
+            self._moved_away(request)
+            return
         except InvalidKey as exc:
             self._blocked(request, exc)
             return
@@ -246,6 +255,12 @@ class StatusChanges:
         """The request's status is final: never looked at again, no longer held."""
         self.holdings.final.add(work.id)
         self.holdings.forget(work)
+
+    def _moved_away(self, request: Request) -> None:
+        """The request ended and retention moved it while this agent took it for unclaimed
+        (another agent ran it after this one's listing, and a move took it before this create
+        landed): the create was withdrawn; nothing to do."""
+        log.info("%s: request %s was archived meanwhile; not claimed", self.agent, request.id)
 
     def _blocked(self, request: Request, exc: InvalidKey) -> None:
         """Something that is no file (a folder) sits where the request's status belongs: report

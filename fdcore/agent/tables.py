@@ -6,7 +6,8 @@ renew the lease while it runs, then record the finished table: check the lease i
 update the status (``If-Match``), write the run record, release the lease. A table whose lease
 was lost while the request stayed ours runs again in the same attempt: a lapsed lease costs a
 re-run, never an attempt. Once the status records a table its run record is owed: one a store
-error kept back is written at a later poll, even after the request ended.
+error kept back is written at a later poll, even after the request ended, and follows the
+request into the archive if retention moved it meanwhile.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from fdcore.contract.layout import run_key
 from fdcore.contract.models import Outcome, RunRecord, State, output_tail
 from fdcore.errors import (
     AlreadyExists,
+    ArchiveConflict,
     InvalidKey,
     LeaseLost,
     MailboxFileError,
     StorageUnavailable,
 )
-from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.access import Mailbox, Versioned
+from fdcore.mailbox.archive import archived_status, follow_to_archive
 
 log = logging.getLogger("fdcore.agent")
 
@@ -254,7 +257,15 @@ class Tables:
         """
         found = self.status_changes.read(work.id)
         if found is None:
-            return False
+            # Moved by retention since (after a final status whose answer was lost, say).
+            try:
+                archived = archived_status(self.mailbox, work.id)
+            except MailboxFileError as exc:
+                self.mailbox.problems.report(str(exc.path), str(exc))
+                return False
+            if archived is None:
+                return False
+            found = Versioned(archived, "")
         status, attempt, table = found.value, work.status.attempt, held.lease.table
         if is_attempt_of(status, self.agent, attempt):
             if result.succeeded:
@@ -327,10 +338,12 @@ class Tables:
         while self.unwritten:
             key, record = next(iter(self.unwritten.items()))
             try:
-                self.mailbox.create(key, record)
-            except AlreadyExists:
-                pass  # this attempt's record may already be there (a lost answer)
-            except InvalidKey as exc:  # a file where the request's runs/ folder belongs
+                with contextlib.suppress(AlreadyExists):  # there already: a lost answer
+                    self.mailbox.create(key, record)
+                follow_to_archive(self.mailbox, record.request, key)
+            except (InvalidKey, ArchiveConflict, MailboxFileError) as exc:
+                # a file where the request's runs/ folder belongs; or an archived record of
+                # the same name that differs (the archive's stands)
                 self.mailbox.problems.report(key, f"{exc}; run record not written")
             except StorageUnavailable:
                 if raise_unavailable:

@@ -9,16 +9,23 @@ A store has no rename, so a move is copy, then delete, in an order that keeps ev
 can leave readable and counted once (docs/retention.md, "Why the order is safe"):
 
 1. copy every run record, the cancel and retry link, the status and the request into the day
-   folder (create-if-absent;
-   a copy left by an earlier, cut-short move is checked and rewritten if it differs);
+   folder (create-if-absent; a copy left by an earlier, cut-short move is checked, and one
+   that differs is kept and reported: archived history is never replaced);
 2. create the index entry: from here on readers use the archive copy, which is complete;
-3. delete the live run records, cancel and retry link, then the live request, then the live
-   status, each with
+3. list the run records again (one its agent still owed may have landed meanwhile) and copy the
+   new ones; delete the live run records, cancel and retry link, then the live request, then
+   the live status, each with
    ``If-Match`` on the etag that was copied (a file changed meanwhile is not deleted).
 
 A live request never loses its status before itself (an agent would take a request without a
 status for unclaimed and run it again), and before step 2 the live copy is the only one readers
 use. Running a move again finishes whatever an earlier one left; nothing is ever undone.
+
+The other half of that order is :func:`create_status`, the one way a request's first status is
+written (a claim, an expiry, an unclaimed cancel): create-if-absent, then confirm the request
+file is still there. A create that lands after a move deleted the status also comes after the
+move deleted the request (step 3 deletes the request first), so the confirmation finds it gone
+and the status is withdrawn: a moved request is never claimed again (docs/retention.md).
 """
 
 from __future__ import annotations
@@ -42,7 +49,13 @@ from fdcore.contract.layout import (
     status_key,
 )
 from fdcore.contract.models import ArchiveEntry, Cancel, Request, Retry, RunRecord, Status
-from fdcore.errors import AlreadyExists, ArchiveConflict, NotFound, PreconditionFailed
+from fdcore.errors import (
+    AlreadyExists,
+    ArchiveConflict,
+    MailboxFileError,
+    NotFound,
+    PreconditionFailed,
+)
 from fdcore.mailbox.access import Mailbox
 
 #: The most run records one request may have for a move (a bound on what one move reads).
@@ -155,6 +168,15 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
         # An earlier move got this far: its entry names this same day (the caller reads it).
         with contextlib.suppress(AlreadyExists):
             mailbox.create(archive_index_key(request_id), entry)
+        listed = set(run_keys)
+        # A run record its agent still owed may have landed since the listing above: listed
+        # again now the entry is there, it moves too. One landing later sees the entry and
+        # follows the request into the archive itself (follow_to_archive).
+        for key in _limited(storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
+            late = None if key in listed else mailbox.read_file(key)
+            if late is not None:
+                _copy(mailbox, archived_key(day, key), late.data)
+                runs.append((key, late))
     removed = 0
     for key, blob in runs:
         removed += _delete(mailbox, key, blob.etag)
@@ -164,19 +186,75 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
     return removed
 
 
-def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
-    """Create ``key`` with ``data``; a copy an earlier move left is rewritten if it differs."""
-    storage = mailbox.storage
+def create_status(mailbox: Mailbox, status: Status) -> str:
+    """Create a request's first status, and confirm its request is still live; its etag.
+
+    Raises AlreadyExists if the request has a status, and NotFound if its request file is gone
+    once the create landed: retention moved (or deleted) the request, whose earlier status this
+    create replaced in the live folder. That status is withdrawn (If-Match) before NotFound
+    leaves: the request ended, and its history is the archive's.
+    """
+    request_id = status.request
+    key = status_key(request_id)
+    etag = mailbox.create(key, status)
     try:
-        storage.create(key, data)
+        live = mailbox.read_file(request_key(request_id)) is not None
+    except MailboxFileError:
+        live = True  # there, if unreadable: the caller's reads report it
+    if not live:
+        with contextlib.suppress(NotFound, PreconditionFailed):
+            mailbox.storage.delete(key, etag)
+        raise NotFound(request_key(request_id), "moved by retention; the claim is withdrawn")
+    return etag
+
+
+def archived_status(mailbox: Mailbox, request_id: str) -> Status | None:
+    """The status of a request retention moved (None if it is not archived, or has none)."""
+    entry = archive_entry(mailbox, request_id)
+    if entry is None:
+        return None
+    found = mailbox.read(Status, archived_key(entry.day, status_key(request_id)))
+    return found.value if found is not None else None
+
+
+def follow_to_archive(mailbox: Mailbox, request_id: str, key: str) -> None:
+    """A run record just written (or found) live: if retention moved its request meanwhile,
+    move the record after it. The move lists the request's run records again once its index
+    entry is there, so a record is either listed by the move or lands after the entry, which
+    this read sees: none is left live beside an archived request. Raises ArchiveConflict if
+    the archive holds a different record under the same name (it is kept).
+    """
+    entry = archive_entry(mailbox, request_id)
+    if entry is None:
         return
-    except AlreadyExists:
-        pass
-    existing = mailbox.read_file(key)
-    if existing is None:
-        storage.create(key, data)  # deleted in between (by hand): write it again
-    elif existing.data != data:
-        storage.replace(key, data, existing.etag)
+    blob = mailbox.read_file(key)
+    if blob is None:
+        return  # the move took it
+    _copy(mailbox, archived_key(entry.day, key), blob.data)
+    _delete(mailbox, key, blob.etag)
+
+
+def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
+    """Create ``key`` with ``data``; a copy an earlier move left stands if it is the same.
+
+    One that differs is archived history (or a move's, of a file that changed since): it is
+    never replaced. ArchiveConflict stops the move, so the live files stay for an operator.
+    """
+    for _ in range(2):  # a copy deleted by hand in between is written again
+        try:
+            mailbox.storage.create(key, data)
+            return
+        except AlreadyExists:
+            pass
+        existing = mailbox.read_file(key)
+        if existing is None:
+            continue
+        if existing.data != data:
+            raise ArchiveConflict(
+                key, "an archived copy differs from the live file; the archive is kept as it is"
+            )
+        return
+    raise ArchiveConflict(key, "the archived copy keeps changing")
 
 
 def _delete(mailbox: Mailbox, key: str, etag: str) -> int:

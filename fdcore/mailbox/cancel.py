@@ -18,7 +18,7 @@ from fdcore.contract.layout import cancel_key, status_key
 from fdcore.contract.models import Cancel, State, Status
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, RequestError, UnknownRequest
 from fdcore.mailbox.access import Mailbox
-from fdcore.mailbox.archive import RequestFiles, find_request_files
+from fdcore.mailbox.archive import RequestFiles, create_status, find_request_files
 
 
 @attrs.frozen
@@ -93,9 +93,11 @@ def end_unheld(mailbox: Mailbox, cancel: Cancel, now: datetime) -> Status | None
         if found is None:
             status = Status.ended_unclaimed(cancel.request, State.CANCELLED, cancel.describe(), now)
             try:
-                mailbox.create(key, status)
+                create_status(mailbox, status)
             except AlreadyExists:
                 continue
+            except NotFound:
+                return None  # it ended and retention moved it meanwhile: nothing to cancel
             return status
         if found.value.state.final or found.value.agent is not None:
             return found.value

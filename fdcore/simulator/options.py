@@ -53,6 +53,18 @@ _OPTIONS: tuple[tuple[str, str, type, str], ...] = (
         float,
         "agents archive finished requests after this, the product's retention (0: off)",
     ),
+    (
+        "--retention-runs",
+        "retention_runs",
+        float,
+        "a retention run process starts this long after the last ended (0: none)",
+    ),
+    (
+        "--retention-runs-keep",
+        "retention_runs_keep",
+        float,
+        "the --keep of those runs, seconds",
+    ),
     ("--schedule-hours", "schedule_hours", float, "the schedules' slots are judged over this"),
 )
 
