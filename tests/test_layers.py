@@ -19,7 +19,7 @@ REPO = ROOT.parent
 
 #: Lowest first. A module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("fdcore.errors", "fdcore.clock", "fdcore.durations", "fdcore.terminal"),
+    ("fdcore.errors", "fdcore.clock", "fdcore.durations", "fdcore.retry", "fdcore.terminal"),
     ("fdcore.contract",),
     ("fdcore.abc",),
     ("fdcore.plugins",),
@@ -36,12 +36,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: ``python -m fdcore``. Any module may read ``fdcore.__version__``.
 FACADE = ("fdcore", "fdcore.__main__")
 #: What a plugin written outside this repository may import (docs/plugins.md): the facade's
-#: ``hookimpl``, the protocols, errors, mailbox contract and durations, and the test kit.
+#: ``hookimpl``, the protocols, errors, mailbox contract, durations, the retry policy of stores
+#: behind a network, and the test kit.
 PUBLIC_API = (
     "fdcore.abc",
     "fdcore.errors",
     "fdcore.contract",
     "fdcore.durations",
+    "fdcore.retry",
     "fdcore.testing",
 )
 #: Plugins that prove a vendor needs nothing else: the storage backends (fdcore-s3 was written

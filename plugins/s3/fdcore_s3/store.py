@@ -50,6 +50,7 @@ from fdcore.errors import (
     StorageUnavailable,
     UnreadableFile,
 )
+from fdcore.retry import RetryPolicy
 from fdcore_s3.location import Location
 
 T = TypeVar("T")
@@ -71,28 +72,11 @@ TRANSIENT_CODES = frozenset({"SlowDown", "RequestTimeout", "InternalError", "Ser
 MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
-@attrs.frozen
-class RetryPolicy:
-    """How often and how far apart a transient failure is retried: by default 6 tries over
-    about 3-6 seconds, long enough for a throttling burst, short enough for a poll to report."""
-
-    attempts: int = 6
-    base_delay: float = 0.2
-    max_delay: float = 3.0
-    connect_timeout: float = 5.0
-    read_timeout: float = 30.0
-
-    def delay(self, failures: int, rng: random.Random) -> float:
-        """Half fixed, half random ("equal jitter"): racing agents spread out."""
-        backoff = min(self.max_delay, self.base_delay * 2.0 ** (failures - 1))
-        return backoff / 2 + rng.uniform(0, backoff / 2)
-
-
 def make_client(location: Location, retry: RetryPolicy) -> Any:
     """A boto3 S3 client on boto3's standard credential chain (profile, if one is named)."""
     session = boto3.session.Session(profile_name=location.profile)
     config = Config(
-        connect_timeout=retry.connect_timeout,
+        connect_timeout=retry.connection_timeout,
         read_timeout=retry.read_timeout,
         retries={"total_max_attempts": 1},  # our loop retries; botocore's would multiply
         s3={"addressing_style": location.addressing_style},
@@ -204,7 +188,7 @@ class S3Storage:
             except BotoCoreError as exc:  # any other transport failure: sent or not, unknown
                 problem, maybe_landed = _describe(exc), True
             if tries < self.retry.attempts:
-                self._sleep(self.retry.delay(tries, self._rng))
+                self._sleep(self.retry.delay(tries, None, self._rng))
         raise StorageUnavailable(
             key, f"{what} on {self._where} failed {self.retry.attempts} times; last: {problem}"
         )
