@@ -177,14 +177,16 @@ def succeeded(mailbox: Mailbox) -> list[str]:
 
 
 def test_every_agent_config_gets_the_fleets_storage_options(tmp_path: Path) -> None:
-    fleet = AgentFleet(tmp_path, (tmp_path / "env").as_uri(), {"account": "a", "region": "x"})
+    # A store that takes options (a local folder refuses any: docs/agents.md, [storage]).
+    url = "memory://fleet-options"
+    fleet = AgentFleet(tmp_path, url, {"account": "a", "region": "x"})
     fleet.add("etl-01", {"agent": {"poll_seconds": 1}, "storage": {"region": "y"}})
     fleet.add("etl-02", {"agent": {}})
     first = tomllib.loads((tmp_path / "etl-01.toml").read_text())
     second = tomllib.loads((tmp_path / "etl-02.toml").read_text())
     assert first["storage"] == {"account": "a", "region": "y"}  # its own section wins
     assert second["storage"] == {"account": "a", "region": "x"}
-    assert second["agent"] == {"name": "etl-02", "environment": (tmp_path / "env").as_uri()}
+    assert second["agent"] == {"name": "etl-02", "environment": url}
     assert "storage" not in tomllib.loads(
         AgentFleet(tmp_path, "memory://x").add("plain", {"agent": {}}).config.read_text()
     )
