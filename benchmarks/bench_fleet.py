@@ -17,7 +17,9 @@ round-robin, so a noisy neighbour on the machine hits them alike; figures are me
 ``schedule``: 3 agents share an ``every = "1s"`` schedule for ``--seconds``; reports the slots
 due in that window, the slots that ran, and any slot that ran twice.
 
-``--azurite`` runs the same on the OneLake backend against a local Azurite. Every invocation
+``--azurite`` runs the same on the OneLake backend against a local Azurite, ``--s3`` on the S3
+backend against moto's S3 server (fdcore_s3.testing). A drain also counts the tables that ran
+more than once (it must be 0). Every invocation
 first prints the backend's raw conditional creates per second (one client, one after another):
 divided by the writes a request costs, that is the ceiling a fleet's requests/s is compared
 with. Results: docs/benchmarks.md.
@@ -39,6 +41,7 @@ from typing import Any
 
 import attrs
 from fdcore_onelake.testing import Azurite
+from fdcore_s3.testing import S3Emulator, credentials_environment
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.mailbox.submit import submit
@@ -52,12 +55,16 @@ SECRET_VARIABLE = "FDCORE_BENCH_AZURITE_CONNECTION"
 
 @attrs.define
 class Place:
-    """Where the fleet's environments go: a new local folder, or folders on one Azurite."""
+    """Where the fleet's environments go: a new local folder, or folders on one emulator."""
 
     azurite: Azurite | None = None
+    s3: S3Emulator | None = None
 
     def environment(self, folder: Path) -> tuple[str, dict[str, str]]:
         """A new environment's URL and the agents' [storage] options."""
+        if self.s3 is not None:
+            os.environ.update(credentials_environment())  # boto3's chain, as agents read it
+            return self.s3.url(CONTAINER, f"bench-{uuid.uuid4().hex[:12]}"), self.s3.options
         if self.azurite is None:
             return str(folder / "env"), {}
         os.environ[SECRET_VARIABLE] = self.azurite.connection_string
@@ -103,8 +110,11 @@ def drain_once(poll: float, requests: int, idle_samples: int, place: Place) -> d
             if not wait_until(lambda: len(_runs(folder)) >= 2 * requests, 3600, 0.05):
                 raise SystemExit(f"poll {poll}: the fleet did not drain {requests} requests")
             runs = _runs(folder)
-            if len(runs) != 2 * requests:
-                raise SystemExit(f"poll {poll}: {len(runs)} table runs, not {2 * requests}")
+            twice = sum(n > 1 for n in Counter((r["request"], r["table"]) for r in runs).values())
+            if len(runs) != 2 * requests or twice:
+                raise SystemExit(
+                    f"poll {poll}: {len(runs)} table runs, not {2 * requests}; {twice} ran twice"
+                )
             span = max(r["end"] for r in runs) - min(r["start"] for r in runs)
             by_request: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
             for run in runs:
@@ -131,6 +141,7 @@ def drain_once(poll: float, requests: int, idle_samples: int, place: Place) -> d
             fleet.stop_all()
             fleet.kill_all()
     return {
+        "ran_twice": float(twice),
         "requests_per_s": requests / span,
         "span_s": span,
         "gap_median_ms": 1000 * statistics.median(gaps),
@@ -190,12 +201,16 @@ def main() -> None:
     parser.add_argument("--idle-samples", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--azurite", action="store_true", help="on Azurite, not a local folder")
+    parser.add_argument("--s3", action="store_true", help="on moto's S3 server (fdcore-s3)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         place = Place()
         if args.azurite:
             place.azurite = stack.enter_context(Azurite())
             place.azurite.create_container(CONTAINER)
+        elif args.s3:
+            place.s3 = stack.enter_context(S3Emulator())
+            place.s3.create_bucket(CONTAINER)
         print(f"conditional creates/s, one client: {creates_per_second(place):.0f}", flush=True)
         _run(args, place)
 

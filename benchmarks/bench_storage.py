@@ -1,12 +1,13 @@
-"""Storage operations side by side: the local folder and OneLake's backend against Azurite.
+"""Storage operations side by side: the local folder, OneLake's backend against Azurite, and
+the S3 backend against moto's S3 server (fdcore_s3.testing).
 
     .venv/bin/pytest benchmarks/bench_storage.py --benchmark-only \
         --benchmark-columns=median,iqr,ops --benchmark-group-by=group
 
 Each group (create, replace, read, list-100) holds one row per store, so the table reads as a
-comparison. Azurite runs on this machine: its figures are the cost of the HTTP stack, the SDK
-and the emulator, not of a network; a tenant adds its round trip (tens of milliseconds) to each
-operation. Results are written down in docs/benchmarks.md.
+comparison. Both emulators run on this machine: their figures are the cost of the HTTP stack,
+the SDK and the emulator, not of a network; a tenant adds its round trip (tens of
+milliseconds) to each operation. Results are written down in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 from fdcore_localfs import LocalFolderStorage
 from fdcore_onelake import open_storage
 from fdcore_onelake.testing import Azurite
+from fdcore_s3 import S3Storage, parse_location
+from fdcore_s3.testing import S3Emulator, credentials_environment
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from fdcore.abc import Storage
@@ -35,14 +38,29 @@ def azurite() -> Iterator[Azurite]:
         yield emulator
 
 
-@pytest.fixture(params=["localfs", "azurite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Emulator]:
+    with S3Emulator() as emulator:
+        emulator.create_bucket(CONTAINER)
+        yield emulator
+
+
+@pytest.fixture(params=["localfs", "azurite", "s3"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Storage]:
     opened: Storage
+    folder = f"env-{uuid.uuid4().hex[:12]}"
     if request.param == "localfs":
         opened = LocalFolderStorage(tmp_path / "env")
-    else:
+    elif request.param == "azurite":
         emulator: Azurite = request.getfixturevalue("azurite")
-        opened = open_storage(emulator.url(CONTAINER, f"env-{uuid.uuid4().hex[:12]}"))
+        opened = open_storage(emulator.url(CONTAINER, folder))
+    else:
+        s3: S3Emulator = request.getfixturevalue("s3")
+        for name, value in credentials_environment().items():
+            monkeypatch.setenv(name, value)
+        opened = S3Storage(parse_location(s3.url(CONTAINER, folder), s3.options))
     yield opened
     opened.close()
 

@@ -34,8 +34,12 @@ from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
 # * ``Storage.replace`` is replace-if-unchanged (``If-Match: <etag>``): of many writers holding
 #   the same etag exactly one succeeds, the others get PreconditionFailed.
 #
-# Keys are ``/``-separated relative paths such as ``requests/r-1.json``. A reader never sees a
-# partially written value: a value is either absent or complete.
+# Keys are ``/``-separated relative paths such as ``requests/r-1.json``, compared exactly, code
+# point by code point: keys that differ only by case or Unicode form (NFC and NFD) are different
+# keys, as request ids ``R1`` and ``r1`` are different requests. A store that folds case or
+# normalises names cannot hold a mailbox (the conformance probe ``distinct-keys``). A reader
+# never sees a partially written value: a value is either absent or complete, and once a write
+# returned every read and listing from any handle sees it.
 
 MAX_KEY_LENGTH = 1024
 
@@ -53,6 +57,9 @@ class Storage(Protocol):
     """One environment's storage, as a backend opens it for a URL."""
 
     url: str
+    # A store whose listing comes in pages may also set ``list_page_size`` (an int): the most
+    # keys one request of its listing returns. The conformance probe list-paging then lists
+    # twice that plus one keys.
 
     def read(self, key: str) -> Blob | None:
         """Return the object's bytes and etag, or ``None`` when it does not exist."""
@@ -73,7 +80,9 @@ class Storage(Protocol):
         """
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        """Yield every key that starts with ``prefix``, in lexicographic order."""
+        """Yield every key that starts with ``prefix``, in code point order, across every page
+        of the store's listing. The prefix is a plain string: no folders, case folding or
+        wildcards (``_``, ``%``, ``*`` and ``[`` are characters like any other)."""
 
     def close(self) -> None:
         """Release connections and handles. The store is not used afterwards."""
@@ -377,7 +386,7 @@ class Notification:
     subject: str | None = None  # the agent, request or schedule slot it is about
     first_seen: datetime | None = None
     last_seen: datetime | None = None
-    count: int = 1  # how many evaluations saw it
+    count: int = 1  # occurrences: a new failure, slot missed or lost spell each (not sightings)
     ack_command: str | None = None  # the exact command that acknowledges it
     escalation: bool = False  # sent because it stayed open and unacknowledged
     digest: tuple[Notification, ...] = ()  # a digest: the incidents this one post lists

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+
 
 class FdcoreError(Exception):
     """Base of every error fdcore raises on purpose; its str() is a complete one-line message."""
@@ -13,8 +16,18 @@ class ConfigError(FdcoreError):
     def __init__(self, source: str, key: str | None, message: str) -> None:
         self.source = source
         self.key = key
+        self.message = message  # what is wrong, without where
         where = f"{source}: {key}" if key else source
         super().__init__(f"{where}: {message}")
+
+    @classmethod
+    def unknown_key(
+        cls, source: str, key: str, name: str, known: Sequence[str], what: str = "unknown key"
+    ) -> ConfigError:
+        """``name`` (at ``key``) is none of ``known``: say the closest, or list them all."""
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+        return cls(source, key, f"{what}{hint}")
 
 
 class MailboxFileError(FdcoreError):
@@ -25,6 +38,18 @@ class MailboxFileError(FdcoreError):
         self.field = field
         where = f"{path}: field '{field}'" if field else path
         super().__init__(f"{where}: {message}")
+
+
+class FileTooLarge(FdcoreError):
+    """A mailbox file was not written: it would be larger than the bound its readers read
+    (``max_file_bytes``), so they would skip it as unreadable. Nothing was written."""
+
+    def __init__(self, path: str, size: int, bound: int) -> None:
+        self.path, self.size, self.bound = path, size, bound
+        super().__init__(
+            f"{path}: not written: {size} bytes, over the bound of {bound} bytes its readers "
+            "read (max_file_bytes)"
+        )
 
 
 class UnreadableFile(MailboxFileError):

@@ -10,6 +10,7 @@ import pytest
 
 from fdcore.cli.config import load_config
 from fdcore.cli.main import main
+from fdcore.cli.views import queue_rows
 from fdcore.contract.models import State
 from fdcore.errors import ConfigError, PluginError
 from fdcore.mailbox.submit import submit
@@ -75,6 +76,37 @@ def test_bad_mailbox_file_is_reported_once_and_skipped(
     assert good is not None and good.value.state is State.SUCCEEDED
 
 
+def test_a_misnamed_request_is_unreadable_in_the_queue_never_waiting(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    misnamed = b'{"id": "other", "entities": ["sales"], "created_at": "2027-01-15T02:00:00Z"}'
+    fdcore_memory_fleet.storage.create("requests/bad.json", misnamed)
+    [row] = queue_rows(fdcore_memory_fleet.mailbox)
+    assert (row.id, row.state) == ("bad", "unreadable")
+    assert row.message == "requests/bad.json: field 'id': 'other' does not match the file name"
+
+
+@pytest.mark.parametrize("content", [b"{not json", b'{"request": "other", "by": "x", "at": 1}'])
+def test_a_malformed_cancel_is_reported_once_and_its_request_runs(
+    fdcore_memory_fleet: MemoryFleet, caplog: pytest.LogCaptureFixture, content: bytes
+) -> None:
+    fleet = fdcore_memory_fleet
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    fleet.storage.create("cancels/r1.json", content)
+    [row] = queue_rows(fleet.mailbox)
+    assert row.state == "waiting"  # the agents will run it: the queue says why it is no cancel
+    assert row.cancel_problem and row.cancel_problem.startswith("cancels/r1.json: ")
+    agent = fleet.agent("etl-01")
+    caplog.clear()  # the queue's own report of it
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            agent.poll()
+            fleet.finish_runs()
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.state is State.SUCCEEDED
+    assert sum(m.startswith("skipping cancels/r1.json") for m in problems(caplog)) == 1
+
+
 def test_bad_lease_file_is_reported_and_the_table_waits(
     fdcore_memory_fleet: MemoryFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -112,7 +144,7 @@ def test_bad_lease_file_is_reported_and_the_table_waits(
         ),
         (
             '[agent]\nname = "a"\nenvironment = "x"\n[pipeline]\nmax_attempts = 0\n',
-            "[pipeline] max_attempts: must be >= 1, got 0",
+            "[pipeline] max_attempts: must be 1..1000, got 0",
         ),
         (
             '[agent]\nname = "a"\nenvironment = "x"\n[runner]\ncommand = []\n',

@@ -246,6 +246,34 @@ def test_an_agent_creates_its_environment_only_when_told(tmp_path: Path) -> None
         assert agent.wait(timeout=30) == 0, agent.stderr.read() if agent.stderr else ""
 
 
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("root", "[storage] root: unknown option for the file backend (known: backend)"),
+        (
+            "backnd",
+            "[storage] backnd: unknown option for the file backend; did you mean 'backend'?",
+        ),
+    ],
+)
+def test_an_unknown_storage_key_for_a_local_folder_is_one_line_naming_the_file(
+    tmp_path: Path, key: str, problem: str
+) -> None:
+    url = (tmp_path / "env").as_uri()
+    assert run_fdcore("init", url).returncode == 0
+    config = tmp_path / "agent.toml"
+    config.write_text(AGENT_TOML.format(url=json.dumps(url)) + f'\n[storage]\n{key} = "x"\n')
+    refused = run_fdcore("agent", "run", "--config", str(config))
+    assert_one_error_line(refused, f"{config}: {problem}")
+    assert not (tmp_path / "env" / "agents").exists() or not any(
+        (tmp_path / "env" / "agents").iterdir()
+    )
+    evaluated = run_fdcore("incidents", "evaluate", "--config", str(config))
+    assert_one_error_line(evaluated, f"{config}: {problem}")
+    by_hand = run_fdcore("init", url, "--option", f"{key}=x")  # no file: the URL names the place
+    assert_one_error_line(by_hand, f"{url}: {problem}")
+
+
 INVALID_PLUGIN = """
     from fdcore import hookimpl
 

@@ -185,7 +185,7 @@ def test_queue_watch_prints_each_frame_to_a_pipe(
     code, _, err = run(capsys, "queue", "--env", url, "--watch", "0")
     assert (
         code == ERROR
-        and err == "fdcore: error: fdcore queue: --watch: must be > 0 seconds, got 0.0\n"
+        and err == "fdcore: error: fdcore queue: --watch: must be at least 0.01, got 0\n"
     )
 
 

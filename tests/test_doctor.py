@@ -29,10 +29,18 @@ def _names() -> list[str]:
         "create-existing-refused",
         "invalid-keys",
         "unusual-keys",
+        "distinct-keys",
+        "exact-prefix",
         "large-payload",
+        "size-bound",
+        "read-after-write",
+        "list-after-write",
         "list-by-prefix",
+        "list-paging",
         "create-if-absent",
         "replace-if-match",
+        "delete-if-match",
+        "no-lost-updates",
         "no-partial-reads",
         "optional-protocols",
         "cleanup",
@@ -113,12 +121,11 @@ def _install_broken_backend(site: Path) -> dict[str, str]:
     return install_distribution(site, "fdcore-broken", "fdcore_broken", BROKEN_BACKEND)
 
 
-def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> None:
-    env = _install_broken_backend(tmp_path / "site")
-    root = tmp_path / "env"
-    argv = ["doctor", f"broken://{root}", "--rounds", "5", "--processes", "4", "--keys", "40"]
+def _failing_doctor(env: dict[str, str], *argv: str) -> tuple[list[str], dict[str, str]]:
+    """Run doctor in a process with ``env``; it must exit 1. Its lines, and the failed ones by
+    property."""
     done = subprocess.run(
-        [sys.executable, "-m", "fdcore.cli", *argv],
+        [sys.executable, "-m", "fdcore.cli", "doctor", *argv],
         env=env,
         capture_output=True,
         text=True,
@@ -128,12 +135,61 @@ def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> No
     lines = done.stdout.splitlines()
     assert [line.split(":")[0].split()[1] for line in lines] == _names()
     failed = {line.split(":")[0].split()[1]: line for line in lines if line.startswith("FAIL")}
+    return lines, failed
+
+
+def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> None:
+    env = _install_broken_backend(tmp_path / "site")
+    root = tmp_path / "env"
+    argv = [f"broken://{root}", "--rounds", "5", "--processes", "4", "--keys", "40"]
+    lines, failed = _failing_doctor(env, *argv)
     # Its create also skips the store clock it inherits: an honest third failure.
     assert set(failed) == {"create-existing-refused", "create-if-absent", "optional-protocols"}
     assert "last_write_time() after a create gave None" in failed["optional-protocols"]
     assert "second create succeeded, expected AlreadyExists" in failed["create-existing-refused"]
     assert "FAIL create-if-absent: observed round 0: 4 winners" in failed["create-if-absent"]
     assert lines[-1].startswith("PASS cleanup: removed")
+    assert _left_in(root) == []
+
+
+LIKE_BACKEND = '''
+    """A backend whose listing is SQL LIKE 'prefix%': the bug the suite once missed."""
+    from pathlib import Path
+
+    from fdcore import hookimpl
+    from fdcore.testing.broken import LikeListing
+    from fdcore_localfs.store import LocalFolderStorage
+
+
+    class LikeBackend:
+        name = "like"
+
+        def accepts(self, url):
+            return url.startswith("like://")
+
+        def open(self, url, options):
+            root = Path(url.removeprefix("like://"))
+            return LikeListing(LocalFolderStorage(root, url=url))
+
+
+    @hookimpl
+    def fdcore_storage_backends():
+        return [LikeBackend()]
+'''
+
+
+@pytest.mark.slow
+def test_doctor_fails_a_listing_that_matches_prefixes_like_sql_like(tmp_path: Path) -> None:
+    env = install_distribution(tmp_path / "site", "fdcore-like", "fdcore_like", LIKE_BACKEND)
+    root = tmp_path / "env"
+    root.mkdir()
+    argv = [f"like://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
+    lines, failed = _failing_doctor(env, *argv, "--page-size", "10")
+    assert set(failed) == {"exact-prefix"}, failed
+    assert "list of prefix 'a' gave ['A/B.json', 'A/b/y', 'a%b/x'" in failed["exact-prefix"]
+    assert "also gave ['A/B.json', 'A/b/y']" in failed["exact-prefix"]
+    paging = lines[_names().index("list-paging")]
+    assert paging.startswith("PASS list-paging: 21 keys listed over 3 pages of 10"), paging
     assert _left_in(root) == []
 
 
@@ -207,6 +263,7 @@ def test_doctor_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["doctor", "file:///tmp/x", "--option", "no-equals-sign"])
     assert exited.value.code == 2
     assert "expected KEY=VALUE, got 'no-equals-sign'" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exited:
-        main(["doctor", "file:///tmp/x", "--rounds", "0"])
-    assert exited.value.code == 2
+    assert main(["doctor", "file:///tmp/x", "--rounds", "0"]) == 2
+    assert capsys.readouterr().err == (
+        "fdcore: error: fdcore doctor: --rounds: must be 1..100000, got 0\n"
+    )

@@ -10,13 +10,16 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import fdcore
 
 ROOT = Path(fdcore.__file__).parent
+REPO = ROOT.parent
 
 #: Lowest first. A module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("fdcore.errors", "fdcore.clock", "fdcore.durations", "fdcore.terminal"),
+    ("fdcore.errors", "fdcore.clock", "fdcore.durations", "fdcore.retry", "fdcore.terminal"),
     ("fdcore.contract",),
     ("fdcore.abc",),
     ("fdcore.plugins",),
@@ -32,6 +35,25 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: The package itself: ``fdcore/__init__.py`` (version, contract numbers, ``hookimpl``) and
 #: ``python -m fdcore``. Any module may read ``fdcore.__version__``.
 FACADE = ("fdcore", "fdcore.__main__")
+#: What a plugin written outside this repository may import (docs/plugins.md): the facade's
+#: ``hookimpl``, the protocols, errors, mailbox contract, durations, the retry policy of stores
+#: behind a network, and the test kit.
+PUBLIC_API = (
+    "fdcore.abc",
+    "fdcore.errors",
+    "fdcore.contract",
+    "fdcore.durations",
+    "fdcore.retry",
+    "fdcore.testing",
+)
+#: Plugins that prove a vendor needs nothing else: the storage backends (fdcore-s3 was written
+#: as a vendor would) and the template vendors start from.
+VENDOR_PACKAGES = (
+    "plugins/s3/fdcore_s3",
+    "plugins/localfs/fdcore_localfs",
+    "plugins/onelake/fdcore_onelake",
+    "contrib/plugin-template/fdcore_plugin_template",
+)
 
 
 def module_name(path: Path) -> str:
@@ -161,3 +183,37 @@ def test_the_graph_holds_real_edges() -> None:
     edges = graph()
     assert "fdcore.errors" in edges["fdcore.abc"]
     assert strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}, {"c"}]
+
+
+def private_imports(package: Path) -> list[str]:
+    """The imports of fdcore modules outside :data:`PUBLIC_API` in ``package``'s code."""
+    own = package.name
+    paths = {
+        ".".join((own, *path.relative_to(package).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        ): path
+        for path in sorted(package.rglob("*.py"))
+    }
+    known = set(modules()) | set(paths)
+    return [
+        f"{name} imports {target}"
+        for name, path in paths.items()
+        for target in sorted(set(imports(path, name, known)))
+        if target.partition(".")[0] == "fdcore"
+        and target != "fdcore"  # the facade: hookimpl, __version__
+        and not any(target == api or target.startswith(api + ".") for api in PUBLIC_API)
+    ]
+
+
+@pytest.mark.parametrize("package", VENDOR_PACKAGES)
+def test_a_vendors_plugin_imports_only_the_public_api(package: str) -> None:
+    assert (REPO / package).is_dir(), package
+    found = private_imports(REPO / package)
+    assert not found, "\n".join(found)
+
+
+def test_the_public_api_check_sees_a_private_import() -> None:
+    """fdcore-monitor is part of the product and reads the mailbox's internals: the check
+    must name them."""
+    found = private_imports(REPO / "plugins/monitor/fdcore_monitor")
+    assert any("imports fdcore.cli." in line for line in found), found

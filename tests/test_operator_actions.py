@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fdcore.abc import Blob
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.views import request_story
 from fdcore.contract.codec import decode
@@ -32,6 +30,7 @@ from fdcore.errors import (
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request, submit
 from fdcore.plugins.manager import LEASES
+from fdcore.testing.broken import BrokenStorage
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 FIXTURES = Path(__file__).parent / "fixtures" / "contract1"
@@ -199,33 +198,17 @@ def test_a_request_cancelled_before_its_takeover_never_starts_there(
     ]
 
 
-class StatusOutage:
+class StatusOutage(BrokenStorage):
     """The fleet's store, whose status replaces fail (before applying) while ``down``."""
 
     def __init__(self, inner: MemoryStorage) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.down = False
-
-    def read(self, key: str) -> Blob | None:
-        return self.inner.read(key)
-
-    def create(self, key: str, data: bytes) -> str:
-        return self.inner.create(key, data)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         if self.down and key.startswith("status/"):
             raise StorageUnavailable(key, "replace failed (test outage)")
         return self.inner.replace(key, data, etag)
-
-    def delete(self, key: str, etag: str | None = None) -> None:
-        self.inner.delete(key, etag)
-
-    def list(self, prefix: str = "") -> Iterator[str]:
-        return self.inner.list(prefix)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def test_a_stop_cut_short_by_a_store_error_is_finished_at_the_next_poll(

@@ -534,11 +534,11 @@ def test_several_runs_report_the_failing_seeds(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--agents", "0"], "--agents: must be >= 1, got 0"),
+        (["--agents", "0"], "--agents: must be 1..1000, got 0"),
         (["--claim", "greedy"], "--claim: must be one of always, when_free, got 'greedy'"),
-        (["--error-rate", "0.7"], "--error-rate: must be between 0 and 0.5, got 0.7"),
+        (["--error-rate", "0.7"], "--error-rate: must be a number from 0 to 0.5, got 0.7"),
         (["--max-tables", "9", "--table-pool", "4"], "--max-tables: must be 1..table pool (4)"),
-        (["--runs", "0"], "--runs: must be >= 1, got 0"),
+        (["--runs", "0"], "--runs: must be 1..100000, got 0"),
     ],
 )
 def test_bad_options_are_one_line_errors(

@@ -95,7 +95,7 @@ def test_the_new_options_round_trip_through_the_command_line() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--burst", "0"], "--burst: must be >= 1, got 0"),
+        (["--burst", "0"], "--burst: must be 1..10000000, got 0"),
         (["--arrival", "waves"], "--arrival: must be one of poisson, bursty, all, got 'waves'"),
         (["--agent-speed", "agent-9=2"], "--agent-speed: no agent 'agent-9'"),
         (["--agent-speed", "agent-1=0"], "--agent-speed: agent-1: speed must be a factor > 0"),

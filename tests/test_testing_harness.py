@@ -177,14 +177,16 @@ def succeeded(mailbox: Mailbox) -> list[str]:
 
 
 def test_every_agent_config_gets_the_fleets_storage_options(tmp_path: Path) -> None:
-    fleet = AgentFleet(tmp_path, (tmp_path / "env").as_uri(), {"account": "a", "region": "x"})
+    # A store that takes options (a local folder refuses any: docs/agents.md, [storage]).
+    url = "memory://fleet-options"
+    fleet = AgentFleet(tmp_path, url, {"account": "a", "region": "x"})
     fleet.add("etl-01", {"agent": {"poll_seconds": 1}, "storage": {"region": "y"}})
     fleet.add("etl-02", {"agent": {}})
     first = tomllib.loads((tmp_path / "etl-01.toml").read_text())
     second = tomllib.loads((tmp_path / "etl-02.toml").read_text())
     assert first["storage"] == {"account": "a", "region": "y"}  # its own section wins
     assert second["storage"] == {"account": "a", "region": "x"}
-    assert second["agent"] == {"name": "etl-02", "environment": (tmp_path / "env").as_uri()}
+    assert second["agent"] == {"name": "etl-02", "environment": url}
     assert "storage" not in tomllib.loads(
         AgentFleet(tmp_path, "memory://x").add("plain", {"agent": {}}).config.read_text()
     )
@@ -228,6 +230,7 @@ def test_agents_import_table_functions_from_the_fleets_pythonpath(
 
 MIXINS = [
     storage_suite.ReadDeleteTests,
+    storage_suite.ConsistencyTests,
     storage_suite.CreateIfAbsentTests,
     storage_suite.ReplaceIfMatchTests,
     storage_suite.KeyTests,
@@ -246,11 +249,13 @@ def test_the_suite_is_its_mixins_and_each_test_belongs_to_one() -> None:
     base = own_tests(storage_suite.StorageTestsBase)
     assert base == {"test_factory_opens_an_empty_environment"}
     every = [name for mixin in MIXINS for name in own_tests(mixin)]
-    assert len(every) == len(set(every)) == 14
+    assert len(every) == len(set(every)) == 22
     suite = {name for name in dir(storage_suite.StorageSuite) if name.startswith("test_")}
     assert suite == base | set(every)
     assert own_tests(storage_suite.StorageSuite) == set()
     assert set(storage_suite.StorageSuite.__mro__) >= {*MIXINS, storage_suite.StorageTestsBase}
+    # The broken-store check is opt-in: it runs the probes again, one per broken store.
+    assert storage_suite.BrokenBackendTests not in storage_suite.StorageSuite.__mro__
 
 
 class TestKeysAloneOnMemory(KeyTests):
@@ -266,5 +271,6 @@ class TestKeysAloneOnMemory(KeyTests):
             "test_factory_opens_an_empty_environment",
             "test_invalid_keys",
             "test_unusual_keys",
+            "test_distinct_keys",
             "test_only_the_mixins_tests_are_here",
         }

@@ -8,7 +8,8 @@ A held request that is cancelled stops at once: its table run is cancelled (the 
 process group gets SIGTERM, then SIGKILL after a grace), the status ends ``cancelled`` naming
 who cancelled it, the table is logged ``cancelled`` in the run log, and its lease is released.
 No further table of it starts. A cancelled request nobody holds is never claimed: discovery
-ends it instead (:func:`fdcore.mailbox.cancel.end_unheld`).
+ends it instead (:func:`fdcore.mailbox.cancel.end_unheld`). A malformed cancel file (bad JSON, or
+about another request) is no cancel: it is reported once and the request runs.
 """
 
 from __future__ import annotations
@@ -54,17 +55,9 @@ class Cancels:
         return self._ids
 
     def read(self, request_id: str) -> Cancel | None:
-        """A cancel, None if unreadable (reported once) or not about that request."""
+        """A cancel, None if unreadable or not about that request (reported once)."""
         found = self.mailbox.read_or_report(Cancel, cancel_key(request_id))
-        if found is None:
-            return None
-        if found.value.request != request_id:
-            key = cancel_key(request_id)
-            self.mailbox.problems.report(
-                key, f"{key}: field 'request': {found.value.request!r} does not match the file name"
-            )
-            return None
-        return found.value
+        return found.value if found is not None else None
 
     def stop_held(self, now: datetime) -> None:
         """Stop every held request an operator cancelled."""
@@ -83,7 +76,9 @@ class Cancels:
             return False
         cancel = self.read(request_id)
         if cancel is None:
-            return True  # an unreadable cancel still says "do not start it"; it is reported
+            # Gone, or malformed (reported once): no cancel, so the request runs, as every good
+            # request does whatever else the mailbox holds; ``fdcore queue`` says so.
+            return False
         end_unheld(self.mailbox, cancel, now)
         self.holdings.final.add(request_id)
         return True

@@ -36,6 +36,20 @@ class Components:
     notify: NotificationRoutes = attrs.field(factory=NotificationRoutes)
 
 
+def open_environment(config: AgentConfig, plugins: Plugins, *, create: bool = False) -> Storage:
+    """The agent's environment, opened with its ``[storage]`` options. An option the backend
+    refuses names the agent's file, as every other agent.toml mistake does (the backend knows
+    only the URL)."""
+    try:
+        return plugins.open_storage(
+            config.environment, dict(config.storage_options), config.storage_backend, create=create
+        )
+    except ConfigError as exc:
+        if not (exc.key or "").startswith("[storage]"):
+            raise
+        raise ConfigError(config.source, exc.key, exc.message) from None
+
+
 def build_components(
     config: AgentConfig, plugins: Plugins, storage: Storage, start_table: StartTable | None = None
 ) -> Components:

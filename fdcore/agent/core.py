@@ -98,7 +98,11 @@ class Agent:
             budget=config.poll_seconds,
         )
         self.retention.skew = self.skew
-        self._outage: str | None = None
+        # In a spell of store errors, and the last record write that had landed when it began;
+        # store errors met so far (a poll that meets none may end the spell).
+        self._outage = False
+        self._written_before_outage: tuple[datetime, bool] | None = None
+        self._store_errors = 0
         self.contain_errors = contain_errors
         self.step_errors = 0  # steps cut short by an error other than the store's
         self._errors_seen: set[str] = set()
@@ -122,15 +126,29 @@ class Agent:
     def poll(self) -> None:
         """One step, as docs/agents.md tells it: record, held work, schedules, new work."""
         now = self.clock.now()
+        errors = self._store_errors
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
         recorded = self._guarded(lambda: self.presence.heartbeat(now, self.stopping))
         self._guarded(lambda: self._follow_held_work(now))
-        if self.stopping or not recorded:
-            return  # an agent that cannot say it is alive takes nothing new
-        self._guarded(lambda: self._look(now))
-        # Once per interval across agents, a bounded batch a poll (docs/retention.md).
-        self._guarded(lambda: self.retention.step(now))
+        if not self.stopping and recorded:  # an agent that cannot say it is alive takes nothing
+            self._guarded(lambda: self._look(now))
+            # Once per interval across agents, a bounded batch a poll (docs/retention.md).
+            self._guarded(lambda: self.retention.step(now))
+        if self._store_errors == errors:
+            self._reachable()
+
+    def _reachable(self) -> None:
+        """A poll met no store error: an outage is over if a write landed too since it began.
+
+        A step that happened to write nothing (a read-only or full disk still serves reads)
+        proves nothing: the agent's own record, rewritten every ``stale_after / 4`` and at
+        every poll while it cannot be, is the write that says so. A spell of failing writes
+        is then one spell: reported once as it begins and once as it ends.
+        """
+        if self._outage and self.presence.written != self._written_before_outage:
+            log.info("%s: mailbox reachable again", self.name)
+            self._outage = False
 
     def _follow_held_work(self, now: datetime) -> None:
         self.cancels.new_poll()
@@ -192,7 +210,8 @@ class Agent:
     def _guarded(self, step: Callable[[], object]) -> bool:
         """Run a step; True if it completed. Nothing it raises ends the agent but a duplicate.
 
-        A mailbox that cannot be reached is reported once and retried at the next step. Any
+        A mailbox that cannot be reached is reported once and retried at the next step (until
+        a poll finds it reachable again, :meth:`_reachable`). Any
         other error (a plugin's, a bug) is logged with its traceback once, and the step is
         tried again next time: one bad file, value or plugin call must not stop the agent, and
         the parts write in an order that a step cut short anywhere leaves safe (the same order
@@ -202,19 +221,17 @@ class Agent:
         try:
             step()
         except StorageUnavailable as exc:
-            # Keep what we hold, report once, retry at the next step.
-            if self._outage is None:
+            # Keep what we hold, report once, retry at the next step; a poll says when it is over.
+            self._store_errors += 1
+            if not self._outage:
                 log.warning("%s: mailbox unavailable, will retry: %s", self.name, exc)
-            self._outage = str(exc)
+                self._outage, self._written_before_outage = True, self.presence.written
             return False
         except DuplicateAgent:
             raise  # another process runs under this name: this one must stop
         except Exception as exc:
             self._failed(exc)
             return False
-        if self._outage is not None:
-            log.info("%s: mailbox reachable again", self.name)
-            self._outage = None
         return True
 
     def _failed(self, exc: Exception) -> None:

@@ -60,8 +60,7 @@ class Discovery:
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
         self.looks += 1
-        request_ids = set(self.mailbox.request_ids())
-        status_ids = set(self.mailbox.status_ids())
+        status_ids, request_ids = self._listings()
         self._forget_removed(request_ids, status_ids)
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
@@ -80,6 +79,14 @@ class Discovery:
             candidates = (status_ids & request_ids) - self.holdings.final - busy
             self._sweep(sorted(candidates), now)
         self._claim_unclaimed(sorted(request_ids - status_ids), now)
+
+    def _listings(self) -> tuple[set[str], set[str]]:
+        """The ids in ``status/``, then in ``requests/``: in this order. Retention deletes a
+        request before its status, so a request listed after its status was not had no status
+        then (docs/retention.md). The other order could list a request, then miss the status a
+        move deleted meanwhile, and claim a request that had ended."""
+        status_ids = set(self.mailbox.status_ids())
+        return status_ids, set(self.mailbox.request_ids())
 
     def _forget_removed(self, request_ids: set[str], status_ids: set[str]) -> None:
         """Forget what was known of requests no longer listed (archived or deleted by retention):
@@ -242,13 +249,8 @@ class Discovery:
         cached = self._requests.get(request_id)
         if cached is None:
             key = request_key(request_id)
-            found = self.mailbox.read_or_report(Request, key)
+            found = self.mailbox.read_or_report(Request, key)  # its id checked against its name
             if found is None:
-                return None
-            if found.value.id != request_id:
-                self.mailbox.problems.report(
-                    key, f"{key}: field 'id': {found.value.id!r} does not match the file name"
-                )
                 return None
             cached = self._requests[request_id] = found.value
         return cached

@@ -28,6 +28,7 @@ from fdcore.contract.models import AgentRecord
 from fdcore.errors import (
     AlreadyExists,
     DuplicateAgent,
+    FileTooLarge,
     MailboxFileError,
     NotFound,
     PreconditionFailed,
@@ -104,10 +105,7 @@ class Presence:
         at = self._store_time(now)
         record = self._record(at, now, stopping, stopped)
         try:
-            if self.etag is None:
-                self.etag = self.mailbox.create(self.key, record)
-            else:
-                self.etag = self.mailbox.replace(self.key, record, self.etag)
+            self.etag = self._put(record, self.etag)
         except (PreconditionFailed, NotFound, AlreadyExists):
             current = self.mailbox.read_or_report(AgentRecord, self.key)
             if current is None or current.value.instance != self.instance:
@@ -118,7 +116,7 @@ class Presence:
                 ) from None
             # Our own earlier write landed although its answer was lost: write this one on
             # top of it, so the record says we are alive now.
-            self.etag = self.mailbox.replace(self.key, record, current.etag)
+            self.etag = self._put(record, current.etag)
         self.written = (at, stopping)
 
     def _store_time(self, now: datetime) -> datetime:
@@ -194,6 +192,24 @@ class Presence:
         )
         record.extra = dict(self._extra)
         return record
+
+    def _put(self, record: AgentRecord, etag: str | None) -> str:
+        """Create or replace (If-Match ``etag``) the record; its new etag.
+
+        Within the size bound: the held requests' ids are for people (``fdcore agents``) and
+        are left out if the record would not fit with them (the count stays in ``running``).
+        Past the bound with its schedules alone, FileTooLarge: the agent, which cannot say it is
+        alive, takes nothing new.
+        """
+        try:
+            if etag is None:
+                return self.mailbox.create(self.key, record)
+            return self.mailbox.replace(self.key, record, etag)
+        except FileTooLarge:
+            if not record.requests:
+                raise
+            record.requests = []
+            return self._put(record, etag)
 
 
 def _describe_process(record: AgentRecord) -> str:

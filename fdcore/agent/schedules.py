@@ -13,7 +13,6 @@ most one conditional write per due slot.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -26,7 +25,7 @@ from fdcore.agent.settings import AgentConfig, ScheduleConfig
 from fdcore.contract.ids import is_valid_id
 from fdcore.contract.layout import request_key
 from fdcore.contract.models import Request, ScheduleInfo, ScheduleRef
-from fdcore.errors import AlreadyExists, ConfigError, MailboxFileError
+from fdcore.errors import AlreadyExists, ConfigError, FileTooLarge, MailboxFileError
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import SLOT, Plugins
 
@@ -122,10 +121,14 @@ def create_due_requests(
             # another agent, made it already. A read, so a restart adds no write for the slot.
             schedule.last_slot = slot.id
             continue
-        with contextlib.suppress(AlreadyExists):  # another agent made this slot's request
+        try:
             mailbox.create(request_key(request.id), request)
             created.append(request.id)
             log.info("%s: schedule %s is due: created %s", agent, schedule.config.id, request.id)
+        except AlreadyExists:
+            pass  # another agent made this slot's request
+        except FileTooLarge as exc:  # its tables do not fit the bound: no request, reported
+            mailbox.problems.report(exc.path, f"schedule {schedule.config.id}: {exc}")
         # Remembered once the create landed or found the request there: a store error leaves
         # the slot to be tried again at the next poll, within its window.
         schedule.last_slot = slot.id

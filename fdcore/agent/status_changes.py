@@ -1,6 +1,8 @@
 """Every write this agent makes to a request's status, ``status/<id>.json``.
 
-A claim or an expiry creates the status (create-if-absent: only one agent's create lands). Every
+A claim or an expiry creates the status (create-if-absent: only one agent's create lands),
+through :func:`fdcore.mailbox.archive.create_status`, which withdraws a create that landed
+after retention moved the request away (it is never claimed again). Every
 later change (start, a table done, succeed, fail, cancel, hand back, take over) replaces it with
 ``If-Match`` on the etag this agent last read or wrote. A failed replace means another agent
 holds the request now: this agent drops it and writes nothing more for it, unless the status it
@@ -16,12 +18,15 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+import attrs
+
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.work import Holdings, Work, is_attempt_of, is_held_by
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import Attempt, Outcome, Request, State, Status
-from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
+from fdcore.errors import AlreadyExists, FileTooLarge, InvalidKey, NotFound, PreconditionFailed
 from fdcore.mailbox.access import Mailbox, Versioned
+from fdcore.mailbox.archive import create_status
 
 log = logging.getLogger("fdcore.agent")
 
@@ -51,7 +56,10 @@ class StatusChanges:
         this agent was paused stops here. On True ``work`` carries the status as read.
         """
         current = self.read(work.id)
-        if current is None or not is_held_by(current.value, self.agent, work.status.attempt):
+        if current is None:
+            self.holdings.drop(work, "status gone or unreadable")
+            return False
+        if not is_held_by(current.value, self.agent, work.status.attempt):
             self.holdings.drop(work, "status names another agent")
             return False
         work.status, work.etag = current.value, current.etag
@@ -73,12 +81,22 @@ class StatusChanges:
             attempt=1,
             attempts=[self._attempt(1, now)],
         )
+        unfit = self.mailbox.unfit(request, self.agent)
+        if unfit is not None:  # it could never be run through: it fails here, no table run
+            status = self._failure(status, unfit, now)
         try:
-            etag = self.mailbox.create(status_key(request.id), status)
+            etag = create_status(self.mailbox, status)
         except AlreadyExists:
             return  # another agent claimed it first
+        except NotFound:
+            self._moved_away(request)
+            return
         except InvalidKey as exc:
             self._blocked(request, exc)
+            return
+        if status.state.final:
+            self.holdings.final.add(request.id)
+            log.warning("%s: request %s failed: %s", self.agent, request.id, status.message)
             return
         log.info("%s: claimed request %s", self.agent, request.id)
         self.holdings.add(Work(request, status, etag))
@@ -90,10 +108,13 @@ class StatusChanges:
             request.id, State.EXPIRED, f"not claimed before its deadline {deadline}", now
         )
         try:
-            self.mailbox.create(status_key(request.id), status)
+            create_status(self.mailbox, status)
             log.info("%s: request %s expired unclaimed", self.agent, request.id)
         except AlreadyExists:
             pass
+        except NotFound:
+            self._moved_away(request)
+            return
         except InvalidKey as exc:
             self._blocked(request, exc)
             return
@@ -189,7 +210,11 @@ class StatusChanges:
             status.state = State.ACCEPTED
             status.attempts.append(self._attempt(status.attempt, now))
         try:
-            etag = self.mailbox.replace(status_key(request.id), status, found.etag)
+            try:
+                etag = self.mailbox.replace(status_key(request.id), status, found.etag)
+            except FileTooLarge as exc:  # one attempt more would not fit: it fails here
+                status = self._failure(status, _over_bound(exc), now)
+                etag = self.mailbox.replace(status_key(request.id), status, found.etag)
         except (PreconditionFailed, NotFound):
             return  # another agent moved it first
         if status.state.final:
@@ -218,7 +243,17 @@ class StatusChanges:
             change(status)
             status.updated_at = now
             try:
-                work.etag = self.mailbox.replace(status_key(work.id), status, work.etag)
+                try:
+                    work.etag = self.mailbox.replace(status_key(work.id), status, work.etag)
+                except FileTooLarge as exc:
+                    # A status its readers would refuse would hold the request for ever: the
+                    # request fails instead, in a status that fits; the change is not made.
+                    failed = self._failure(work.status, _over_bound(exc), now)
+                    work.etag = self.mailbox.replace(status_key(work.id), failed, work.etag)
+                    work.status = failed
+                    log.warning("%s: request %s failed: %s", self.agent, work.id, failed.message)
+                    self.finished_with(work)
+                    return False
             except NotFound:
                 self.holdings.drop(work, "status removed")
                 return False
@@ -247,14 +282,53 @@ class StatusChanges:
         self.holdings.final.add(work.id)
         self.holdings.forget(work)
 
+    def _moved_away(self, request: Request) -> None:
+        """The request ended and retention moved it while this agent took it for unclaimed
+        (another agent ran it after this one's listing, and a move took it before this create
+        landed): the create was withdrawn; nothing to do."""
+        log.info("%s: request %s was archived meanwhile; not claimed", self.agent, request.id)
+
     def _blocked(self, request: Request, exc: InvalidKey) -> None:
         """Something that is no file (a folder) sits where the request's status belongs: report
         it once; the request stays unclaimed, and ``fdcore queue`` shows it unreadable."""
         key = status_key(request.id)
         self.mailbox.problems.report(key, f"{exc}; request {request.id} cannot be claimed")
 
+    def _failure(self, status: Status, reason: str, now: datetime) -> Status:
+        """``status`` failed in its last attempt for ``reason``, within the size bound: as it
+        is; else with its earlier attempts left out; else with the last attempt alone (a
+        request id, two names, a few times and the reason: far below the least bound)."""
+        failed = copy.deepcopy(status)
+        failed.updated_at = now
+        _finished(State.FAILED, Outcome.FAILED, now, reason)(failed)
+        key = status_key(status.request)
+        if self.mailbox.fits(key, failed):
+            return failed
+        failed.attempts = failed.attempts[-1:]
+        if self.mailbox.fits(key, failed):
+            return failed
+        last = self._attempt(status.attempt, now)
+        if status.attempts:
+            last.started_at = status.attempts[-1].started_at
+        return Status(
+            request=status.request,
+            state=State.FAILED,
+            updated_at=now,
+            agent=self.agent,
+            attempt=status.attempt,
+            attempts=[attrs.evolve(last, ended_at=now, outcome=Outcome.FAILED, message=reason)],
+            message=reason,
+        )
+
     def _attempt(self, number: int, now: datetime) -> Attempt:
         return Attempt(number=number, agent=self.agent, started_at=now, instance=self.instance)
+
+
+def _over_bound(exc: FileTooLarge) -> str:
+    return (
+        f"its status would be {exc.size} bytes, over the bound of {exc.bound} bytes its "
+        "readers read (max_file_bytes)"
+    )
 
 
 def _running(now: datetime) -> Change:

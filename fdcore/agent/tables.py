@@ -6,7 +6,8 @@ renew the lease while it runs, then record the finished table: check the lease i
 update the status (``If-Match``), write the run record, release the lease. A table whose lease
 was lost while the request stayed ours runs again in the same attempt: a lapsed lease costs a
 re-run, never an attempt. Once the status records a table its run record is owed: one a store
-error kept back is written at a later poll, even after the request ended.
+error kept back is written at a later poll, even after the request ended, and follows the
+request into the archive if retention moved it meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import logging
 import math
 from datetime import datetime, timedelta
 
+import attrs
+
 from fdcore.abc import FinishReleasesLease, HeldLease, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
@@ -23,18 +26,24 @@ from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_attempt_of
 from fdcore.clock import Clock
+from fdcore.contract.codec import encode
 from fdcore.contract.layout import run_key
 from fdcore.contract.models import Outcome, RunRecord, State, output_tail
 from fdcore.errors import (
     AlreadyExists,
+    ArchiveConflict,
     InvalidKey,
     LeaseLost,
     MailboxFileError,
     StorageUnavailable,
 )
-from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.access import Mailbox, Versioned
+from fdcore.mailbox.archive import archived_status, follow_to_archive
 
 log = logging.getLogger("fdcore.agent")
+
+#: A run record's message, cut to this many characters when the record would not fit its bound.
+SHORT_MESSAGE = 500
 
 
 class Tables:
@@ -270,14 +279,22 @@ class Tables:
         """
         found = self.status_changes.read(work.id)
         if found is None:
-            return False
+            # Moved by retention since (after a final status whose answer was lost, say).
+            try:
+                archived = archived_status(self.mailbox, work.id)
+            except MailboxFileError as exc:
+                self.mailbox.problems.report(str(exc.path), str(exc))
+                return False
+            if archived is None:
+                return False
+            found = Versioned(archived, "")
         status, attempt, table = found.value, work.status.attempt, held.lease.table
         if is_attempt_of(status, self.agent, attempt):
-            if result.succeeded:
-                recorded = table in status.tables_done
-            else:
-                ours = status.attempts[-1].outcome if status.attempts else None
-                recorded = status.state is State.FAILED and ours is Outcome.FAILED
+            # Our attempt failed the request: this table failed, or the status could not grow
+            # to count it (over the size bound); either way the table ran and ended.
+            ours = status.attempts[-1].outcome if status.attempts else None
+            ended = status.state is State.FAILED and ours is Outcome.FAILED
+            recorded = ended or (result.succeeded and table in status.tables_done)
         else:
             # Taken over, and the table done: by our landed change if nobody has taken the
             # lease since (running the table again would have needed it).
@@ -330,8 +347,24 @@ class Tables:
             output=output_tail(result.output) or None,
         )
         # The first record stands: a retried status change must not move the table's end.
-        self.unwritten.setdefault(run_key(work.id, attempt, table), record)
+        key = run_key(work.id, attempt, table)
+        self.unwritten.setdefault(key, self._within_bound(key, record))
         self.write_unwritten(raise_unavailable=True)
+
+    def _within_bound(self, key: str, record: RunRecord) -> RunRecord:
+        """``record`` within the size bound: its message cut short if long, then as much of the
+        end of the table's output as the bound leaves room for (a 4 KiB bound cannot hold
+        4 KiB of output with the rest). The run is always recorded."""
+        message = record.message or ""
+        if len(message) > SHORT_MESSAGE and not self.mailbox.fits(key, record):
+            record = attrs.evolve(record, message=message[:SHORT_MESSAGE] + "...")
+        while record.output and not self.mailbox.fits(key, record):
+            size = len(record.output.encode("utf-8"))
+            over = len(encode(record)) - self.mailbox.max_file_bytes
+            # An escaped byte takes up to six: cut the excess (at least half), then look again
+            tail = output_tail(record.output, size - over if over < size // 2 else size // 2)
+            record = attrs.evolve(record, output=tail or None)
+        return record
 
     def write_unwritten(self, raise_unavailable: bool = False) -> None:
         """Write the run records still owed, oldest first; stop at the first store error.
@@ -343,10 +376,12 @@ class Tables:
         while self.unwritten:
             key, record = next(iter(self.unwritten.items()))
             try:
-                self.mailbox.create(key, record)
-            except AlreadyExists:
-                pass  # this attempt's record may already be there (a lost answer)
-            except InvalidKey as exc:  # a file where the request's runs/ folder belongs
+                with contextlib.suppress(AlreadyExists):  # there already: a lost answer
+                    self.mailbox.create(key, record)
+                follow_to_archive(self.mailbox, record.request, key)
+            except (InvalidKey, ArchiveConflict, MailboxFileError) as exc:
+                # a file where the request's runs/ folder belongs; or an archived record of
+                # the same name that differs (the archive's stands)
                 self.mailbox.problems.report(key, f"{exc}; run record not written")
             except StorageUnavailable:
                 if raise_unavailable:

@@ -10,7 +10,8 @@ again, as it does when the lease file is gone; a release writes the lease file a
 the generation it names in both copies. While a lease file of the fence's generation is there,
 its expiry rules; the fence's longer one counts only without it. A request's last table is not
 released at all: its final status, written by the holder's own attempt, frees the lease (an
-acquirer blocked by a live lease reads the status of the lease's request). A lease file lost or
+acquirer blocked by a live lease reads the status of the lease's request, from the archive once
+retention moved it). A lease file lost or
 deleted by hand (or a fence file) then changes nothing: the lease is whichever of the two has
 the higher generation, a live holder of a generation no copy released blocks others, and
 generations (the fencing tokens) never repeat or go backwards. Only losing both files starts a
@@ -27,9 +28,15 @@ from typing import Any
 import attrs
 
 from fdcore.abc import HeldLease, Storage, read_mailbox_file
-from fdcore.contract.codec import decode, encode
-from fdcore.contract.layout import fence_key, lease_key, status_key
-from fdcore.contract.models import Lease, Outcome, Status
+from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode_within
+from fdcore.contract.layout import (
+    archive_index_key,
+    archived_key,
+    fence_key,
+    lease_key,
+    status_key,
+)
+from fdcore.contract.models import ArchiveEntry, Lease, Outcome, Status
 from fdcore.errors import (
     AlreadyExists,
     LeaseLost,
@@ -75,7 +82,7 @@ class MailboxLeases:
         return newest[0]
 
     def _write(self, key: str, lease: Lease, etag: str | None) -> str:
-        data = encode(lease)
+        data = encode_within(lease, key, MAX_FILE_BYTES)  # the bound _read reads it with
         return (
             self.storage.create(key, data)
             if etag is None
@@ -164,10 +171,8 @@ class MailboxLeases:
         Not when another agent failed the request past its attempts (``lost``): the holder may be
         paused with its table still running. An unreadable status frees nothing.
         """
-        key = status_key(lease.request)
         try:
-            found = read_mailbox_file(self.storage, key)
-            status = decode(Status, found.data, key) if found else None
+            status = self._status(lease.request)
         except MailboxFileError:
             return False
         return (
@@ -178,6 +183,20 @@ class MailboxLeases:
             and bool(status.attempts)
             and status.attempts[-1].outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
         )
+
+    def _status(self, request: str) -> Status | None:
+        """The request's status, live or, once retention moved it, archived: the move writes
+        the index entry before it deletes the live status, so one of the two reads finds it."""
+        key = status_key(request)
+        found = read_mailbox_file(self.storage, key)
+        if found is None:
+            index = archive_index_key(request)
+            entry = read_mailbox_file(self.storage, index)
+            if entry is None:
+                return None
+            key = archived_key(decode(ArchiveEntry, entry.data, index).day, key)
+            found = read_mailbox_file(self.storage, key)
+        return decode(Status, found.data, key) if found else None
 
     def renew(self, held: HeldLease, ttl: float, now: datetime) -> HeldLease:
         lease = attrs.evolve(held.lease, expires_at=now + timedelta(seconds=ttl))

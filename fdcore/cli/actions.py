@@ -131,6 +131,8 @@ def format_story(story: RequestStory) -> str:
         lines.append(f"cancel    {story.cancel.describe()} at {_time(story.cancel.at)}")
     if story.why:
         lines.append(f"why       {story.why}")
+    for problem in story.problems:
+        lines.append(f"problem   {problem}")
     if story.attempts:
         lines += ["", "ATTEMPTS"]
         table: list[tuple[str, ...]] = [("#", "AGENT", "STARTED", "ENDED", "OUTCOME", "MESSAGE")]

@@ -11,7 +11,12 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from fdcore.cli.config import load_config, max_file_bytes_setting, storage_option
+from fdcore.cli.config import (
+    MAX_ATTEMPTS,
+    load_config,
+    max_file_bytes_setting,
+    storage_option,
+)
 from fdcore.cli.output import format_table
 from fdcore.cli.runtime import AgentRuntime
 from fdcore.cli.views import (
@@ -27,6 +32,7 @@ from fdcore.cli.views import (
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
+from fdcore.durations import GRACE, Seconds, Whole, add_flag
 from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
@@ -57,6 +63,10 @@ def _test_clock() -> SystemClock:
     return SystemClock(skew)
 
 
+MIN_WATCH_SECONDS = 0.01
+MAX_FRAMES = 1_000_000
+
+
 def _agent_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     runtime = AgentRuntime(config, clock=_test_clock())
@@ -82,8 +92,6 @@ def _submit(args: argparse.Namespace) -> int:
             raise ConfigError(
                 "fdcore submit", "--deadline", f"not an ISO 8601 time: {exc}"
             ) from None
-    if args.max_attempts is not None and args.max_attempts < 1:
-        raise ConfigError("fdcore submit", "--max-attempts", "must be >= 1")
     try:
         request = submit(
             open_mailbox(args.env, create=False),  # a mistyped URL must not start a new one
@@ -162,7 +170,9 @@ def _queue_listing(
     unreadable = [
         f"Unreadable: {row.message or row.id}" for row in rows if row.state == "unreadable"
     ]
-    return rows, table, [*schedule_warnings(agents), *unreadable]
+    # A malformed cancel is none: the request runs (also its "cancel_problem" in --json).
+    no_cancel = [f"Not a cancel: {row.cancel_problem}" for row in rows if row.cancel_problem]
+    return rows, table, [*schedule_warnings(agents), *unreadable, *no_cancel]
 
 
 def _queue(args: argparse.Namespace) -> int:
@@ -179,10 +189,6 @@ def _queue(args: argparse.Namespace) -> int:
 def _watch_queue(args: argparse.Namespace, mailbox: Mailbox) -> int:
     """``queue --watch``: the queue redrawn in place every interval until Ctrl-C (or
     ``--count`` frames); with ``--json``, one JSON document per line per frame."""
-    if not args.watch > 0:
-        raise ConfigError("fdcore queue", "--watch", f"must be > 0 seconds, got {args.watch}")
-    if args.count is not None and args.count < 1:
-        raise ConfigError("fdcore queue", "--count", f"must be >= 1, got {args.count}")
     view = LiveView()
     frames = 0
     try:
@@ -284,7 +290,12 @@ def register(commands: Any) -> None:
     submit_parser.add_argument("--env", required=True, help="environment URL")
     submit_parser.add_argument("--entities", required=True, help="tables, comma-separated")
     submit_parser.add_argument("--id", help="request id (default: generated)")
-    submit_parser.add_argument("--max-attempts", type=int, help="attempts before it fails")
+    add_flag(
+        submit_parser,
+        "--max-attempts",
+        Whole(1, MAX_ATTEMPTS),
+        help="attempts before it fails",
+    )
     submit_parser.add_argument("--deadline", help="ISO 8601 time after which it expires")
     submit_parser.set_defaults(run=_submit)
 
@@ -296,20 +307,23 @@ def register(commands: Any) -> None:
         parser = commands.add_parser(name, help=text)
         parser.add_argument("--env", required=True, help="environment URL")
         parser.add_argument("--json", action="store_true", help="stable machine-readable output")
-        parser.add_argument(
-            "--grace", type=float, default=60.0, help="seconds past stale_after before lost"
+        add_flag(
+            parser, "--grace", GRACE, default=60.0, help="seconds past stale_after before lost"
         )
         if name == "queue":
             parser.add_argument("--active", action="store_true", help="hide finished requests")
-            parser.add_argument(
+            add_flag(
+                parser,
                 "--watch",
-                type=float,
+                Seconds(MIN_WATCH_SECONDS),
                 nargs="?",
                 const=2.0,
                 metavar="SECONDS",
                 help="redraw in place every SECONDS (default 2) until Ctrl-C",
             )
-            parser.add_argument("--count", type=int, help="with --watch: stop after N redraws")
+            add_flag(
+                parser, "--count", Whole(1, MAX_FRAMES), help="with --watch: stop after N redraws"
+            )
             parser.add_argument(
                 "--all", action="store_true", help="archived requests too (docs/retention.md)"
             )

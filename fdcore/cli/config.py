@@ -7,8 +7,6 @@ A schedule's timing keys are the names of the installed slot functions (``every`
 from __future__ import annotations
 
 import argparse
-import difflib
-import math
 import os
 import sys
 from collections.abc import Mapping
@@ -28,8 +26,14 @@ from fdcore.agent.settings import (
 )
 from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
 from fdcore.contract.ids import validate_id
-from fdcore.durations import format_duration, parse_duration
-from fdcore.errors import ConfigError, DurationError, InvalidId
+from fdcore.durations import (
+    GRACE,
+    check_duration,
+    check_seconds,
+    check_whole,
+    format_duration,
+)
+from fdcore.errors import ConfigError, InvalidId
 from fdcore.incidents.evaluate import KINDS as INCIDENT_KINDS
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 
@@ -122,9 +126,7 @@ _SECTIONS = (
 
 
 def _unknown(source: str, where: str, key: str, known: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-    return ConfigError(source, f"{where}{key}", f"unknown key{hint}")
+    return ConfigError.unknown_key(source, f"{where}{key}", key, known)
 
 
 def _check_table(
@@ -139,32 +141,13 @@ def _check_table(
             raise ConfigError(source, f"{where}{key}", f"expected {description}, got {value!r}")
 
 
-# Every duration is finite and within these seconds: a month bounds what an operator means,
-# and keeps times computed from it (now + stale_after) far from any overflow.
-MAX_SECONDS = 30 * 24 * 3600.0
 MIN_POLL_SECONDS = 0.01
 MIN_STALE_AFTER = 0.1
 POLLS_PER_STALE = 3  # a heartbeat may be missed twice before its agent looks lost
 POLLS_PER_LEASE = 3  # a lease is renewed at half its time, and at least one poll before that
-
-
-def _seconds(
-    source: str, key: str, value: float, minimum: float, *, zero_allowed: bool = False
-) -> float:
-    """A duration in seconds: finite, at least ``minimum`` (or > 0), at most MAX_SECONDS."""
-    value = float(value)
-    if not math.isfinite(value):
-        raise ConfigError(source, key, f"must be a finite number of seconds, got {value!r}")
-    if value > MAX_SECONDS:
-        raise ConfigError(source, key, f"must be at most {MAX_SECONDS:g} (30 days), got {value:g}")
-    if zero_allowed and value == 0:
-        return value
-    if value < minimum or value <= 0:
-        least = f"at least {minimum:g}" if minimum > 0 else "greater than 0"
-        if zero_allowed:
-            least = f"0 or {least}" if minimum > 0 else "0 or more"
-        raise ConfigError(source, key, f"must be {least}, got {value:g}")
-    return value
+#: The most attempts a request may be given ([pipeline] max_attempts, ``submit --max-attempts``).
+MAX_ATTEMPTS = 1000
+MAX_CONCURRENCY = 1024
 
 
 def _durations(
@@ -176,10 +159,12 @@ def _durations(
     before its holder's ``stale_after`` (plus grace) has passed, nor let a lease run out between
     two polls of its holder.
     """
-    poll = _seconds(
+    poll = check_seconds(
         source, "[agent] poll_seconds", agent.get("poll_seconds", 5.0), MIN_POLL_SECONDS
     )
-    stale = _seconds(source, "[agent] stale_after", agent.get("stale_after", 60.0), MIN_STALE_AFTER)
+    stale = check_seconds(
+        source, "[agent] stale_after", agent.get("stale_after", 60.0), MIN_STALE_AFTER
+    )
     if poll * POLLS_PER_STALE > stale:
         raise ConfigError(
             source,
@@ -187,19 +172,15 @@ def _durations(
             f"must be at most stale_after / {POLLS_PER_STALE} ({stale / POLLS_PER_STALE:g}),"
             f" got {poll:g}: a busy agent would look lost",
         )
-    grace = _seconds(
-        source,
-        "[pipeline] grace_seconds",
-        pipeline.get("grace_seconds", 60.0),
-        0,
-        zero_allowed=True,
+    grace = GRACE.bind(source, "[pipeline] grace_seconds").check(
+        pipeline.get("grace_seconds", 60.0)
     )
-    shutdown = _seconds(
+    shutdown = check_seconds(
         source, "[agent] shutdown_grace", agent.get("shutdown_grace", 300.0), 0, zero_allowed=True
     )
     lease = pipeline.get("lease_seconds")
     if lease is not None:
-        lease = _seconds(source, "[pipeline] lease_seconds", lease, poll * POLLS_PER_LEASE)
+        lease = check_seconds(source, "[pipeline] lease_seconds", lease, poll * POLLS_PER_LEASE)
     return {
         "poll_seconds": poll,
         "stale_after": stale,
@@ -263,12 +244,12 @@ def parse_config(
     max_file_bytes = max_file_bytes_setting(
         source, "[agent] max_file_bytes", agent.get("max_file_bytes")
     )
-    concurrency = agent.get("concurrency", 1)
-    if not 1 <= concurrency <= 1024:
-        raise ConfigError(source, "[agent] concurrency", f"must be 1..1024, got {concurrency}")
-    max_attempts = pipeline.get("max_attempts", 3)
-    if max_attempts < 1:
-        raise ConfigError(source, "[pipeline] max_attempts", f"must be >= 1, got {max_attempts}")
+    concurrency = check_whole(
+        source, "[agent] concurrency", agent.get("concurrency", 1), 1, MAX_CONCURRENCY
+    )
+    max_attempts = check_whole(
+        source, "[pipeline] max_attempts", pipeline.get("max_attempts", 3), 1, MAX_ATTEMPTS
+    )
 
     incidents = _parse_incidents(source, data.get("incidents", {}))
     return AgentConfig(
@@ -328,11 +309,7 @@ def storage_option(text: str) -> tuple[str, str]:
 
 
 def _duration(source: str, key: str, text: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except DurationError as exc:
-        raise ConfigError(source, key, str(exc)) from None
-    return _seconds(source, key, seconds, 0)
+    return check_duration(source, key, text)
 
 
 def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:
@@ -351,8 +328,10 @@ def _parse_incidents(source: str, table: Mapping[str, Any]) -> IncidentsConfig:
     )
 
 
-#: The longest ``[retention] keep``: ten years (any longer, turn retention off).
+#: The longest ``[retention] keep`` (and ``retention run --keep``): ten years (any longer,
+#: turn retention off); with its words, for the error.
 MAX_KEEP_SECONDS = 10 * 365 * 86400.0
+KEEP_RANGE = (MAX_KEEP_SECONDS, "10 years")
 MIN_RETENTION_EVERY = 60.0
 MAX_RETENTION_BATCH = 10_000
 
@@ -364,16 +343,7 @@ def _parse_retention(
     default = RetentionConfig()
     keep = default.keep
     if "keep" in table:
-        try:
-            keep = parse_duration(table["keep"])
-        except DurationError as exc:
-            raise ConfigError(source, "[retention] keep", str(exc)) from None
-        if not 0 < keep <= MAX_KEEP_SECONDS:
-            raise ConfigError(
-                source,
-                "[retention] keep",
-                f"must be greater than 0 and at most 10 years, got {format_duration(keep)}",
-            )
+        keep = check_duration(source, "[retention] keep", table["keep"], *KEEP_RANGE)
     needed = [("[incidents] lookback", incidents.lookback)]
     for number, objective in enumerate(incidents.objectives, start=1):
         needed.append((f"[[incidents.objectives]] #{number} window", objective.window))
@@ -394,11 +364,9 @@ def _parse_retention(
             raise ConfigError(
                 source, "[retention] every", f"must be at least 1m, got {format_duration(every)}"
             )
-    batch = table.get("batch", default.batch)
-    if not 1 <= batch <= MAX_RETENTION_BATCH:
-        raise ConfigError(
-            source, "[retention] batch", f"must be 1..{MAX_RETENTION_BATCH}, got {batch}"
-        )
+    batch = check_whole(
+        source, "[retention] batch", table.get("batch", default.batch), 1, MAX_RETENTION_BATCH
+    )
     return RetentionConfig(
         enabled=table.get("enabled", default.enabled),
         keep=keep,

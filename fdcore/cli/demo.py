@@ -24,6 +24,7 @@ from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.cli.fleet import AgentFleet
 from fdcore.cli.views import QueueRow, queue_rows
 from fdcore.contract.models import Outcome
+from fdcore.durations import Seconds, Whole, add_flag
 from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
@@ -230,14 +231,14 @@ def _demo(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     parser = commands.add_parser("demo", help="run three agents sharing work on a local folder")
     parser.add_argument("--dir", help="an empty folder to keep (default: a temporary one)")
-    parser.add_argument("--agents", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--tables", type=int, default=8)
-    parser.add_argument("--timeout", type=float, default=300.0)
+    add_flag(parser, "--agents", Whole(1, 16), default=3, help="agents (default 3)")
+    add_flag(parser, "--requests", Whole(1, 10_000), default=40, help="requests (default 40)")
+    add_flag(parser, "--tables", Whole(1, 1000), default=8, help="tables (default 8)")
+    add_flag(parser, "--timeout", Seconds(), default=300.0, help="seconds (default 300)")
     parser.add_argument(
         "--monitor", action="store_true", help="also serve fdcore monitor's page of it"
     )
-    parser.add_argument(
-        "--monitor-port", type=int, default=8421, help="the monitor's port (default 8421)"
+    add_flag(
+        parser, "--monitor-port", Whole(0, 65535), default=8421, help="the monitor's port (8421)"
     )
     parser.set_defaults(run=_demo)

@@ -28,6 +28,8 @@ from fdcore.conformance.probes import (
     UrlStorageFactory,
     for_each_key,
 )
+from fdcore.contract.codec import FILE_BYTES_RANGE
+from fdcore.durations import Whole, add_flag
 from fdcore.errors import NotFound, StorageUnavailable
 from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import Progress
@@ -85,16 +87,6 @@ def _clean_up(ctx: ProbeContext) -> Observation:
 # -- the command ---------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser = commands.add_parser(
         "doctor",
@@ -103,24 +95,36 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("environment", help="environment URL, e.g. file:///srv/fd or https://...")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument(
-        "--rounds", type=_positive, default=50, help="rounds of each race (default 50)"
+    add_flag(
+        parser, "--rounds", Whole(1, 100_000), default=50, help="rounds of each race (default 50)"
     )
-    parser.add_argument(
-        "--processes", type=_positive, default=16, help="racing processes (default 16)"
+    add_flag(parser, "--processes", Whole(1, 256), default=16, help="racing processes (default 16)")
+    add_flag(
+        parser,
+        "--keys",
+        Whole(1, 100_000),
+        default=500,
+        help="keys written to test listing (default 500)",
     )
-    parser.add_argument(
-        "--keys", type=_positive, default=500, help="keys written to test listing (default 500)"
+    add_flag(
+        parser,
+        "--page-size",
+        Whole(1, 100_000),
+        default=None,
+        help="keys per page of the store's listing; 2N+1 keys test paging "
+        "(default: what the backend says, else 1000)",
     )
-    parser.add_argument(
+    add_flag(
+        parser,
         "--max-payload",
-        type=_positive,
+        Whole(1, FILE_BYTES_RANGE[1]),
         default=1 << 20,
         help="largest value to round-trip, in bytes (default 1 MiB)",
     )
-    parser.add_argument(
+    add_flag(
+        parser,
         "--threads",
-        type=_positive,
+        Whole(1, 256),
         default=8,
         help="requests in flight when writing or removing many keys (default 8)",
     )
@@ -155,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         max_payload=args.max_payload,
         listing_size=args.keys,
         threads=args.threads,
+        list_page_size=args.page_size,
     )
     started = time.monotonic()
     progress = Progress()  # on a terminal only: piped output is the observations alone

@@ -15,12 +15,14 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
+from fdcore.agent.components import open_environment
 from fdcore.agent.notify import open_routes
 from fdcore.cli.commands import open_mailbox
 from fdcore.cli.config import load_config
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import to_dict
 from fdcore.contract.models import Incident
+from fdcore.durations import GRACE, add_flag
 from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook, acknowledge, add_note, lookup, resolve
 from fdcore.incidents.delivery import claim_posts, send_posts
@@ -53,7 +55,9 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"incidents": [to_dict(i) for i in incidents]}, indent=2))
         return 0
-    table = [("INCIDENT", "STATE", "KIND", "SUBJECT", "FIRST SEEN", "LAST SEEN", "COUNT", "ROUTES")]
+    table = [
+        ("INCIDENT", "STATE", "KIND", "SUBJECT", "FIRST SEEN", "LAST SEEN", "OCCURRENCES", "ROUTES")
+    ]
     for incident in incidents:
         table.append(
             (
@@ -77,7 +81,8 @@ def _describe(incident: Incident) -> str:
         f"  key:        {incident.key}",
         f"  message:    {incident.message or '-'}",
         f"  first seen: {_time(incident.opened_at)} by {incident.opened_by}",
-        f"  last seen:  {_time(incident.last_seen)} ({incident.count} times)",
+        f"  last seen:  {_time(incident.last_seen)}",
+        f"  occurrences: {incident.count}",
     ]
     if incident.acknowledged_at:
         lines.append(
@@ -126,9 +131,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if url is None:
         raise ConfigError("fdcore incidents evaluate", "--env", "missing (or give --config)")
     if config is not None and url == config.environment:  # with the agent's storage options
-        storage = plugins.open_storage(
-            url, dict(config.storage_options), config.storage_backend, create=False
-        )
+        storage = open_environment(config, plugins)
     else:
         storage = plugins.open_storage(url, create=False)
     book = IncidentBook(Mailbox(storage))
@@ -187,7 +190,11 @@ def register(commands: Any) -> None:
     note.add_argument("--by", help="who (default: the user name)")
     evaluate_parser = command("evaluate", "evaluate once (cron-able)", _evaluate)
     evaluate_parser.add_argument("--config", help="agent.toml whose routes deliver the incidents")
-    evaluate_parser.add_argument(
-        "--grace", type=float, default=60.0, help="seconds past stale_after before offline"
+    add_flag(
+        evaluate_parser,
+        "--grace",
+        GRACE,
+        default=60.0,
+        help="seconds past stale_after before offline",
     )
     evaluate_parser.add_argument("--by", help="who evaluates (recorded on incidents)")

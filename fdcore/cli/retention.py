@@ -15,22 +15,12 @@ from typing import Any
 from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
 from fdcore.cli.commands import open_mailbox
-from fdcore.durations import format_duration, parse_duration
-from fdcore.errors import ConfigError, DurationError
-
-_WHERE = "fdcore retention run"
+from fdcore.cli.config import KEEP_RANGE
+from fdcore.durations import GRACE, Duration, add_flag, format_duration
 
 
 def _settings(args: argparse.Namespace) -> RetentionConfig:
-    try:
-        keep = parse_duration(args.keep)
-    except DurationError as exc:
-        raise ConfigError(_WHERE, "--keep", str(exc)) from None
-    if keep <= 0:
-        raise ConfigError(_WHERE, "--keep", f"must be greater than 0, got {args.keep!r}")
-    if args.grace < 0:
-        raise ConfigError(_WHERE, "--grace", f"must be 0 or more, got {args.grace:g}")
-    return RetentionConfig(keep=keep, archive=not args.delete)
+    return RetentionConfig(keep=args.keep, archive=not args.delete)
 
 
 def tally_json(tally: Tally, settings: RetentionConfig, dry_run: bool) -> dict[str, Any]:
@@ -74,12 +64,19 @@ def register(commands: Any) -> None:
     sub = retention.add_subparsers(dest="retention_command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="archive (or delete) finished requests older than --keep")
     run.add_argument("--env", required=True, help="environment URL")
-    run.add_argument("--keep", default="7d", help='age of a finished request (default "7d")')
+    add_flag(
+        run,
+        "--keep",
+        Duration(*KEEP_RANGE),
+        default="7d",  # read by the reader, as a typed value is
+        help='age of a finished request (default "7d")',
+    )
     run.add_argument("--delete", action="store_true", help="delete instead of archiving")
     run.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
-    run.add_argument(
+    add_flag(
+        run,
         "--grace",
-        type=float,
+        GRACE,
         default=60.0,
         help="seconds past a deadline before its request may go (default 60)",
     )

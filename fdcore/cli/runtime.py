@@ -17,7 +17,7 @@ from types import FrameType
 import attrs
 
 from fdcore.abc import TableJob, TableRun, WaitableRun, WatchableStorage
-from fdcore.agent.components import StartTable, build_components
+from fdcore.agent.components import StartTable, build_components, open_environment
 from fdcore.agent.core import Agent
 from fdcore.agent.schedules import build_schedules
 from fdcore.agent.settings import AgentConfig
@@ -71,12 +71,7 @@ class AgentRuntime:
     ) -> None:
         self.config = config
         plugins = plugins or load_plugins()
-        self.storage = plugins.open_storage(
-            config.environment,
-            dict(config.storage_options),
-            config.storage_backend,
-            create=config.create,
-        )
+        self.storage = open_environment(config, plugins, create=config.create)
         components = build_components(config, plugins, self.storage, start_table)
         self.clock = clock or SystemClock()
         self.agent = Agent(

@@ -32,7 +32,6 @@ from fdcore.contract.models import (
     State,
     Status,
 )
-from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids
 from fdcore.mailbox.cancel import known_request
@@ -146,6 +145,8 @@ class QueueRow:
     # who cancelled it, while its holder has yet to stop it (``fdcore cancel``)
     cancelled_by: str | None = None
     archived: str | None = None  # the archive day folder (YYYY/MM/DD); None: live
+    # why its cancel file is no cancel (malformed): agents report it and run the request
+    cancel_problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +161,7 @@ class QueueRow:
             "message": self.message,
             "cancelled_by": self.cancelled_by,
             "archived": self.archived,
+            "cancel_problem": self.cancel_problem,
         }
 
 
@@ -176,12 +178,8 @@ def describe_attempts(row: QueueRow, agents: dict[str, str]) -> str:
 
 def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | None]:
     """The file at ``key`` and, if it cannot be read, why (reported once)."""
-    try:
-        found = mailbox.read(cls, key)
-    except MailboxFileError as exc:
-        mailbox.problems.report(key, str(exc))
-        return None, str(exc)
-    return (found.value if found else None), None
+    found, problem = mailbox.read_or_problem(cls, key)
+    return (found.value if found else None), problem
 
 
 def queue_rows(
@@ -202,8 +200,10 @@ def queue_rows(
             continue
         row = _queue_row(request_id, request, status, request_problem or status_problem)
         if request_id in cancelled and row.state in ("waiting", "accepted", "running"):
-            cancel, _ = _read(mailbox, Cancel, cancel_key(request_id))
-            row = attrs.evolve(row, cancelled_by=cancel.by if cancel else None)
+            cancel, problem = _read(mailbox, Cancel, cancel_key(request_id))
+            row = attrs.evolve(
+                row, cancelled_by=cancel.by if cancel else None, cancel_problem=problem
+            )
         rows.append(row)
     for request_id in sorted(archived):
         entry, problem = _read(mailbox, ArchiveEntry, archive_index_key(request_id))
@@ -390,6 +390,7 @@ class RequestStory:
     retried_as: str | None  # the request that runs this one again (``fdcore retry``)
     why: str | None  # why it ended (or what holds it up), in a sentence
     archived: str | None = None  # the archive day folder retention moved it to; None: live
+    problems: list[str] = attrs.field(factory=list)  # its files that are not what they say
 
     @property
     def id(self) -> str:
@@ -423,6 +424,7 @@ class RequestStory:
             "runs": [run.to_json() for run in self.runs],
             "why": self.why,
             "archived": self.archived,
+            "problems": self.problems,
         }
 
 
@@ -459,6 +461,7 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
         retried_as=retry.retry if retry else None,
         why=_why(request, status, cancel),
         archived=files.day,
+        problems=[f"not a cancel: {files.cancel_problem}"] if files.cancel_problem else [],
     )
 
 

@@ -30,7 +30,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from fdcore.abc import Blob, BoundedRead, ChangeCheck, Storage, StoreClock
+from fdcore.abc import (
+    Blob,
+    BoundedRead,
+    ChangeCheck,
+    Storage,
+    StoreClock,
+    WatchableStorage,
+    read_mailbox_file,
+)
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed, UnreadableFile
 from fdcore.plugins.manager import Plugins, load_plugins
 
@@ -94,6 +102,15 @@ class ProbeContext:
     max_payload: int = 1 << 20
     listing_size: int = 10_000
     threads: int = 8  # handles writing or removing many keys at once (see for_each_key)
+    # the most keys one request of the store's listing returns; None: the store's own
+    # ``list_page_size`` attribute if it has one, else DEFAULT_LIST_PAGE
+    list_page_size: int | None = None
+    storm_workers: int = 4  # processes of the replace storm and of the delete race
+    storm_writes: int = 25  # replaces each storm worker lands
+    delete_rounds: int = 10  # rounds of the delete-if-match race
+    # optional protocols the store is declared to offer (OPTIONAL_PROTOCOLS' names): one that
+    # is missing fails optional-protocols instead of going untested
+    offers: tuple[str, ...] = ()
     token: str = attrs.field(factory=_token)  # unique per run, for names outside the prefix
 
     def key(self, rest: str) -> str:
@@ -131,6 +148,10 @@ def _show(blob: Blob | None) -> str:
     return f"{data!r} etag {blob.etag}"
 
 
+#: Every probe by the name of the property it checks (its doctor line), e.g. "exact-prefix".
+PROBES_BY_NAME: dict[str, Probe] = {}
+
+
 def _probe(name: str) -> Callable[[Callable[[ProbeContext], str]], Probe]:
     """Turn a body that returns a pass summary or raises _Violation into a probe."""
 
@@ -145,6 +166,7 @@ def _probe(name: str) -> Callable[[Callable[[ProbeContext], str]], Probe]:
                 return Observation(name, False, f"observed {type(exc).__name__}: {exc}")
             return Observation(name, True, detail)
 
+        PROBES_BY_NAME[name] = probe
         return probe
 
     return wrap
@@ -240,7 +262,6 @@ def probe_stale_etag_refused(ctx: ProbeContext) -> str:
         _raises(
             PreconditionFailed, lambda: store.replace(key, b"x", old), "replace with stale etag"
         )
-        _raises(PreconditionFailed, lambda: store.delete(key, old), "delete with stale etag")
         _raises(
             PreconditionFailed,
             lambda: store.replace(key, b"x", '"fdcore-made-up"'),
@@ -248,7 +269,7 @@ def probe_stale_etag_refused(ctx: ProbeContext) -> str:
         )
         blob = store.read(key)
         _expect(blob == Blob(b"new", new), f"refused writes changed the value: {_show(blob)}")
-    return "replace and delete with a stale or made-up etag raised PreconditionFailed"
+    return "replace with a stale or made-up etag raised PreconditionFailed"
 
 
 @_probe("absent-key")
@@ -381,6 +402,18 @@ def _racer_value(index: int, round_: int) -> bytes:
     return f"racer {index} round {round_}".encode()
 
 
+def _outcome(write: Callable[[], object], *losses: type[Exception]) -> str:
+    """One racer's conditional write: "won", "lost" (one of ``losses``), or the error met,
+    reported rather than raised so the round's other racers go on."""
+    try:
+        write()
+    except losses:
+        return "lost"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "won"
+
+
 def _create_racer(
     index: int, crew: _Crew, factory: StorageFactory, base: str, rounds: int
 ) -> list[str]:
@@ -390,13 +423,9 @@ def _create_racer(
     try:
         for round_ in range(rounds):
             crew.start.wait(BARRIER_TIMEOUT)
-            try:
-                store.create(f"{base}{round_:04d}", _racer_value(index, round_))
-                outcomes.append("won")
-            except AlreadyExists:
-                outcomes.append("lost")
-            except Exception as exc:  # reported, not raised: the round's other racers go on
-                outcomes.append(f"{type(exc).__name__}: {exc}")
+            value = _racer_value(index, round_)
+            write = partial(store.create, f"{base}{round_:04d}", value)
+            outcomes.append(_outcome(write, AlreadyExists))
     finally:
         store.close()
     return outcomes
@@ -414,8 +443,8 @@ def _winners(outcomes: list[list[str]], round_: int, what: str) -> int:
     return won[0]
 
 
-def _racers(ctx: ProbeContext) -> str:
-    return f"{ctx.processes} {'processes' if ctx.multiprocess else 'threads'}"
+def _racers(ctx: ProbeContext, count: int | None = None) -> str:
+    return f"{count or ctx.processes} {'processes' if ctx.multiprocess else 'threads'}"
 
 
 @_probe("create-if-absent")
@@ -452,13 +481,8 @@ def _replace_racer(
             if blob is None:
                 rows.append(("read gave nothing", "", ""))
                 continue
-            try:
-                store.replace(key, _racer_value(index, round_), blob.etag)
-                outcome = "won"
-            except PreconditionFailed:
-                outcome = "lost"
-            except Exception as exc:
-                outcome = f"{type(exc).__name__}: {exc}"
+            write = partial(store.replace, key, _racer_value(index, round_), blob.etag)
+            outcome = _outcome(write, PreconditionFailed)
             rows.append((outcome, blob.etag, blob.data.decode(errors="replace")))
     finally:
         store.close()
@@ -495,6 +519,207 @@ def probe_replace_if_match(ctx: ProbeContext) -> str:
         f"{_racers(ctx)} x {ctx.replace_rounds} rounds on one etag, exactly one winner each, "
         "and every racer then read the winner's value"
     )
+
+
+def _delete_racer(
+    index: int, crew: _Crew, factory: StorageFactory, targets: list[tuple[str, str]]
+) -> list[str]:
+    """Each round: meet the others, then delete the round's key with the etag all were given."""
+    outcomes = []
+    store = factory()
+    try:
+        for key, etag in targets:
+            crew.start.wait(BARRIER_TIMEOUT)
+            # a loser finds the key gone (NotFound) or, on some stores, its etag stale
+            outcomes.append(
+                _outcome(partial(store.delete, key, etag), NotFound, PreconditionFailed)
+            )
+    finally:
+        store.close()
+    return outcomes
+
+
+@_probe("delete-if-match")
+def probe_delete_if_match(ctx: ProbeContext) -> str:
+    key = ctx.key("delete/if-match.json")
+    with _opened(ctx) as store, _opened(ctx) as other:
+        first = store.create(key, b"first")
+        second = store.replace(key, b"second", first)
+        for etag, what in ((first, "a replaced etag"), ('"fdcore-made-up"', "a made-up etag")):
+            _raises(PreconditionFailed, partial(store.delete, key, etag), f"delete with {what}")
+            blob = other.read(key)
+            _expect(
+                blob == Blob(b"second", second),
+                f"a refused delete with {what} left {_show(blob)}, expected b'second'",
+            )
+        store.delete(key, second)
+        _expect(other.read(key) is None, f"{key} still readable after delete with its etag")
+        third = store.create(key, b"third")
+        _raises(
+            PreconditionFailed,
+            partial(store.delete, key, second),
+            "delete of a recreated key with its deleted version's etag",
+        )
+        store.delete(key, third)
+    base = ctx.key("delete/race-")
+    with _opened(ctx) as store:
+        targets = [
+            (f"{base}{n:04d}", store.create(f"{base}{n:04d}", b"%d" % n))
+            for n in range(ctx.delete_rounds)
+        ]
+    # a small crew: starting processes costs more than the rounds, and four already collide
+    outcomes = _run_crew(ctx, ctx.storm_workers, _delete_racer, ctx.factory, targets)
+    for round_ in range(ctx.delete_rounds):
+        _winners(outcomes, round_, "delete")
+    with _opened(ctx) as store:
+        left = _listed(store, base)
+        _expect(not left, f"{len(left)} keys still listed after their delete won, e.g. {left[:1]}")
+    return (
+        "delete with a replaced, made-up or earlier life's etag raised PreconditionFailed; "
+        f"{_racers(ctx, ctx.storm_workers)} x {ctx.delete_rounds} rounds deleting with one "
+        "etag, one winner each"
+    )
+
+
+STORM_PATIENCE = 100  # refusals per landed write a storm worker tolerates before giving up
+
+
+def _storm_worker(
+    index: int, crew: _Crew, factory: StorageFactory, key: str, writes: int
+) -> tuple[list[str], int, str]:
+    """Land ``writes`` increments of the counter in ``key``: read, add one, replace with the
+    etag read, again on a refusal; no barrier between writes, so the workers collide freely.
+
+    Returns (the etag each landed replace replaced, refusals, why it stopped short or "").
+    """
+    based_on: list[str] = []
+    refused = 0
+    store = factory()
+    try:
+        crew.start.wait(BARRIER_TIMEOUT)
+        while len(based_on) < writes:
+            blob = store.read(key)
+            if blob is None:
+                return based_on, refused, f"worker {index} read the counter as absent"
+            count = int(blob.data.split(b" ", 1)[0])
+            try:
+                store.replace(key, b"%d by worker %d" % (count + 1, index), blob.etag)
+            except PreconditionFailed:
+                refused += 1
+                if refused > STORM_PATIENCE * writes:
+                    return based_on, refused, f"worker {index} was refused {refused} times"
+                continue
+            based_on.append(blob.etag)
+    finally:
+        store.close()
+    return based_on, refused, ""
+
+
+@_probe("no-lost-updates")
+def probe_no_lost_updates(ctx: ProbeContext) -> str:
+    key = ctx.key("race/storm.json")
+    with _opened(ctx) as store:
+        store.create(key, b"0 initial")
+    results = _run_crew(ctx, ctx.storm_workers, _storm_worker, ctx.factory, key, ctx.storm_writes)
+    stopped = [why for _, _, why in results if why]
+    _expect(not stopped, "; ".join(stopped[:2]))
+    replaced_by: dict[str, list[int]] = {}
+    for worker, (based_on, _, _) in enumerate(results):
+        for etag in based_on:
+            replaced_by.setdefault(etag, []).append(worker)
+    twice = {etag: workers for etag, workers in replaced_by.items() if len(workers) > 1}
+    if twice:
+        etag, workers = next(iter(twice.items()))
+        raise _Violation(
+            f"{len(twice)} etags were each replaced by more than one writer, e.g. {etag} by "
+            f"workers {workers}: all but one of them overwrote an update they never read"
+        )
+    landed = sum(len(based_on) for based_on, _, _ in results)
+    with _opened(ctx) as store:
+        blob = store.read(key)
+    count = int(blob.data.split(b" ", 1)[0]) if blob is not None else None
+    _expect(
+        count == landed, f"{landed} replaces landed but the counter reads {count}: lost updates"
+    )
+    refused = sum(refusals for _, refusals, _ in results)
+    return (
+        f"{_racers(ctx, ctx.storm_workers)} landed {landed} "
+        f"read-and-replace increments on one key ({refused} refused as stale and retried): "
+        "each etag replaced once, no update lost"
+    )
+
+
+# -- read-after-write, list-after-write --------------------------------------------------------
+
+#: What the writer of the after-write probes does, step by step, to one key.
+_AFTER_WRITE_STEPS = (
+    ("create", b"v1"),
+    ("replace", b"v2"),
+    ("replace", b"v3"),
+    ("delete", b""),
+    ("create", b"v4"),
+    ("replace", b"v5"),
+    ("delete", b""),
+)
+
+
+def _look(store: Storage, key: str, how: str) -> Any:
+    return store.read(key) if how == "read" else list(store.list(key.rpartition("/")[0] + "/"))
+
+
+def _after_write_worker(
+    index: int, crew: _Crew, factory: StorageFactory, key: str, how: str
+) -> list[Any]:
+    """Worker 0 writes each step; worker 1 reads (or lists) before it, to fill any cache it
+    keeps, and again as soon as the write returned. Returns what each saw after each step."""
+    store = factory()
+    seen: list[Any] = []
+    etag = ""
+    try:
+        for op, data in _AFTER_WRITE_STEPS:
+            if index:
+                _look(store, key, how)
+            crew.start.wait(BARRIER_TIMEOUT)  # the reader has looked at the version before
+            if not index:
+                if op == "create":
+                    etag = store.create(key, data)
+                elif op == "replace":
+                    etag = store.replace(key, data, etag)
+                else:
+                    store.delete(key, etag)
+                wrote = Blob(data, etag) if op != "delete" else None
+                seen.append(wrote if how == "read" else [key] if wrote else [])
+            crew.start.wait(BARRIER_TIMEOUT)  # the write returned
+            if index:
+                seen.append(_look(store, key, how))
+    finally:
+        store.close()
+    return seen
+
+
+def _after_write(ctx: ProbeContext, how: str) -> str:
+    key = ctx.key(f"consistency/{how}/value.json")
+    wrote, saw = _run_crew(ctx, 2, _after_write_worker, ctx.factory, key, how)
+    other = "another process" if ctx.multiprocess else "another handle"
+    for (op, _), expected, got in zip(_AFTER_WRITE_STEPS, wrote, saw, strict=True):
+        shown = (_show(got), _show(expected)) if how == "read" else (got, expected)
+        _expect(
+            got == expected,
+            f"right after a {op} of {key} returned, {other} {how}{'' if how == 'read' else 'ed'} "
+            f"{shown[0]}, expected "
+            f"{shown[1]}: every {how} after a write must see it",
+        )
+    return f"{other} saw each of {len(_AFTER_WRITE_STEPS)} creates, replaces and deletes at once"
+
+
+@_probe("read-after-write")
+def probe_read_after_write(ctx: ProbeContext) -> str:
+    return _after_write(ctx, "read")
+
+
+@_probe("list-after-write")
+def probe_list_after_write(ctx: ProbeContext) -> str:
+    return _after_write(ctx, "list")
 
 
 TORN_WRITERS = 2
@@ -615,25 +840,11 @@ def for_each_key(
             store.close()
 
 
-# Exact prefix semantics: a prefix is a string prefix of the key, not a folder.
-_EDGE_KEYS = ("a/b.json", "a/b/y", "a/bc/x", "a/c", "a-b", "ab")
-_EDGE_CASES = {
-    "a/b": ["a/b.json", "a/b/y", "a/bc/x"],
-    "a/b/": ["a/b/y"],
-    "a/": ["a/b.json", "a/b/y", "a/bc/x", "a/c"],
-    "a": ["a-b", "a/b.json", "a/b/y", "a/bc/x", "a/c", "ab"],
-    "a/bc/x": ["a/bc/x"],
-    "a/d": [],
-}
-
-
 @_probe("list-by-prefix")
 def probe_list_by_prefix(ctx: ProbeContext) -> str:
     base = ctx.key("list/")
     bulk = {f"{base}bulk/{n % 16:x}/{n:06d}.json": b"%d" % n for n in range(ctx.listing_size)}
-    edges = {f"{base}edge/{key}": key.encode() for key in _EDGE_KEYS}
-    values = {**bulk, **edges}
-    for_each_key(ctx, values, lambda store, key: store.create(key, values[key]))
+    for_each_key(ctx, bulk, lambda store, key: store.create(key, bulk[key]))
     with _opened(ctx) as store:
         listed = list(store.list(f"{base}bulk/"))
         _expect(len(listed) == len(bulk), f"list gave {len(listed)} of {len(bulk)} keys")
@@ -641,19 +852,202 @@ def probe_list_by_prefix(ctx: ProbeContext) -> str:
         third = [key for key in sorted(bulk) if key.startswith(f"{base}bulk/3/")]
         listed = list(store.list(f"{base}bulk/3"))
         _expect(listed == third, f"list of bulk/3 gave {len(listed)} keys, expected {len(third)}")
-        for prefix, expected in _EDGE_CASES.items():
-            listed = [
-                key.removeprefix(f"{base}edge/") for key in store.list(f"{base}edge/{prefix}")
-            ]
-            _expect(
-                listed == expected, f"list of prefix {prefix!r} gave {listed}, expected {expected}"
-            )
         everything = list(store.list(base))
-        _expect(everything == sorted([*bulk, *edges]), "list of the whole probe folder differed")
+        _expect(everything == sorted(bulk), "list of the whole probe folder differed")
+    return f"{len(bulk)} keys listed once each in order, and by a prefix within them"
+
+
+#: Keys beside each other that a listing by folder, by ``LIKE`` (case-insensitive, ``_`` and
+#: ``%`` wildcards), by glob (``*``, ``?``, ``[``), by regular expression (``.``) or after a
+#: Unicode folding would confuse. None is a folder of another, so a file system can hold them.
+EXACT_PREFIX_KEYS = (
+    "a/b.json",
+    "a/b.json.bak",
+    "a/b/y",
+    "a/bc/x",
+    "a/c",
+    "a-b",
+    "ab",
+    "aXb",
+    "axb",
+    "A/B.json",
+    "A/b/y",
+    "a%b/x",
+    "a_",
+    "a_b",
+    "a*",
+    "a*b",
+    "a?",
+    "a[b]",
+    "a.b",
+    "\u00e9/x",  # é, composed (NFC)
+    "e\u0301/y",  # é, decomposed (NFD)
+    "E/z",
+    "stra\u00dfe/x",  # straße
+    "strasse/x",
+    "\uff5e",  # fullwidth tilde: before U+1F642 by code point and UTF-8, after it in UTF-16
+    "\U0001f642",  # 🙂
+)
+#: Prefixes listed; what each must give is every key above that starts with it, in order.
+EXACT_PREFIXES = (
+    "",
+    "a",
+    "a/",
+    "a/b",
+    "a/b/",
+    "a/b.json",
+    "a/bc/x",
+    "a/d",
+    "A/",
+    "a_",
+    "a%",
+    "a*",
+    "a?",
+    "a[",
+    "a.",
+    "ax",
+    "\u00e9",
+    "e",
+    "E",
+    "stra\u00dfe",
+    "strasse",
+)
+
+
+def _diff(listed: list[str], expected: list[str]) -> str:
+    extra = [key for key in listed if key not in expected]
+    missing = [key for key in expected if key not in listed]
+    if extra or missing:
+        return (f"; also gave {extra}" if extra else "") + (
+            f"; left out {missing}" if missing else ""
+        )
+    return "; same keys, other order or repeated"
+
+
+@_probe("exact-prefix")
+def probe_exact_prefix(ctx: ProbeContext) -> str:
+    base = ctx.key("exact/")
+    with _opened(ctx) as store, _opened(ctx) as other:
+        for key in EXACT_PREFIX_KEYS:
+            store.create(base + key, key.encode())
+        for prefix in EXACT_PREFIXES:
+            expected = sorted(key for key in EXACT_PREFIX_KEYS if key.startswith(prefix))
+            listed = [key.removeprefix(base) for key in other.list(base + prefix)]
+            _expect(
+                listed == expected,
+                f"list of prefix {prefix!r} gave {listed}, expected {expected}"
+                f"{_diff(listed, expected)} (a prefix is matched exactly: no folders, case "
+                "folding or wildcards; keys sorted by code point)",
+            )
     return (
-        f"{len(bulk)} keys listed once each in order; prefix 'a/b' matched a/b.json, a/b/y, "
-        "a/bc/x but not a/c"
+        f"{len(EXACT_PREFIXES)} prefixes (case, _ % * ? [ ., non-ASCII, whole keys) over "
+        f"{len(EXACT_PREFIX_KEYS)} keys each matched exactly, in code point order"
     )
+
+
+DEFAULT_LIST_PAGE = 1000  # an S3 listing's page; Azure's is 5000
+
+
+@_probe("list-paging")
+def probe_list_paging(ctx: ProbeContext) -> str:
+    with _opened(ctx) as store:
+        page = ctx.list_page_size or getattr(store, "list_page_size", None) or DEFAULT_LIST_PAGE
+    base = ctx.key("paging/")
+    inside = [f"{base}in/{n:06d}" for n in range(2 * page + 1)]
+    # beside the prefix on both sides: a listing that pages past its end would show them
+    beside = [f"{base}im/x", f"{base}in.x", f"{base}in0", f"{base}io/x"]
+    for_each_key(ctx, [*inside, *beside], lambda store, key: store.create(key, b"p"))
+    with _opened(ctx) as store:
+        listed = list(store.list(f"{base}in/"))
+    _expect(
+        len(listed) == len(inside),
+        f"list gave {len(listed)} of {len(inside)} keys (pages of {page}): a listing must follow "
+        "every page of the store's listing",
+    )
+    _expect(
+        listed == inside,
+        f"list over {len(inside) // page + 1} pages of {page} gave the "
+        "keys out of order, repeated or from outside the prefix",
+    )
+    return f"{len(inside)} keys listed over 3 pages of {page}, and none from beside the prefix"
+
+
+#: Pairs of keys that differ only by case or Unicode form: different keys, never one.
+DISTINCT_KEYS = (
+    ("case/Key.json", "case/key.json"),
+    ("case/KEY.json", "case/key.json"),
+    ("nf/\u00e9.json", "nf/e\u0301.json"),  # é composed (NFC) and decomposed (NFD)
+    ("nf/\u212b", "nf/\u00c5"),  # Angstrom sign and Å (NFC makes the first the second)
+    ("nf/stra\u00dfe", "nf/strasse"),  # ß and ss (case folding makes them equal)
+    ("nf/\ufb01le", "nf/file"),  # the ﬁ ligature and fi (NFKC makes them equal)
+)
+
+
+@_probe("distinct-keys")
+def probe_distinct_keys(ctx: ProbeContext) -> str:
+    base = ctx.key("distinct/")
+    keys = sorted({base + key for pair in DISTINCT_KEYS for key in pair})
+    with _opened(ctx) as store, _opened(ctx) as other:
+        etags: dict[str, str] = {}
+        for pair in DISTINCT_KEYS:
+            for key, twin in (pair, pair[::-1]):
+                if base + key in etags:
+                    continue
+                try:
+                    etags[base + key] = store.create(base + key, (base + key).encode())
+                except Exception as exc:
+                    raise _Violation(
+                        f"create of {key!a} beside {twin!a} raised {type(exc).__name__}: "
+                        f"{exc}; keys that differ only by case or Unicode form are different keys"
+                    ) from None
+        for key in keys:
+            blob = other.read(key)
+            _expect(
+                blob == Blob(key.encode(), etags[key]),
+                f"{key!r} read back as {_show(blob)}: a key that differs from another only by "
+                "case or Unicode form must keep its own value",
+            )
+        listed = list(other.list(base))
+        _expect(listed == keys, f"list gave {listed}, expected {keys}")
+        store.delete(keys[0], etags[keys[0]])
+        rest = list(other.list(base))
+        _expect(rest == keys[1:], f"deleting {keys[0]!r} left {rest}, expected {keys[1:]}")
+    return (
+        f"{len(keys)} keys differing only by case, NFC/NFD form, ß/ss or a ligature were kept "
+        "apart: each created, read, listed and deleted on its own"
+    )
+
+
+@_probe("size-bound")
+def probe_size_bound(ctx: ProbeContext) -> str:
+    """A value of exactly the bound is read whole; with a bounded read, one byte more is
+    refused, never returned or cut short."""
+    bound = ctx.max_payload
+    at, over = ctx.key("bound/at.bin"), ctx.key("bound/over.bin")
+    with _opened(ctx) as store:
+        data = random.Random(bound).randbytes(bound)
+        etag = store.create(at, data)
+        blob = read_mailbox_file(store, at, bound)
+        _expect(
+            blob == Blob(data, etag),
+            f"a mailbox read of a value of exactly {bound} bytes (the bound) gave "
+            + ("nothing" if blob is None else f"{len(blob.data)} bytes"),
+        )
+        if not isinstance(store, BoundedRead):
+            return f"a {bound}-byte value read whole; no bounded read (the codec checks sizes)"
+        store.create(over, data + b"!")
+        for key, limit, what in (
+            (over, bound, f"{bound + 1}-byte"),
+            (at, bound - 1, f"{bound}-byte"),
+        ):
+            _raises(
+                UnreadableFile,
+                partial(store.read_bounded, key, limit),
+                f"read_bounded({limit}) of a {what} value",
+            )
+        blob = store.read_bounded(at, bound + 1)
+        _expect(blob == Blob(data, etag), f"read_bounded under its bound gave {_show(blob)}")
+    return f"a {bound}-byte value read whole at its bound; one byte more refused (UnreadableFile)"
 
 
 @_probe("large-payload")
@@ -753,29 +1147,35 @@ def probe_invalid_keys(ctx: ProbeContext) -> str:
     )
 
 
+#: The optional protocols a store may offer, by name (``ProbeContext.offers``).
+OPTIONAL_PROTOCOLS: dict[str, type] = {
+    "BoundedRead": BoundedRead,
+    "ChangeCheck": ChangeCheck,
+    "StoreClock": StoreClock,
+    "WatchableStorage": WatchableStorage,
+}
+
+
 @_probe("optional-protocols")
 def probe_optional_protocols(ctx: ProbeContext) -> str:
-    """What a store offers beyond Storage keeps its word: a bounded read refuses more than its
-    bound, a change check never calls a changed or deleted key unchanged, a store clock gives
-    an aware time for each write."""
+    """What a store offers beyond Storage keeps its word: a change check never calls a changed
+    or deleted key unchanged, a store clock gives an aware time for each write. (A bounded
+    read's bound is probed by size-bound.)"""
+    unknown = sorted(set(ctx.offers) - set(OPTIONAL_PROTOCOLS))
+    _expect(not unknown, f"offers names {unknown}, not among {sorted(OPTIONAL_PROTOCOLS)}")
     key = ctx.key("optional/value.json")
-    offered = []
     with _opened(ctx) as store:
+        offered = [name for name, kind in OPTIONAL_PROTOCOLS.items() if isinstance(store, kind)]
+        missing = [name for name in ctx.offers if name not in offered]
+        _expect(not missing, f"a store declared to offer {missing} does not (it has {offered})")
         etag = store.create(key, b"x" * 100)
-        if isinstance(store, BoundedRead):
-            offered.append("BoundedRead")
-            blob = store.read_bounded(key, 100)
-            _expect(blob == Blob(b"x" * 100, etag), f"read_bounded at the size gave {_show(blob)}")
-            _raises(UnreadableFile, partial(store.read_bounded, key, 99), "read_bounded(99)")
         if isinstance(store, StoreClock):
-            offered.append("StoreClock")
             stamped = store.last_write_time()
             _expect(
                 stamped is not None and stamped.tzinfo is not None,
                 f"last_write_time() after a create gave {stamped!r}, expected an aware time",
             )
         if isinstance(store, ChangeCheck):
-            offered.append("ChangeCheck")
             _expect(store.unchanged(key, etag), f"unchanged({key!r}, its own etag) was False")
             newer = store.replace(key, b"y", etag)
             _expect(not store.unchanged(key, etag), "a replaced key was called unchanged")
@@ -795,10 +1195,18 @@ PROBES: tuple[Probe, ...] = (
     probe_create_existing_refused,
     probe_invalid_keys,
     probe_unusual_keys,
+    probe_distinct_keys,
+    probe_exact_prefix,
     probe_large_payload,
+    probe_size_bound,
+    probe_read_after_write,
+    probe_list_after_write,
     probe_list_by_prefix,
+    probe_list_paging,
     probe_create_if_absent,
     probe_replace_if_match,
+    probe_delete_if_match,
+    probe_no_lost_updates,
     probe_no_partial_reads,
     probe_optional_protocols,
 )

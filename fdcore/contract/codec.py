@@ -23,7 +23,7 @@ from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
 
 from fdcore.contract.models import IncidentState, Outcome, State
-from fdcore.errors import InvalidId, MailboxFileError
+from fdcore.errors import FileTooLarge, InvalidId, MailboxFileError
 
 T = TypeVar("T")
 
@@ -296,3 +296,13 @@ def to_dict(obj: Any) -> dict[str, Any]:
 def encode(obj: Any) -> bytes:
     """The model as indented UTF-8 JSON, unknown fields included."""
     return (json.dumps(to_dict(obj), indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def encode_within(obj: Any, path: str, max_bytes: int) -> bytes:
+    """:func:`encode`, for a write to ``path``: FileTooLarge if the bytes are over ``max_bytes``,
+    the bound :func:`decode` reads it with. Every mailbox write encodes here, so no writer
+    leaves a file its readers would refuse."""
+    data = encode(obj)
+    if len(data) > max_bytes:
+        raise FileTooLarge(path, len(data), max_bytes)
+    return data

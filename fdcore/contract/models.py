@@ -62,12 +62,14 @@ def _output_tail(_instance: object, attribute: attrs.Attribute[Any], value: str 
         raise ValueError(f"{attribute.name} must be at most {MAX_OUTPUT_BYTES} bytes")
 
 
-def output_tail(text: str) -> str:
-    """The last whole lines of ``text`` that fit in :data:`MAX_OUTPUT_BYTES`."""
+def output_tail(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
+    """The last whole lines of ``text`` that fit in ``limit`` bytes (:data:`MAX_OUTPUT_BYTES`)."""
     data = text.encode("utf-8", "replace")
-    if len(data) <= MAX_OUTPUT_BYTES:
+    if len(data) <= limit:
         return text
-    tail = data[-MAX_OUTPUT_BYTES:].decode("utf-8", "ignore")
+    if limit <= 0:
+        return ""
+    tail = data[-limit:].decode("utf-8", "ignore")
     _, newline, rest = tail.partition("\n")
     return rest if newline else tail
 
@@ -331,7 +333,9 @@ class Incident:
     """One incident in the environment's incident document.
 
     ``key`` is the dedup key (``<kind>:<subject>``): while an incident with a key is open or
-    acknowledged, seeing it again bumps ``count`` and ``last_seen``. ``opened_at`` is first seen.
+    acknowledged, seeing it again moves ``last_seen``; ``count`` counts occurrences (a new
+    failure, a new lost spell: a condition that began after ``began_at``), not sightings.
+    ``opened_at`` is first seen.
     """
 
     id: str
@@ -349,10 +353,11 @@ class Incident:
     message: str | None = None
     state: IncidentState = IncidentState.OPEN
     last_seen: datetime | None = None
-    count: int = 1
+    count: int = 1  # occurrences of the condition while open, not evaluations that saw it
     resolved_by: str | None = None
     notes: list[IncidentNote] = attrs.field(factory=list)
     deliveries: list[IncidentDelivery] = attrs.field(factory=list)
+    began_at: datetime | None = None  # when its latest counted occurrence began, if known
     extra: dict[str, Any] = _extra()
 
 

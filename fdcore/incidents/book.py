@@ -95,6 +95,8 @@ class IncidentBook:
             before = to_dict(document)
             result = edit(document)
             trim(document)
+            while document.resolved and not self.mailbox.fits(INCIDENTS, document):
+                del document.resolved[0]  # the oldest resolved first: within the size bound
             if to_dict(document) == before and found is not None:
                 return result
             try:
@@ -123,14 +125,15 @@ def find_open(document: IncidentDocument, key: str) -> Incident | None:
 
 
 def report(document: IncidentDocument, finding: Finding, now: datetime, by: str) -> Incident | None:
-    """Open an incident for ``finding``, or bump the open one with its key (no second one).
+    """Open an incident for ``finding``, or update the open one with its key (no second one):
+    seen now, and one occurrence more if the condition began anew since (:func:`_occurred`).
 
     None if an incident with its key was resolved after the condition began: a person (or the
     condition clearing) already dealt with this occurrence; it is not reopened.
     """
     incident = find_open(document, finding.key)
     if incident is not None:
-        incident.count += 1
+        incident.count += _occurred(incident, finding)
         incident.last_seen = now
         if finding.message:
             incident.message = finding.message
@@ -152,9 +155,30 @@ def report(document: IncidentDocument, finding: Finding, now: datetime, by: str)
         subject=finding.subject,
         message=finding.message,
         last_seen=now,
+        began_at=finding.since,
     )
     document.open.append(incident)
     return incident
+
+
+def _occurred(incident: Incident, finding: Finding) -> int:
+    """1 if ``finding`` is a new occurrence of the open ``incident``'s condition, else 0.
+
+    An incident counts occurrences, not the evaluations that saw one: a failed request stays one
+    failure however often it is read, a lost agent one lost spell until it comes back. A
+    condition that began after the occurrence counted last (an agent back and lost again
+    between two evaluations: a later ``since``) is a new one. Without a start time (a schedule
+    conflict, an objective, or an incident of an older document) it is the same occurrence.
+    """
+    if finding.since is None:
+        return 0
+    if incident.began_at is None:
+        incident.began_at = finding.since  # the occurrence it was opened for: counted already
+        return 0
+    if finding.since <= incident.began_at:
+        return 0
+    incident.began_at = finding.since
+    return 1
 
 
 def _highest_number(document: IncidentDocument) -> int:

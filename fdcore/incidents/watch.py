@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 
 from fdcore.abc import Storage
+from fdcore.agent.components import open_environment
 from fdcore.agent.notify import NotificationRoutes
 from fdcore.agent.settings import AgentConfig, RouteConfig
 from fdcore.clock import Clock
@@ -114,7 +115,5 @@ def watch_incidents(
     (opened at start-up) and with a storage connection of its own; None when off."""
     if not config.incidents.enabled:
         return None
-    storage = plugins.open_storage(
-        config.environment, dict(config.storage_options), config.storage_backend, create=False
-    )  # the agent opened (or created) it already
+    storage = open_environment(config, plugins)  # the agent opened (or created) it already
     return IncidentWatch(config, storage, channels, clock)

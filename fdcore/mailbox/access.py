@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 import attrs
 
 from fdcore.abc import Blob, ChangeCheck, Storage, read_mailbox_file
-from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode
+from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode, encode_within
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import (
     AGENTS,
@@ -42,11 +42,15 @@ from fdcore.contract.layout import (
 )
 from fdcore.contract.models import (
     AgentRecord,
+    ArchiveEntry,
+    Attempt,
     Cancel,
     IncidentDocument,
+    Outcome,
     Request,
     Retry,
     RunRecord,
+    State,
     Status,
 )
 from fdcore.errors import MailboxFileError
@@ -54,6 +58,17 @@ from fdcore.errors import MailboxFileError
 T = TypeVar("T")
 
 log = logging.getLogger("fdcore.mailbox")
+
+#: The field of a file that names it: it must equal the file name's stem (``requests/<id>.json``
+#: holds request ``<id>``), live or archived. A file that says otherwise is malformed for every
+#: reader alike: the agent never claims it, the queue shows it unreadable.
+NAMED_BY: dict[type, str] = {
+    Request: "id",
+    Status: "request",
+    Cancel: "request",
+    Retry: "request",
+    ArchiveEntry: "request",
+}
 
 
 @attrs.frozen
@@ -78,6 +93,28 @@ class ProblemLog:
         self._seen.add((key, problem))
         self.reported.append(problem)
         log.warning("skipping %s", problem)
+
+
+#: A name as long as an agent's may be: a request's status must fit whichever agent holds it.
+LONGEST_NAME = "a" * 128
+#: A table's line in ``tables_done`` (``    "sales",\n``) but the name, and more than every
+#: other line of :func:`full_status` takes with ids and names at their longest.
+TABLE_LINE = 8
+STATUS_REST = 1024
+
+
+def full_status(request: Request, agent: str) -> Status:
+    """The status ``request`` reaches when ``agent`` ran every table in one attempt: the least
+    its status must hold, so the size it must fit in to run through."""
+    now = request.created_at
+    return Status(
+        request=request.id,
+        state=State.SUCCEEDED,
+        updated_at=now,
+        agent=agent,
+        attempts=[Attempt(1, agent, now, now, Outcome.SUCCEEDED, instance="f" * 32)],
+        tables_done=list(request.entities),
+    )
 
 
 class Mailbox:
@@ -112,6 +149,7 @@ class Mailbox:
             raise known[1].with_traceback(None)
         try:
             value = decode(cls, blob.data, key, self.max_file_bytes)
+            _check_name(value, key)
         except MailboxFileError as exc:
             self._malformed[key] = (blob.etag, exc)
             raise
@@ -129,17 +167,30 @@ class Mailbox:
 
     def read_or_report(self, cls: type[T], key: str) -> Versioned[T] | None:
         """Like :meth:`read`, but a malformed file is reported once and read as absent."""
+        return self.read_or_problem(cls, key)[0]
+
+    def read_or_problem(self, cls: type[T], key: str) -> tuple[Versioned[T] | None, str | None]:
+        """Like :meth:`read_or_report`, with what is wrong with the file (None if nothing)."""
         try:
-            return self.read(cls, key)
+            return self.read(cls, key), None
         except MailboxFileError as exc:
             self.problems.report(key, str(exc))
-            return None
+            return None, str(exc)
+
+    def encode(self, key: str, value: object) -> bytes:
+        """``value`` as the bytes of ``key``, within this mailbox's size bound (the bound of its
+        reads): FileTooLarge, before anything is written, past it."""
+        return encode_within(value, key, self.max_file_bytes)
+
+    def fits(self, key: str, value: object) -> bool:
+        """Whether ``value`` written at ``key`` would be within the size bound."""
+        return len(encode(value)) <= self.max_file_bytes
 
     def create(self, key: str, value: object) -> str:
-        return self.storage.create(key, encode(value))
+        return self.storage.create(key, self.encode(key, value))
 
     def replace(self, key: str, value: object, etag: str) -> str:
-        return self.storage.replace(key, encode(value), etag)
+        return self.storage.replace(key, self.encode(key, value), etag)
 
     def ids(self, prefix: str) -> Iterator[str]:
         """Ids of the ``<id>.json`` files directly under ``prefix``; other names reported.
@@ -174,6 +225,24 @@ class Mailbox:
             return stem
         self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
         return None
+
+    def unfit(self, request: Request, agent: str = LONGEST_NAME) -> str | None:
+        """Why ``request`` cannot run through within this mailbox's size bound: its status with
+        every table done, held by ``agent`` (by default any agent), would be over it. None if
+        it fits."""
+        # At most this many bytes, as tables are ids (no escapes): only a request near the
+        # bound costs an encoding (a claim of each request asks).
+        most = sum(len(table) + TABLE_LINE for table in request.entities) + STATUS_REST
+        if most <= self.max_file_bytes:
+            return None
+        size = len(encode(full_status(request, agent)))
+        if size <= self.max_file_bytes:
+            return None
+        return (
+            f"its status would be {size} bytes with its {len(request.entities)} tables done, "
+            f"over the bound of {self.max_file_bytes} bytes (max_file_bytes): split it into "
+            "smaller requests or raise the bound"
+        )
 
     # -- typed shortcuts -----------------------------------------------------------------------
 
@@ -217,3 +286,13 @@ class Mailbox:
 
     def incidents(self) -> Versioned[IncidentDocument] | None:
         return self.read(IncidentDocument, INCIDENTS)
+
+
+def _check_name(value: object, key: str) -> None:
+    """Raise MailboxFileError if ``value``'s naming field (NAMED_BY) differs from ``key``'s stem."""
+    field = NAMED_BY.get(type(value))
+    if field is None:
+        return
+    named = getattr(value, field)
+    if f"{named}.json" != key.rpartition("/")[2]:
+        raise MailboxFileError(key, field, f"{named!r} does not match the file name")

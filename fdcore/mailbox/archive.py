@@ -9,16 +9,23 @@ A store has no rename, so a move is copy, then delete, in an order that keeps ev
 can leave readable and counted once (docs/retention.md, "Why the order is safe"):
 
 1. copy every run record, the cancel and retry link, the status and the request into the day
-   folder (create-if-absent;
-   a copy left by an earlier, cut-short move is checked and rewritten if it differs);
+   folder (create-if-absent; a copy left by an earlier, cut-short move is checked, and one
+   that differs is kept and reported: archived history is never replaced);
 2. create the index entry: from here on readers use the archive copy, which is complete;
-3. delete the live run records, cancel and retry link, then the live request, then the live
-   status, each with
+3. list the run records again (one its agent still owed may have landed meanwhile) and copy the
+   new ones; delete the live run records, cancel and retry link, then the live request, then
+   the live status, each with
    ``If-Match`` on the etag that was copied (a file changed meanwhile is not deleted).
 
 A live request never loses its status before itself (an agent would take a request without a
 status for unclaimed and run it again), and before step 2 the live copy is the only one readers
 use. Running a move again finishes whatever an earlier one left; nothing is ever undone.
+
+The other half of that order is :func:`create_status`, the one way a request's first status is
+written (a claim, an expiry, an unclaimed cancel): create-if-absent, then confirm the request
+file is still there. A create that lands after a move deleted the status also comes after the
+move deleted the request (step 3 deletes the request first), so the confirmation finds it gone
+and the status is withdrawn: a moved request is never claimed again (docs/retention.md).
 """
 
 from __future__ import annotations
@@ -42,7 +49,13 @@ from fdcore.contract.layout import (
     status_key,
 )
 from fdcore.contract.models import ArchiveEntry, Cancel, Request, Retry, RunRecord, Status
-from fdcore.errors import AlreadyExists, ArchiveConflict, NotFound, PreconditionFailed
+from fdcore.errors import (
+    AlreadyExists,
+    ArchiveConflict,
+    MailboxFileError,
+    NotFound,
+    PreconditionFailed,
+)
 from fdcore.mailbox.access import Mailbox
 
 #: The most run records one request may have for a move (a bound on what one move reads).
@@ -59,6 +72,8 @@ class RequestFiles:
     runs: tuple[RunRecord, ...]
     day: str | None = None  # the archive day folder; None: the files are live
     cancel: Cancel | None = None  # an operator's cancel of it (``fdcore cancel``)
+    # why its cancel file is no cancel (malformed: agents report it and run the request)
+    cancel_problem: str | None = None
     retry: Retry | None = None  # the link to the request that ran it again (``fdcore retry``)
 
     @property
@@ -74,7 +89,8 @@ def archive_entry(mailbox: Mailbox, request_id: str) -> ArchiveEntry | None:
 
 def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None:
     """A request's request, status and run records, from the archive if it is archived, else
-    live; None if neither has it. Bounded reads; a malformed file raises MailboxFileError.
+    live; None if neither has it. Bounded reads; a malformed file raises MailboxFileError, but
+    a malformed cancel, which is no cancel (reported, and in ``cancel_problem``).
 
     The index entry decides: it is written only once the archive copy is complete, so a
     request caught mid-move is read whole from one place, never half from each.
@@ -85,7 +101,7 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         day = entry.day
         request = mailbox.read(Request, archived_key(day, request_key(request_id)))
         status = mailbox.read(Status, archived_key(day, status_key(request_id)))
-        cancel = mailbox.read(Cancel, archived_key(day, cancel_key(request_id)))
+        cancel_at = archived_key(day, cancel_key(request_id))
         retry = mailbox.read(Retry, archived_key(day, retry_key(request_id)))
         runs_prefix = archived_runs_prefix(day, request_id)
     else:
@@ -93,9 +109,10 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         status = mailbox.status(request_id)
         if request is None and status is None:
             return None
-        cancel = mailbox.cancel(request_id)
+        cancel_at = cancel_key(request_id)
         retry = mailbox.retry(request_id)
         runs_prefix = f"{RUNS}{request_id}/"
+    cancel, cancel_problem = mailbox.read_or_problem(Cancel, cancel_at)
     runs = []
     for key in _limited(mailbox.storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
         found = mailbox.read_or_report(RunRecord, key)
@@ -108,6 +125,7 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         tuple(runs),
         day=entry.day if entry is not None else None,
         cancel=cancel.value if cancel else None,
+        cancel_problem=cancel_problem,
         retry=retry.value if retry else None,
     )
 
@@ -150,6 +168,15 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
         # An earlier move got this far: its entry names this same day (the caller reads it).
         with contextlib.suppress(AlreadyExists):
             mailbox.create(archive_index_key(request_id), entry)
+        listed = set(run_keys)
+        # A run record its agent still owed may have landed since the listing above: listed
+        # again now the entry is there, it moves too. One landing later sees the entry and
+        # follows the request into the archive itself (follow_to_archive).
+        for key in _limited(storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
+            late = None if key in listed else mailbox.read_file(key)
+            if late is not None:
+                _copy(mailbox, archived_key(day, key), late.data)
+                runs.append((key, late))
     removed = 0
     for key, blob in runs:
         removed += _delete(mailbox, key, blob.etag)
@@ -159,19 +186,75 @@ def archive_files(mailbox: Mailbox, request_id: str, day: str, archive: bool, no
     return removed
 
 
-def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
-    """Create ``key`` with ``data``; a copy an earlier move left is rewritten if it differs."""
-    storage = mailbox.storage
+def create_status(mailbox: Mailbox, status: Status) -> str:
+    """Create a request's first status, and confirm its request is still live; its etag.
+
+    Raises AlreadyExists if the request has a status, and NotFound if its request file is gone
+    once the create landed: retention moved (or deleted) the request, whose earlier status this
+    create replaced in the live folder. That status is withdrawn (If-Match) before NotFound
+    leaves: the request ended, and its history is the archive's.
+    """
+    request_id = status.request
+    key = status_key(request_id)
+    etag = mailbox.create(key, status)
     try:
-        storage.create(key, data)
+        live = mailbox.read_file(request_key(request_id)) is not None
+    except MailboxFileError:
+        live = True  # there, if unreadable: the caller's reads report it
+    if not live:
+        with contextlib.suppress(NotFound, PreconditionFailed):
+            mailbox.storage.delete(key, etag)
+        raise NotFound(request_key(request_id), "moved by retention; the claim is withdrawn")
+    return etag
+
+
+def archived_status(mailbox: Mailbox, request_id: str) -> Status | None:
+    """The status of a request retention moved (None if it is not archived, or has none)."""
+    entry = archive_entry(mailbox, request_id)
+    if entry is None:
+        return None
+    found = mailbox.read(Status, archived_key(entry.day, status_key(request_id)))
+    return found.value if found is not None else None
+
+
+def follow_to_archive(mailbox: Mailbox, request_id: str, key: str) -> None:
+    """A run record just written (or found) live: if retention moved its request meanwhile,
+    move the record after it. The move lists the request's run records again once its index
+    entry is there, so a record is either listed by the move or lands after the entry, which
+    this read sees: none is left live beside an archived request. Raises ArchiveConflict if
+    the archive holds a different record under the same name (it is kept).
+    """
+    entry = archive_entry(mailbox, request_id)
+    if entry is None:
         return
-    except AlreadyExists:
-        pass
-    existing = mailbox.read_file(key)
-    if existing is None:
-        storage.create(key, data)  # deleted in between (by hand): write it again
-    elif existing.data != data:
-        storage.replace(key, data, existing.etag)
+    blob = mailbox.read_file(key)
+    if blob is None:
+        return  # the move took it
+    _copy(mailbox, archived_key(entry.day, key), blob.data)
+    _delete(mailbox, key, blob.etag)
+
+
+def _copy(mailbox: Mailbox, key: str, data: bytes) -> None:
+    """Create ``key`` with ``data``; a copy an earlier move left stands if it is the same.
+
+    One that differs is archived history (or a move's, of a file that changed since): it is
+    never replaced. ArchiveConflict stops the move, so the live files stay for an operator.
+    """
+    for _ in range(2):  # a copy deleted by hand in between is written again
+        try:
+            mailbox.storage.create(key, data)
+            return
+        except AlreadyExists:
+            pass
+        existing = mailbox.read_file(key)
+        if existing is None:
+            continue
+        if existing.data != data:
+            raise ArchiveConflict(
+                key, "an archived copy differs from the live file; the archive is kept as it is"
+            )
+        return
+    raise ArchiveConflict(key, "the archived copy keeps changing")
 
 
 def _delete(mailbox: Mailbox, key: str, etag: str) -> int:

@@ -18,7 +18,7 @@ from fdcore.contract.layout import cancel_key, status_key
 from fdcore.contract.models import Cancel, State, Status
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, RequestError, UnknownRequest
 from fdcore.mailbox.access import Mailbox
-from fdcore.mailbox.archive import RequestFiles, find_request_files
+from fdcore.mailbox.archive import RequestFiles, create_status, find_request_files
 
 
 @attrs.frozen
@@ -52,7 +52,7 @@ def cancel_request(
     """Cancel the request: create its cancel file, and end it at once if nobody holds it.
 
     Refuses (:class:`RequestError`) a request that already ended; cancelling twice returns the
-    first cancel (``created`` False).
+    first cancel (``created`` False). A malformed cancel file, which is no cancel, is replaced.
     """
     files = known_request(mailbox, request_id)
     if files.archived:  # only final requests are archived
@@ -64,14 +64,20 @@ def cancel_request(
             f"request {request_id} already ended {found.value.state.value}; nothing to cancel"
         )
     cancel = Cancel(request=request_id, by=by, at=now, reason=reason or None)
+    key = cancel_key(request_id)
     created = True
     try:
-        mailbox.create(cancel_key(request_id), cancel)
+        mailbox.create(key, cancel)
     except AlreadyExists:
         created = False
-        standing = mailbox.cancel(request_id)
+        before = mailbox.read_file(key)  # its etag first: only the malformed version is replaced
+        standing, problem = mailbox.read_or_problem(Cancel, key)
         if standing is not None:
             cancel = standing.value
+        elif problem is not None and before is not None:
+            # A malformed cancel is none (agents run the request): this one takes its place.
+            mailbox.replace(key, cancel, before.etag)
+            created = True
     return Cancellation(cancel, created, end_unheld(mailbox, cancel, now))
 
 
@@ -87,9 +93,11 @@ def end_unheld(mailbox: Mailbox, cancel: Cancel, now: datetime) -> Status | None
         if found is None:
             status = Status.ended_unclaimed(cancel.request, State.CANCELLED, cancel.describe(), now)
             try:
-                mailbox.create(key, status)
+                create_status(mailbox, status)
             except AlreadyExists:
                 continue
+            except NotFound:
+                return None  # it ended and retention moved it meanwhile: nothing to cancel
             return status
         if found.value.state.final or found.value.agent is not None:
             return found.value

@@ -44,7 +44,9 @@ def submit(
 ) -> Request:
     """Write a new request into the mailbox (create-if-absent); return it.
 
-    Raises AlreadyExists if a request of that id is live or archived.
+    Raises AlreadyExists if a request of that id is live or archived, and RequestError if its
+    status could not hold every table done within the mailbox's size bound (an agent with that
+    bound would fail it at once).
     """
     now = now or datetime.now(timezone.utc)
     if request_id is not None and archive_entry(mailbox, request_id) is not None:
@@ -57,8 +59,16 @@ def submit(
         deadline=deadline,
         max_attempts=max_attempts,
     )
+    _refuse_unfit(mailbox, request)
     mailbox.create(request_key(request.id), request)
     return request
+
+
+def _refuse_unfit(mailbox: Mailbox, request: Request) -> None:
+    """RequestError if ``request`` could not run through within the mailbox's size bound."""
+    unfit = mailbox.unfit(request)
+    if unfit is not None:
+        raise RequestError(f"request {request.id} not submitted: {unfit}")
 
 
 def retry_request(
@@ -95,6 +105,7 @@ def retry_request(
     link = Retry(
         request=request_id, retry=new_request_id(now), by=by, at=now, from_table=from_table
     )
+    _refuse_unfit(mailbox, Request(id=link.retry, entities=entities, created_at=now))
     try:
         mailbox.create(retry_key(request_id), link)
     except AlreadyExists:

@@ -7,7 +7,7 @@ import json
 import logging
 from typing import Any
 
-from fdcore.errors import ConfigError
+from fdcore.durations import Whole, add_flag
 from fdcore.simulator.options import add_options, scenario_from_args
 from fdcore.simulator.report import Report
 from fdcore.simulator.simulation import simulate
@@ -15,8 +15,6 @@ from fdcore.terminal import Progress
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    if args.runs < 1:
-        raise ConfigError("fdcore simulate", "--runs", f"must be >= 1, got {args.runs}")
     if not args.verbose:
         logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     scenarios = [scenario_from_args(args, args.seed + n) for n in range(args.runs)]
@@ -67,8 +65,8 @@ def register(commands: Any) -> None:
         "seeded crashes, pauses, clock skew, store latency and store errors; print the figures "
         "and every invariant violation. Exits 1 if any invariant broke; the seed reproduces it.",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the (first) run")
-    parser.add_argument("--runs", type=int, default=1, help="run this many seeds from --seed")
+    add_flag(parser, "--seed", Whole(0, 2**63), default=0, help="seed of the (first) run")
+    add_flag(parser, "--runs", Whole(1, 100_000), default=1, help="run this many seeds from --seed")
     parser.add_argument(
         "--take-over", action="store_true", help="agents take over lost agents' requests"
     )

@@ -843,10 +843,11 @@ class CancelsHonoured(Checker):
 
 
 class ArchivedWhole(Checker):
-    """With the product's retention (``--retention-keep``): every request is found whole once,
-    live or archived, with the final state the trace last saw; a live request is never left
-    without its status; and none is claimed again after it finished (the archive's moves lose
-    nothing and make no request run twice; that no slot is created twice is SharedSchedules')."""
+    """With the product's retention (``--retention-keep``, ``--retention-runs``): every request
+    is found whole once, live or archived, with the final state the trace last saw; a live
+    request is never left without its status, nor a live run record without its request; and
+    none is claimed again after it finished (the archive's moves lose nothing and make no
+    request run twice; that no slot is created twice is SharedSchedules')."""
 
     invariant = "archived-whole"
     title = "retention loses no request and runs none twice"
@@ -855,7 +856,7 @@ class ArchivedWhole(Checker):
         self.archived = 0
 
     def finish(self, world: World) -> list[Violation]:
-        if not world.scenario.retention_keep:
+        if not (world.scenario.retention_keep or world.scenario.retention_runs):
             return []
         found = []
         mailbox = Mailbox(world.store)
@@ -882,9 +883,22 @@ class ArchivedWhole(Checker):
                 found.append(
                     Violation(self.invariant, world.now, f"{request} left live without status")
                 )
+        for key in world.store.list("runs/"):
+            request = key.split("/")[1]
+            if request not in live_statuses:
+                found.append(
+                    Violation(self.invariant, world.now, f"{key} left live without its request")
+                )
         for request, writes in world.trace.status.items():
             ended = next((w for w in writes if w.final), None)
-            again = [w for w in writes if ended is not None and w.seq > ended.seq and not w.final]
+            again = [
+                w
+                for w in writes
+                if ended is not None
+                and w.seq > ended.seq
+                and not w.final
+                and w.seq not in world.trace.withdrawn
+            ]
             if again:
                 found.append(
                     Violation(
@@ -898,3 +912,63 @@ class ArchivedWhole(Checker):
 
     def summary(self) -> dict[str, Any]:
         return {"requests archived": self.archived}
+
+
+class FinalStaysFinal(Checker):
+    """(13) A request that is final is never claimed again, and archived history is never
+    replaced: after a request's first final status, no status write lands for it but one its
+    writer withdrew (a claim that landed after retention moved the request) or the same end
+    again, no table of it starts, and no file once archived is changed or deleted. Exercised
+    by ``--retention-runs`` (a retention process whose store calls land between an agent's)."""
+
+    invariant = "13"
+    title = "a request final once is never claimed again; archived history is never replaced"
+
+    def __init__(self) -> None:
+        self.runs: dict[str, int] = {}  # what the retention process did, when there is one
+
+    def finish(self, world: World) -> list[Violation]:
+        trace = world.trace
+        if world.retention is not None:
+            self.runs = {
+                "retention runs": world.stats["retention runs"],
+                "retention runs killed": world.stats["retention runs killed"],
+                "requests moved by retention runs": len(world.retention.tally.moved),
+                "claims withdrawn after a move": len(trace.withdrawn),
+            }
+        found = []
+        for request, writes in trace.status.items():
+            ended_seq = trace.ended.get(request)
+            if ended_seq is None:
+                continue
+            ended = next(w for w in writes if w.seq == ended_seq)
+            for write in writes:
+                if write.seq <= ended_seq or write.seq in trace.withdrawn:
+                    continue
+                if (write.state, write.attempt) != (ended.state, ended.attempt):
+                    found.append(
+                        Violation(
+                            self.invariant,
+                            write.time,
+                            f"{request} ended {ended.state}, then {write.writer} wrote it"
+                            f" {write.state} (attempt {write.attempt})",
+                        )
+                    )
+                    break
+        for start in trace.table_starts:
+            ended_seq = trace.ended.get(start.request)
+            if ended_seq is not None and start.seq > ended_seq:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        start.time,
+                        f"{_who(start.agent, start.incarnation)} started {start.request}'s"
+                        f" table {start.table} after the request ended",
+                    )
+                )
+        for _seq, time, writer, key in trace.archive_replaced:
+            found.append(Violation(self.invariant, time, f"{writer} replaced archived {key}"))
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self.runs)

@@ -9,51 +9,91 @@ from typing import Any
 
 import attrs
 
+from fdcore.durations import Number, Reader, Seconds, Whole, add_flag
 from fdcore.errors import ConfigError
 from fdcore.simulator.scenario import Scenario
 
-# option -> (Scenario field, type, help); every Scenario field but seed and take_over.
-_OPTIONS: tuple[tuple[str, str, type, str], ...] = (
-    ("--agents", "agents", int, "agents in the fleet"),
-    ("--requests", "requests", int, "requests submitted"),
+DAY = 86400.0
+# option -> (Scenario field, reader, help); every Scenario field but seed and take_over. Each
+# number is read by the one reader of numbers (fdcore.durations), within what a run can mean.
+_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
+    ("--agents", "agents", Whole(1, 1000), "agents in the fleet"),
+    ("--requests", "requests", Whole(0, 10_000_000), "requests submitted"),
     ("--claim", "claim", str, "claim policy: always, when_free or one a plugin adds"),
-    ("--concurrency", "concurrency", int, "workers per agent"),
-    ("--poll-seconds", "poll_seconds", float, "seconds between an agent's polls"),
-    ("--poll-jitter", "poll_jitter", float, "poll interval spread, a share of poll-seconds"),
-    ("--stale-after", "stale_after", float, "an agent's record is stale after this"),
-    ("--grace", "grace_seconds", float, "seconds past stale-after before an agent is lost"),
-    ("--max-attempts", "max_attempts", int, "lost attempts before a request fails"),
-    ("--table-pool", "table_pool", int, "distinct table names (shared tables contend)"),
-    ("--max-tables", "max_tables", int, "each request names 1..this many tables"),
-    ("--table-median", "table_median", float, "median table run, seconds (lognormal)"),
-    ("--table-sigma", "table_sigma", float, "spread of table runs (lognormal sigma)"),
+    ("--concurrency", "concurrency", Whole(1, 1024), "workers per agent"),
+    ("--poll-seconds", "poll_seconds", Seconds(), "seconds between an agent's polls"),
+    (
+        "--poll-jitter",
+        "poll_jitter",
+        Number(0, 0.5),
+        "poll interval spread, a share of poll-seconds",
+    ),
+    ("--stale-after", "stale_after", Seconds(), "an agent's record is stale after this"),
+    (
+        "--grace",
+        "grace_seconds",
+        Seconds(zero_allowed=True),
+        "seconds past stale-after before an agent is lost",
+    ),
+    ("--max-attempts", "max_attempts", Whole(1, 1000), "lost attempts before a request fails"),
+    (
+        "--table-pool",
+        "table_pool",
+        Whole(1, 1_000_000),
+        "distinct table names (shared tables contend)",
+    ),
+    ("--max-tables", "max_tables", Whole(1, 10_000), "each request names 1..this many tables"),
+    ("--table-median", "table_median", Seconds(), "median table run, seconds (lognormal)"),
+    ("--table-sigma", "table_sigma", Number(0, 10), "spread of table runs (lognormal sigma)"),
     ("--arrival", "arrival", str, "poisson (over time), bursty (in bursts) or all (at once)"),
-    ("--load", "load", float, "offered work as a share of the fleet's workers"),
-    ("--burst", "burst", int, "requests per burst (--arrival bursty)"),
-    ("--poison", "poison", int, "requests that crash whichever agent runs them"),
-    ("--cancel", "cancel", float, "share of requests an operator cancels (fdcore cancel)"),
-    ("--crash-rate", "crash_rate", float, "crashes per agent per virtual hour"),
-    ("--restart-after", "restart_after", float, "longest crash-to-restart delay, seconds"),
-    ("--pause-rate", "pause_rate", float, "pauses per agent per virtual hour"),
-    ("--pause-max", "pause_max", float, "longest pause, seconds"),
-    ("--skew", "skew", float, "each agent's clock is off by up to +-this many seconds"),
-    ("--latency", "latency", float, "mean seconds per store operation"),
-    ("--error-rate", "error_rate", float, "chance a store operation fails transiently"),
-    ("--ambiguous", "ambiguous", float, "share of failed writes that applied anyway"),
-    ("--max-hours", "max_hours", float, "virtual time limit, hours"),
+    ("--load", "load", Number(0.001, 1000), "offered work as a share of the fleet's workers"),
+    ("--burst", "burst", Whole(1, 10_000_000), "requests per burst (--arrival bursty)"),
+    ("--poison", "poison", Whole(0, 1_000_000), "requests that crash whichever agent runs them"),
+    ("--cancel", "cancel", Number(0, 1), "share of requests an operator cancels (fdcore cancel)"),
+    ("--crash-rate", "crash_rate", Number(0, 3600), "crashes per agent per virtual hour"),
+    ("--restart-after", "restart_after", Seconds(), "longest crash-to-restart delay, seconds"),
+    ("--pause-rate", "pause_rate", Number(0, 3600), "pauses per agent per virtual hour"),
+    ("--pause-max", "pause_max", Seconds(), "longest pause, seconds"),
+    (
+        "--skew",
+        "skew",
+        Seconds(zero_allowed=True, maximum=DAY),
+        "each agent's clock is off by up to +-this many seconds",
+    ),
+    ("--latency", "latency", Seconds(zero_allowed=True), "mean seconds per store operation"),
+    ("--error-rate", "error_rate", Number(0, 0.5), "chance a store operation fails transiently"),
+    ("--ambiguous", "ambiguous", Number(0, 1), "share of failed writes that applied anyway"),
+    ("--max-hours", "max_hours", Number(0.001, 24 * 366), "virtual time limit, hours"),
     (
         "--archive-after",
         "archive_after",
-        float,
+        Seconds(zero_allowed=True),
         "finished requests leave the mailbox after (0: never)",
     ),
     (
         "--retention-keep",
         "retention_keep",
-        float,
+        Seconds(zero_allowed=True),
         "agents archive finished requests after this, the product's retention (0: off)",
     ),
-    ("--schedule-hours", "schedule_hours", float, "the schedules' slots are judged over this"),
+    (
+        "--retention-runs",
+        "retention_runs",
+        Seconds(zero_allowed=True),
+        "a retention run process starts this long after the last ended (0: none)",
+    ),
+    (
+        "--retention-runs-keep",
+        "retention_runs_keep",
+        Seconds(),
+        "the --keep of those runs, seconds",
+    ),
+    (
+        "--schedule-hours",
+        "schedule_hours",
+        Number(0.001, 24 * 366),
+        "the schedules' slots are judged over this",
+    ),
 )
 
 
@@ -143,7 +183,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     for option, field, kind, text in _OPTIONS:
         default = getattr(defaults, field)
         shown = "derived" if default is None else default
-        parser.add_argument(option, dest=field, type=kind, default=None, help=f"{text} ({shown})")
+        if isinstance(kind, Reader):
+            add_flag(parser, option, kind, dest=field, default=None, help=f"{text} ({shown})")
+        else:
+            parser.add_argument(option, dest=field, default=None, help=f"{text} ({shown})")
     for option, field, _read, text, _show in _REPEATED:
         parser.add_argument(option, dest=field, action="append", help=f"{text} (repeatable)")
 

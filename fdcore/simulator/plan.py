@@ -195,6 +195,32 @@ class AgentPlan:
         return self.faults.uniform(0.1, 0.9)
 
 
+class RetentionPlan:
+    """The retention process beside the fleet (``--retention-runs``): when its runs start, where
+    its store calls land among the agents', which runs are killed mid-move; and its store's
+    own stream of errors."""
+
+    #: Its store calls: one per this many virtual seconds between the world's events.
+    STEP = 0.05
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.runs = random.Random(f"{scenario.seed}:retention")
+        self.store = random.Random(f"{scenario.seed}:store:retention")
+
+    def next_run(self) -> float:
+        """How long after the last run ended (or the start) the next one starts."""
+        return self.scenario.retention_runs * self.runs.uniform(0.5, 1.5)
+
+    def kill_after(self) -> int | None:
+        """Half the runs are killed after a few store calls (a SIGKILL mid-move)."""
+        return self.runs.randint(1, 60) if self.runs.random() < 0.5 else None
+
+    def calls_before(self) -> int:
+        """How many of its store calls land just before an agent's next one (mostly none)."""
+        return self.runs.randint(1, 4) if self.runs.random() < 0.25 else 0
+
+
 class Plan:
     """Everything one run plays out, drawn from the scenario's seed."""
 
@@ -205,6 +231,7 @@ class Plan:
         self.agents = [AgentPlan(scenario, f"agent-{n + 1}") for n in range(scenario.agents)]
         self.poison = {arrival.request for arrival in self.arrivals if arrival.poison}
         self.cancels = plan_cancels(scenario, self.arrivals)
+        self.retention_process = RetentionPlan(scenario)
         self._table_seconds = {arrival.request: arrival.table_seconds for arrival in self.arrivals}
 
     @property

@@ -57,6 +57,11 @@ class Scenario:
     # The product's retention instead (docs/retention.md): agents move finished requests to
     # archive/ this long after they finished, under the retention lease (0: off, the job above).
     retention_keep: float = 0.0
+    # A retention process beside the fleet, as ``fdcore retention run --keep KEEP`` (grace as the
+    # agents'): a run starts this long after the last one ended (0: none), its store calls
+    # interleaved with the agents' (docs/simulator.md, "A retention process").
+    retention_runs: float = 0.0
+    retention_runs_keep: float = 1.0
     # shared schedules (invariant 1): timings like "every=1h", given to every agent
     schedules: tuple[str, ...] = ()
     unshared_schedules: tuple[str, ...] = ()  # given to agent-1 only
@@ -189,6 +194,7 @@ def _check(s: Scenario) -> None:
         ("--latency", s.latency),
         ("--archive-after", s.archive_after),
         ("--retention-keep", s.retention_keep),
+        ("--retention-runs", s.retention_runs),
     ):
         if not value >= 0:
             fail(option, f"must be >= 0, got {value}")
@@ -200,6 +206,8 @@ def _check(s: Scenario) -> None:
     ):
         if not 0 <= value <= top:
             fail(option, f"must be between 0 and {top:g}, got {value}")
+    if not s.retention_runs_keep > 0:
+        fail("--retention-runs-keep", f"must be > 0, got {s.retention_runs_keep}")
     if not s.schedule_hours > 0:
         fail("--schedule-hours", f"must be > 0, got {s.schedule_hours}")
     for option, texts in (

@@ -12,6 +12,7 @@ from fdcore.simulator.invariants import (
     CancelsHonoured,
     Checker,
     EveryRequestFinal,
+    FinalStaysFinal,
     LeaseHeldUntilItRunsOut,
     LostRequestsFail,
     NoStrandedRequests,
@@ -54,6 +55,7 @@ def default_checkers(scenario: Scenario) -> list[Checker]:
         SucceedsOnce(),
         CancelsHonoured(),
         ArchivedWhole(),
+        FinalStaysFinal(),
     ]
 
 

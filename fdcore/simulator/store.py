@@ -11,7 +11,9 @@ The wrapper sits between an agent (its mailbox and its table leases) and the sha
   the operation, or for a write, sometimes *after* applying it (an ambiguous write: the agent
   cannot tell whether it landed);
 * reports the store's time of its last write (:class:`fdcore.abc.StoreClock`): the world's
-  true virtual time, against which each agent measures its clock's skew.
+  true virtual time, against which each agent measures its clock's skew;
+* calls ``before`` ahead of each operation, where a retention process's calls interleave
+  (:mod:`fdcore.simulator.retention`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ class FaultyStore:
         self.lost_status_writes: list[str] = []  # status replaces refused on the etag this poll
         # told each listing of operators' cancels: what the agent learns was cancelled
         self.listed_cancels: Callable[[list[str]], None] | None = None
+        # called before each operation: lets a retention process's calls land between this
+        # agent's (the world's), or parks the retention process's own (RetentionProcess)
+        self.before: Callable[[], None] | None = None
 
     def begin_poll(self) -> None:
         self.poll_operations = 0
@@ -76,6 +81,8 @@ class FaultyStore:
 
     def _count(self, kind: str) -> str | None:
         """Count one operation; return "before" or "after" if it is to fail, and when."""
+        if self.before is not None:
+            self.before()
         self.operations[kind] += 1
         self.poll_operations += 1
         if self.latency:

@@ -235,6 +235,14 @@ class Trace:
     schedule_creates: list[ScheduleCreate] = attrs.field(factory=list)
     # retention's deletes of live files: (time, agent, "requests" or "status", request)
     removals: list[tuple[float, str, str, str]] = attrs.field(factory=list)
+    ended: dict[str, int] = attrs.field(factory=dict)  # request -> seq of its first final status
+    # seqs of status writes their writer withdrew (a claim that landed after retention moved
+    # the request: fdcore.mailbox.archive.create_status)
+    withdrawn: set[int] = attrs.field(factory=set)
+    archive: dict[str, bytes] = attrs.field(factory=dict)  # archived file -> what first landed
+    run_records: dict[str, bytes] = attrs.field(factory=dict)  # live run record -> first landed
+    # (seq, time, writer, key) of every write or delete that changed an archived file
+    archive_replaced: list[tuple[int, float, str, str]] = attrs.field(factory=list)
     # landed writes (request, status, leases, run log) per schedule request
     schedule_writes: Counter[str] = attrs.field(factory=Counter)
 

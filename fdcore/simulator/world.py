@@ -49,7 +49,8 @@ from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
-from fdcore.simulator.plan import AgentPlan, Arrival, Plan, installed_plugins
+from fdcore.simulator.plan import AgentPlan, Arrival, Plan, RetentionPlan, installed_plugins
+from fdcore.simulator.retention import RetentionProcess
 from fdcore.simulator.scenario import EPOCH, seconds
 from fdcore.simulator.store import FaultyStore
 from fdcore.simulator.trace import (
@@ -241,6 +242,7 @@ class World:
         self.agent_errors: list[tuple[float, str]] = []
         self.active: dict[str, StatusWrite] = {}  # latest status of unfinished requests
         self.finished = 0
+        self._ended: set[str] = set()  # requests counted in ``finished``
         self.arrived = 0
         self.total = len(plan.arrivals)
         self.scheduled = 0  # schedule requests the agents created
@@ -249,6 +251,24 @@ class World:
         self._order = 0
         self.hosts = [AgentHost(self, agent) for agent in plan.agents]
         self.trace.skews = {host.name: host.skew for host in self.hosts}
+        self.retention: RetentionProcess | None = None
+        self._retention_run = 0  # the number of the run under way (its ticks carry it)
+        self._kill_countdown: int | None = None  # its store calls left before it is killed
+        if self.scenario.retention_runs:
+            store = FaultyStore(
+                self.store,
+                self._retention_tap,
+                plan.retention_process.store,
+                self.scenario.error_rate,
+                self.scenario.ambiguous,
+                0.0,
+                lambda key, data, outcome: None,  # it creates no request
+                VirtualClock(self, 0.0).now,  # the store's clock: true time
+            )
+            grace = self.scenario.grace_seconds
+            self.retention = RetentionProcess(store, self.scenario.retention_runs_keep, grace)
+            for host in self.hosts:
+                host.store.before = self._interleave
 
     # -- the event loop ----------------------------------------------------------------------
 
@@ -269,14 +289,20 @@ class World:
         for host in self.hosts:
             self.at(host.plan.first_poll(), self._restart, host)
             self._next_pause(host, 0.0)
+        if self.retention is not None:
+            self.at(self.plan.retention_process.next_run(), self._retention_start)
         limit = self.scenario.time_limit
-        while self._queue and not self._done():
-            when, _, action, args = heapq.heappop(self._queue)
-            if when > limit:
-                self.now = limit
-                break
-            self.now = when
-            action(*args)
+        try:
+            while self._queue and not self._done():
+                when, _, action, args = heapq.heappop(self._queue)
+                if when > limit:
+                    self.now = limit
+                    break
+                self.now = when
+                action(*args)
+        finally:
+            if self.retention is not None:
+                self.retention.kill()  # its thread ends with the run
         return self
 
     def _done(self) -> bool:
@@ -365,6 +391,66 @@ class World:
         for key in (request_key(request), status_key(request), cancel_key(request)):
             with contextlib.suppress(NotFound):
                 self.store.delete(key)
+
+    # -- the retention process (``--retention-runs``) ----------------------------------------------
+
+    def _retention_start(self) -> None:
+        retention = self.retention
+        assert retention is not None
+        retention.start(EPOCH + timedelta(seconds=self.now))
+        self._retention_run += 1
+        self._kill_countdown = self.plan.retention_process.kill_after()
+        self.stats["retention runs"] += 1
+        self._retention_tick(self._retention_run)
+
+    def _retention_tick(self, run: int) -> None:
+        """The run's own pace between the world's events: one store call a step."""
+        if run != self._retention_run:
+            return
+        self._retention_call()
+        if self.retention is not None and self.retention.running:
+            self.at(self.now + RetentionPlan.STEP, self._retention_tick, run)
+
+    def _interleave(self) -> None:
+        """Before an agent's store call: as the plan says, some of the run's calls land first."""
+        retention = self.retention
+        if retention is None or not retention.running:
+            return
+        for _ in range(self.plan.retention_process.calls_before()):
+            self._retention_call()
+
+    def _retention_call(self) -> None:
+        """One store call of the run under way, or the SIGKILL the plan has for it."""
+        retention = self.retention
+        if retention is None or not retention.running:
+            return
+        if self._kill_countdown == 0:
+            retention.kill()
+            self.stats["retention runs killed"] += 1
+        else:
+            if self._kill_countdown is not None:
+                self._kill_countdown -= 1
+            retention.step()
+        if not retention.running:
+            self.at(self.now + self.plan.retention_process.next_run(), self._retention_start)
+
+    def _retention_tap(self, key: str, data: bytes | None) -> None:
+        """A write of the retention process landed: its copies, and its deletes of live files."""
+        seq = self.next_seq()
+        if key.startswith("archive/"):
+            self._tap_archive(seq, "retention", key, data)
+            return
+        folder, _, name = key.partition("/")
+        if data is None and folder in ("status", "requests"):
+            self.trace.removals.append((self.now, "retention", folder, name[: -len(".json")]))
+
+    def _tap_archive(self, seq: int, writer: str, key: str, data: bytes | None) -> None:
+        """Archived history is written once: a later write that changes it is kept to judge."""
+        first = self.trace.archive.get(key)
+        if first is None and data is not None:
+            self.trace.archive[key] = data
+        elif first is not None and data != first:
+            self.trace.archive_replaced.append((seq, self.now, writer, key))
 
     # -- agents: start, poll, crash, pause -------------------------------------------------------
 
@@ -650,7 +736,10 @@ class World:
         """A write by ``host``'s agent landed (``data`` None: a delete): keep what checkers need."""
         seq = self.next_seq()
         if key.startswith("archive/"):
-            return  # retention's copies: the live files they copy were traced when written
+            # retention's copies (the live files they copy were traced when written): kept only
+            # to tell whether archived history is ever replaced
+            self._tap_archive(seq, host.name, key, data)
+            return
         if data is None:
             if key.startswith(("status/", "requests/")):
                 self._tap_removal(host, key)
@@ -676,6 +765,9 @@ class World:
         elif key.startswith("leases/"):
             self._tap_lease(host, seq, doc)
         elif key.startswith("runs/"):
+            if self.trace.run_records.get(key) == data:
+                return  # the same record again, after retention moved the first: not a second
+            self.trace.run_records.setdefault(key, data)
             lease = self.trace.leases.get(doc["table"])
             self.trace.run_log.append(
                 RunLogWrite(
@@ -747,7 +839,9 @@ class World:
             self.active[request] = write
             return
         self.active.pop(request, None)
-        if before is None or not before.final:
+        self.trace.ended.setdefault(request, seq)
+        if request not in self._ended:
+            self._ended.add(request)
             self.finished += 1
             if self.scenario.archive_after and not self.scenario.retention_keep:
                 self.at(self._archive_time(request), self._archive, request)
@@ -770,6 +864,20 @@ class World:
         folder, _, name = key.partition("/")
         request = name[: -len(".json")]
         latest = self.trace.latest.get(request)
+        writes = self.trace.status.get(request, [])
+        if (
+            folder == "status"
+            and latest is not None
+            and (latest.writer, latest.incarnation) == (host.name, host.incarnation)
+            and len(writes) > 1
+            and writes[-2].final
+        ):
+            # Its own status over a request that had ended, withdrawn: a claim or expiry that
+            # landed after retention moved the request (create_status). The end stands.
+            self.trace.withdrawn.add(latest.seq)
+            self.trace.latest[request] = writes[-2]
+            self.active.pop(request, None)
+            return
         if not self.scenario.retention_keep or latest is None or not latest.final:
             self.agent_errors.append((self.now, f"{host.name} deleted {key}"))
             return

@@ -35,18 +35,29 @@ from fdcore.conformance.probes import (
     probe_create_existing_refused,
     probe_create_if_absent,
     probe_create_read_delete,
+    probe_delete_if_match,
+    probe_distinct_keys,
+    probe_exact_prefix,
     probe_invalid_keys,
     probe_large_payload,
+    probe_list_after_write,
     probe_list_by_prefix,
+    probe_list_paging,
+    probe_no_lost_updates,
     probe_no_partial_reads,
     probe_optional_protocols,
+    probe_read_after_write,
     probe_replace_etag,
     probe_replace_if_match,
+    probe_size_bound,
     probe_stale_etag_refused,
     probe_unusual_keys,
 )
+from fdcore.testing.broken import BROKEN_STORES, BrokenStorage, catch
 
 __all__ = [
+    "BrokenBackendTests",
+    "ConsistencyTests",
     "CreateIfAbsentTests",
     "KeyTests",
     "ListTests",
@@ -84,6 +95,17 @@ class StorageTestsBase:
     replace_rounds: int = 100
     #: Handles creating the listing's keys at once (raise it for a high-latency store).
     write_threads: int = 8
+    #: The most keys one request of the store's listing returns; the paging test lists twice
+    #: that plus one. None: the store's ``list_page_size`` attribute if it has one, else 1000.
+    list_page_size: int | None = None
+    #: Processes of the replace storm (and of the delete race), and the replaces each lands.
+    storm_workers: int = 4
+    storm_writes: int = 25
+    #: Rounds of the delete-if-match race.
+    delete_rounds: int = 10
+    #: The optional protocols your store offers, by name ("BoundedRead", "ChangeCheck",
+    #: "StoreClock", "WatchableStorage"): one that goes missing then fails the suite.
+    offers: tuple[str, ...] = ()
 
     @pytest.fixture
     def storage_factory(self) -> StorageFactory:
@@ -104,6 +126,11 @@ class StorageTestsBase:
             max_payload=self.max_payload,
             listing_size=self.listing_size,
             threads=self.write_threads,
+            list_page_size=self.list_page_size,
+            storm_workers=self.storm_workers,
+            storm_writes=self.storm_writes,
+            delete_rounds=self.delete_rounds,
+            offers=self.offers,
         )
 
     def test_factory_opens_an_empty_environment(self, storage_factory: StorageFactory) -> None:
@@ -116,13 +143,29 @@ class StorageTestsBase:
 
 
 class ReadDeleteTests(StorageTestsBase):
-    """Create, read back from another handle, delete; an absent key reads as None. No flags."""
+    """Create, read back from another handle, delete; an absent key reads as None; delete with
+    an etag deletes only that version, and of racers holding it exactly one wins.
+    Flags: ``multiprocess``, ``storm_workers``, ``delete_rounds``."""
 
     def test_create_read_delete(self, probe_context: ProbeContext) -> None:
         _require(probe_create_read_delete(probe_context))
 
     def test_absent_key(self, probe_context: ProbeContext) -> None:
         _require(probe_absent_key(probe_context))
+
+    def test_delete_if_match(self, probe_context: ProbeContext) -> None:
+        _require(probe_delete_if_match(probe_context))
+
+
+class ConsistencyTests(StorageTestsBase):
+    """Right after a create, replace or delete returned, a read and a listing from another
+    handle (another process with ``multiprocess``) see it. Flags: ``multiprocess``."""
+
+    def test_read_after_write(self, probe_context: ProbeContext) -> None:
+        _require(probe_read_after_write(probe_context))
+
+    def test_list_after_write(self, probe_context: ProbeContext) -> None:
+        _require(probe_list_after_write(probe_context))
 
 
 class CreateIfAbsentTests(StorageTestsBase):
@@ -145,7 +188,8 @@ class ReplaceIfMatchTests(StorageTestsBase):
 
 
 class KeyTests(StorageTestsBase):
-    """Invalid keys are refused; every legal character round-trips. No flags."""
+    """Invalid keys are refused; every legal character round-trips; keys that differ only by
+    case or Unicode form are different keys. No flags."""
 
     def test_invalid_keys(self, probe_context: ProbeContext) -> None:
         _require(probe_invalid_keys(probe_context))
@@ -153,17 +197,31 @@ class KeyTests(StorageTestsBase):
     def test_unusual_keys(self, probe_context: ProbeContext) -> None:
         _require(probe_unusual_keys(probe_context))
 
+    def test_distinct_keys(self, probe_context: ProbeContext) -> None:
+        _require(probe_distinct_keys(probe_context))
+
 
 class PayloadTests(StorageTestsBase):
-    """Values up to ``max_payload`` bytes round-trip exactly. Flags: ``max_payload``."""
+    """Values up to ``max_payload`` bytes round-trip exactly; a bounded read returns a value of
+    exactly its bound and refuses one byte more. Flags: ``max_payload``."""
 
     def test_large_payload(self, probe_context: ProbeContext) -> None:
         _require(probe_large_payload(probe_context))
 
+    def test_size_bound(self, probe_context: ProbeContext) -> None:
+        _require(probe_size_bound(probe_context))
+
 
 class ListTests(StorageTestsBase):
-    """List by prefix gives every key once, in order. Flags: ``listing_size``,
-    ``write_threads``."""
+    """List by prefix gives every key starting with the prefix exactly, once, in code point
+    order, across every page of the store's listing. Flags: ``listing_size``,
+    ``list_page_size``, ``write_threads``."""
+
+    def test_exact_prefix(self, probe_context: ProbeContext) -> None:
+        _require(probe_exact_prefix(probe_context))
+
+    def test_list_paging(self, probe_context: ProbeContext) -> None:
+        _require(probe_list_paging(probe_context))
 
     @pytest.mark.slow
     def test_list_by_prefix(self, probe_context: ProbeContext) -> None:
@@ -171,8 +229,9 @@ class ListTests(StorageTestsBase):
 
 
 class RaceTests(StorageTestsBase):
-    """Conditional writes hold under contention, and readers never see half a value.
-    Flags: ``multiprocess``, ``race_workers``, ``create_rounds``, ``replace_rounds``,
+    """Conditional writes hold under contention, no update is lost in a storm of replaces, and
+    readers never see half a value. Flags: ``multiprocess``, ``race_workers``,
+    ``create_rounds``, ``replace_rounds``, ``storm_workers``, ``storm_writes``,
     ``max_payload`` (the largest value the partial-read race writes, up to 256 KiB)."""
 
     def test_factory_is_picklable(self, storage_factory: StorageFactory) -> None:
@@ -191,13 +250,18 @@ class RaceTests(StorageTestsBase):
         _require(probe_replace_if_match(probe_context))
 
     @pytest.mark.slow
+    def test_no_lost_updates(self, probe_context: ProbeContext) -> None:
+        _require(probe_no_lost_updates(probe_context))
+
+    @pytest.mark.slow
     def test_readers_never_see_partial_values(self, probe_context: ProbeContext) -> None:
         _require(probe_no_partial_reads(probe_context))
 
 
 class OptionalProtocolTests(StorageTestsBase):
-    """The optional protocols a backend implements (``BoundedRead``, ``StoreClock``,
-    ``ChangeCheck``) keep their contracts; one it does not implement is not tested. No flags."""
+    """The optional protocols a backend implements (``StoreClock``, ``ChangeCheck``) keep their
+    contracts; one it does not implement is not tested, unless ``offers`` names it.
+    Flags: ``offers``."""
 
     def test_optional_protocols(self, probe_context: ProbeContext) -> None:
         _require(probe_optional_protocols(probe_context))
@@ -208,6 +272,7 @@ class OptionalProtocolTests(StorageTestsBase):
 class StorageSuite(
     RaceTests,
     ListTests,
+    ConsistencyTests,
     PayloadTests,
     KeyTests,
     OptionalProtocolTests,
@@ -216,3 +281,19 @@ class StorageSuite(
     ReadDeleteTests,
 ):
     """The tests every storage backend passes: every property mixin above."""
+
+
+class BrokenBackendTests(StorageTestsBase):
+    """Opt-in, beside :class:`StorageSuite`: the suite, with this class's flags, fails each
+    deliberately broken store of :mod:`fdcore.testing.broken` wrapped around your backend,
+    naming the promise it breaks. It proves your flags (fewer rounds, a page size) still leave
+    the suite its teeth. Flags: all of the suite's."""
+
+    @pytest.mark.parametrize("broken", BROKEN_STORES, ids=lambda kind: kind.__name__)
+    def test_suite_catches(self, probe_context: ProbeContext, broken: type[BrokenStorage]) -> None:
+        observation = catch(probe_context, broken)
+        assert not observation.passed, (
+            f"the suite passed {broken.__name__}, which breaks {broken.promise} "
+            f"({broken.describe()}): {observation}"
+        )
+        assert observation.name == broken.promise, str(observation)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import attrs
 import pytest
 
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import INCIDENTS
-from fdcore.contract.models import IncidentDocument, IncidentState
+from fdcore.contract.models import Incident, IncidentDocument, IncidentState
 from fdcore.errors import ConfigError, PreconditionFailed
 from fdcore.incidents.book import (
     Finding,
@@ -43,10 +44,27 @@ def test_opening_an_open_key_bumps_it_instead_of_opening_a_second() -> None:
     document = incidents.read()
     assert first is not None and again is not None
     assert [i.id for i in document.open] == ["inc-0001"]
-    assert document.open[0].count == 2
+    assert document.open[0].count == 1  # seen again, no new occurrence: no start time
     assert document.open[0].last_seen == later
     assert document.open[0].opened_at == NOW
     assert document.open[0].key == "request_failed:r-1"
+
+
+def test_an_older_documents_incident_keeps_its_count_and_counts_on_from_its_next_occurrence() -> (
+    None
+):
+    incidents = book()
+    began = NOW - timedelta(hours=1)
+    old = Incident("inc-0001", "request_failed:r-1", "Request r-1 failed", NOW, "etl-01", count=5)
+    incidents.mailbox.create(INCIDENTS, IncidentDocument(open=[old], last_number=1))
+    seen = attrs.evolve(failed(), since=began)
+    incidents.change(lambda d: report(d, seen, NOW, "etl-01"))
+    [incident] = incidents.read().open
+    assert (incident.count, incident.began_at) == (5, began)  # no start known: the same one
+    incidents.change(lambda d: report(d, attrs.evolve(seen, since=began - timedelta(1)), NOW, "x"))
+    assert incidents.read().open[0].count == 5  # an earlier start (a racer's older read)
+    incidents.change(lambda d: report(d, attrs.evolve(seen, since=NOW), NOW, "etl-01"))
+    assert incidents.read().open[0].count == 6  # began again since: one more occurrence
 
 
 def test_a_lost_if_match_is_retried_from_a_fresh_read() -> None:

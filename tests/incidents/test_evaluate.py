@@ -58,11 +58,38 @@ def test_an_agent_past_stale_after_and_grace_is_offline_until_it_comes_back() ->
     outcome = evaluate(book, NOW, GRACE, "etl-01")
     assert [i.key for i in outcome.opened] == ["agent_offline:etl-02"]  # etl-03 stopped cleanly
     evaluate(book, NOW + timedelta(seconds=5), GRACE, "etl-01")
-    assert book.read().open[0].count == 2  # seen again: bumped, not a second incident
+    assert book.read().open[0].count == 1  # seen again, the same lost spell: not a second one
+    assert book.read().open[0].last_seen == NOW + timedelta(seconds=5)
     put_agent(book, "etl-02", seen_ago=0)
     outcome = evaluate(book, NOW, GRACE, "etl-01")
     assert [i.key for i in outcome.resolved] == ["agent_offline:etl-02"]
     assert book.read().resolved[0].state is IncidentState.RESOLVED
+
+
+def test_an_incident_counts_occurrences_not_the_evaluations_that_saw_one() -> None:
+    """Seen before: 736 after 12 minutes for one failed request, 14 after 14 evaluations of one
+    lost agent, while the Teams card said "Seen: 1 times"."""
+    book = environment()
+    put_status(book, "r-1", State.FAILED, message="exit code 2")
+    put_agent(book, "etl-02", seen_ago=200)
+    ref = ScheduleRef("hourly", "496752")
+    book.mailbox.create(request_key("s-1"), Request("s-1", ["sales"], NOW, schedule=ref))
+    put_status(book, "s-1", State.EXPIRED)
+    for minute in range(14):
+        evaluate(book, NOW + timedelta(minutes=minute), GRACE, "etl-01")
+    counts = {i.key: i.count for i in book.read().open}
+    assert counts == {
+        "request_failed:r-1": 1,  # one failure
+        "agent_offline:etl-02": 1,  # one lost spell
+        "slot_missed:hourly.496752": 1,  # one slot missed
+    }
+    # etl-02 came back and was lost again between two evaluations: a second lost spell.
+    put_agent(book, "etl-02", seen_ago=-600)  # its record written 10 minutes after NOW...
+    later = NOW + timedelta(minutes=30)  # ...and silent since: lost again
+    evaluate(book, later, GRACE, "etl-01")
+    evaluate(book, later + timedelta(minutes=1), GRACE, "etl-01")
+    [offline] = [i for i in book.read().open if i.kind == "agent_offline"]
+    assert (offline.count, offline.began_at) == (2, NOW + timedelta(seconds=600 + 60))
 
 
 def test_an_unreadable_agent_record_never_resolves_agent_offline() -> None:

@@ -4,6 +4,7 @@ request_failed incident, one post each; the offline one resolves when the agent 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 
@@ -74,6 +75,21 @@ def test_a_killed_agent_and_a_poison_request_make_one_incident_and_one_post_each
             now = document(fleet)
             assert [i.notified for i in now.open] == [["oncall"], ["oncall"]]
             assert now.resolved == []
+            # Seen by two agents every second: still one failure and one lost spell each. The
+            # card, the document and `fdcore incidents show` say the same.
+            assert [i.count for i in now.open] == [1, 1]
+            for post in server.delivered:
+                facts = post.json()["attachments"][0]["content"]["body"][3]["facts"]
+                assert {"title": "Occurrences", "value": "1"} in facts
+            for incident in now.open:
+                show = ["incidents", "show", incident.id, "--env", fleet.environment]
+                shown = subprocess.run(
+                    [sys.executable, "-m", "fdcore.cli", *show],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                assert "  occurrences: 1\n" in shown.stdout, shown
 
             fleet.agents["etl-2"].start()  # it comes back
             assert wait_until(lambda: keys(document(fleet).resolved) == ["agent_offline:etl-2"], 20)

@@ -8,10 +8,27 @@ import os
 
 import attrs
 
+from fdcore.durations import Whole, add_flag
 from fdcore.errors import ConfigError
-from fdcore_hostslots.host import Host
+from fdcore_hostslots.errors import CapacityInvalid
+from fdcore_hostslots.host import MAX_SLOTS, Host
 
 HOST_VARIABLE = "FDCORE_HOST"
+
+
+class SlotCount(Whole):
+    """The slot count of ``set-slots``: read as every whole number a command takes is, refused
+    with the code docs/host.md gives a bad count."""
+
+    def __init__(self) -> None:
+        super().__init__(1, MAX_SLOTS)
+
+    def __call__(self, text: str) -> int:
+        try:
+            count: int = super().__call__(text)
+        except ConfigError as exc:
+            raise CapacityInvalid(exc.source, str(exc).removeprefix(f"{exc.source}: ")) from None
+        return count
 
 
 class HostCommand:
@@ -31,7 +48,7 @@ class HostCommand:
                 "--host", help=f"the host folder (default: ${HOST_VARIABLE})", default=None
             )
             if action == "set-slots":
-                sub.add_argument("count", help="the slot count, 1..8")
+                add_flag(sub, "count", SlotCount(), help=f"the slot count, 1..{MAX_SLOTS}")
             if action == "probe":
                 sub.add_argument("--json", action="store_true", help="one JSON object")
 
@@ -46,11 +63,7 @@ class HostCommand:
             created = host.init()
             print(f"{path}: {'initialised with 1 slot' if created else 'already a host folder'}")
         elif args.host_action == "set-slots":
-            try:
-                count: object = int(args.count, 10)
-            except ValueError:
-                count = args.count
-            print(f"{path}: {host.set_slots(count)} slot(s)")
+            print(f"{path}: {host.set_slots(args.count)} slot(s)")
         elif args.host_action == "migrate":
             print(f"{path}: {host.migrate()}")
         else:

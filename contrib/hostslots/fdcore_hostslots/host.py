@@ -370,13 +370,20 @@ class Host:
         return data
 
     def _write(self, name: str, data: dict[str, Any]) -> None:
+        """Replace ``name`` whole (a scratch file renamed over it), or one line saying why not:
+        a folder or an unwritable place where the file belongs leaves it as it was."""
         path = self.path / name
         scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with scratch.open("w") as handle:
-            json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(scratch, path)
+        try:
+            with scratch.open("w") as handle:
+                json.dump(data, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(scratch, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                scratch.unlink()
+            raise HostSlotError(self.path, f"{name}: cannot write ({exc.strerror})") from None
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 
+from fdcore.durations import Whole, add_flag
 from fdcore.errors import ConfigError
 from fdcore_plugin_template.monthly import Monthly
 
@@ -22,7 +23,7 @@ class MonthlySlots:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("spec", help='day of month and time, like "1 02:00"')
         parser.add_argument("--timezone", default="UTC", help="IANA time zone (UTC)")
-        parser.add_argument("--count", type=int, default=3, help="how many due times (3)")
+        add_flag(parser, "--count", Whole(1, 1000), default=3, help="how many due times (3)")
         parser.add_argument("--after", help="ISO 8601 time to start from (now)")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -30,8 +31,6 @@ class MonthlySlots:
             timetable = Monthly().parse(args.spec, {"timezone": args.timezone})
         except ValueError as exc:
             raise ConfigError(WHERE, "SPEC", str(exc)) from None
-        if args.count < 1:
-            raise ConfigError(WHERE, "--count", f"must be >= 1, got {args.count}")
         now = _time(args.after) if args.after else datetime.now(timezone.utc)
         for _ in range(args.count):
             slot = timetable.next_due(now)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from fdcore import hookimpl
 from fdcore.abc import StorageBackend
+from fdcore.errors import ConfigError
 from fdcore_localfs.store import LocalFolderStorage, path_from_url
 
 
@@ -16,6 +17,12 @@ class LocalFolderBackend:
         return url.startswith("file://") or "://" not in url
 
     def open(self, url: str, options: dict[str, str], *, create: bool = True) -> LocalFolderStorage:
+        unknown = sorted(set(options) - {"backend"})
+        if unknown:  # a local folder needs no option: a key here is a mistake, said at once
+            name = unknown[0]
+            raise ConfigError.unknown_key(
+                url, f"[storage] {name}", name, ["backend"], "unknown option for the file backend"
+            )
         return LocalFolderStorage(path_from_url(url), url=url, create=create)
 
 

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fdcore.cli.views import QueueRow, request_story
 from fdcore.contract.codec import to_dict
-from fdcore.errors import FdcoreError, InvalidId, UnknownRequest
+from fdcore.errors import FdcoreError, InvalidId, MailboxFileError, UnknownRequest
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request
 from fdcore_monitor.actions import TOKEN_HEADER, Actions, Refused, acknowledge_incident
@@ -184,6 +184,8 @@ def create_app(settings: Settings) -> Starlette:
             story = request_story(source.mailbox, request.path_params["id"])
         except (InvalidId, UnknownRequest) as exc:
             return PlainTextResponse(f"fdcore monitor: {exc}", status_code=404)
+        except MailboxFileError as exc:  # a malformed file of it: the line `fdcore show` prints
+            return PlainTextResponse(f"fdcore monitor: {exc}", status_code=422)
         now = datetime.now(timezone.utc)
         svg = timeline_svg(story.attempts, story.runs, now)
         return page("request", request, {"story": story, "timeline": svg, "now": now})
@@ -193,6 +195,8 @@ def create_app(settings: Settings) -> Starlette:
             story = request_story(source.mailbox, request.path_params["id"])
         except (InvalidId, UnknownRequest) as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
+        except MailboxFileError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=422)
         return JSONResponse(story.to_json())
 
     def api_rows(request: Request) -> Response:

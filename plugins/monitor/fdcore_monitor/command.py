@@ -15,6 +15,7 @@ import socket
 
 import uvicorn
 
+from fdcore.durations import GRACE, Seconds, Whole, add_flag
 from fdcore.errors import ConfigError
 from fdcore_monitor.actions import Actions
 from fdcore_monitor.app import LOOPBACK, Settings, create_app
@@ -35,8 +36,6 @@ def _who(given: str | None) -> str:
 def _listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound here so a taken port is one clear error (and ``--port 0``
     picks a free one, whose number is printed)."""
-    if not 0 <= port <= 65535:
-        raise ConfigError("fdcore monitor", "--port", f"{port} is not a TCP port (0-65535)")
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -59,27 +58,29 @@ class MonitorCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--env", required=True, help="environment URL")
         parser.add_argument("--host", default="127.0.0.1", help="address to bind (loopback)")
-        parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (0: any)")
+        add_flag(parser, "--port", Whole(0, 65535), default=DEFAULT_PORT, help="TCP port (0: any)")
         parser.add_argument(
             "--allow-actions",
             action="store_true",
             help="allow cancel, retry and acknowledge from the page, with the printed token",
         )
         parser.add_argument("--by", help="who actions are recorded as (default: the user name)")
-        parser.add_argument(
-            "--grace", type=float, default=60.0, help="seconds past stale_after before lost"
+        add_flag(
+            parser, "--grace", GRACE, default=60.0, help="seconds past stale_after before lost"
         )
         parser.add_argument("--host-folder", help="a host folder: show its slots (docs/host.md)")
         parser.add_argument(
             "--host-admission", default="slots", help="the host admission (default: slots)"
         )
-        parser.add_argument(
-            "--refresh", type=float, default=2.0, help="seconds between the page's updates"
+        add_flag(
+            parser,
+            "--refresh",
+            Seconds(0.2, maximum=3600),
+            default=2.0,
+            help="seconds between the page's updates",
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        if not 0.2 <= args.refresh <= 3600:
-            raise ConfigError("fdcore monitor", "--refresh", "expected 0.2 to 3600 seconds")
         source = Source.open(
             args.env, grace=args.grace, host=args.host_folder, host_admission=args.host_admission
         )

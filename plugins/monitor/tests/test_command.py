@@ -90,8 +90,9 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (["--port", "70000"], "--port: 70000 is not a TCP port"),
-        (["--refresh", "0"], "--refresh: expected 0.2 to 3600 seconds"),
+        (["--port", "70000"], "fdcore monitor: --port: must be 0..65535, got 70000"),
+        (["--refresh", "0"], "fdcore monitor: --refresh: must be at least 0.2, got 0"),
+        (["--grace", "nan"], "fdcore monitor: --grace: must be a finite number of seconds"),
         (["--host", "192.0.2.1"], "cannot listen on 192.0.2.1:8421"),
     ],
 )

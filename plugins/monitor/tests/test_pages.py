@@ -118,6 +118,17 @@ def test_the_request_page_draws_one_lane_per_agent(history: Any) -> None:
         assert http.get("/requests/bad%20id").status_code == 404
 
 
+def test_a_misnamed_request_is_its_one_line_not_an_internal_error(history: Any) -> None:
+    misnamed = b'{"id": "other", "entities": ["a"], "created_at": "2027-01-15T02:00:00Z"}'
+    history.mailbox.storage.create("requests/misnamed.json", misnamed)
+    says = "requests/misnamed.json: field 'id': 'other' does not match the file name"
+    with client(history) as http:
+        page = http.get("/requests/misnamed")
+        assert page.status_code == 422 and says in page.text
+        api = http.get("/api/requests/misnamed")
+        assert api.status_code == 422 and api.json() == {"error": says}
+
+
 def test_the_timeline_of_a_running_attempt_reaches_now() -> None:
     now = datetime(2026, 1, 1, 12, 0, 10, tzinfo=timezone.utc)
     start = now - timedelta(seconds=10)

@@ -71,10 +71,13 @@ def resolve_credential(
     """The credential ``options`` ask for, or a ConfigError naming the option at fault."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise ConfigError(
+        name = unknown[0]
+        raise ConfigError.unknown_key(
             redact(url),
-            f"[storage] {unknown[0]}",
-            f"unknown option for the onelake backend (known: backend, {', '.join(OPTIONS)})",
+            f"[storage] {name}",
+            name,
+            ["backend", *OPTIONS],
+            "unknown option for the onelake backend",
         )
     chosen = [name for name in OPTIONS if options.get(name)]
     if len(chosen) > 1:

@@ -50,6 +50,7 @@ from fdcore.errors import (
     StorageUnavailable,
     UnreadableFile,
 )
+from fdcore.retry import RetryPolicy
 from fdcore_onelake.credentials import Credential, default_azure_credential, resolve_credential
 from fdcore_onelake.urls import Location, parse_location, redact
 
@@ -68,30 +69,6 @@ LIST_PAGE_SIZE = 5000  # the service's largest page of a blob listing
 _http_log = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
 if _http_log.level == logging.NOTSET:
     _http_log.setLevel(logging.WARNING)
-
-
-@attrs.frozen
-class RetryPolicy:
-    """How often and how far apart a transient failure is retried.
-
-    The default gives up after 6 tries spread over about 3-6 seconds: long enough to ride out a
-    throttling burst or a dropped connection, short enough for an agent's poll to report it.
-    """
-
-    attempts: int = 6
-    base_delay: float = 0.2
-    max_delay: float = 3.0
-    connection_timeout: float = 5.0  # seconds to open a connection
-    read_timeout: float = 30.0  # seconds without a byte of answer
-
-    def delay(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
-        """Seconds to wait after ``failures`` failed tries: half fixed, half random ("equal
-        jitter"), so racing agents spread out yet each waits at least half the back-off."""
-        backoff = min(self.max_delay, self.base_delay * 2.0 ** (failures - 1))
-        wait = backoff / 2 + rng.uniform(0, backoff / 2)
-        if retry_after is not None:  # the service asked for a pause; honour it within our cap
-            wait = max(wait, min(retry_after, self.max_delay))
-        return wait
 
 
 @attrs.define

@@ -14,13 +14,14 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 from fdcore_onelake import testing
 from fdcore_onelake.credentials import EMULATOR_ACCOUNT, EMULATOR_KEY
-from fdcore_onelake.store import FOLDER_MARK, OneLakeStorage, RetryPolicy, open_storage
+from fdcore_onelake.store import FOLDER_MARK, OneLakeStorage, open_storage
 from fdcore_onelake.testing import Azurite, AzuriteMissing
 from fdcore_onelake.urls import parse_location
 
 from fdcore.abc import Blob, ChangeCheck, StoreClock
 from fdcore.errors import StorageUnavailable, UnreadableFile
 from fdcore.plugins.manager import load_plugins
+from fdcore.retry import RetryPolicy
 
 CONTAINER = "fdcore-outage"  # in the test's own Azurite instances
 QUICK_FAIL = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)

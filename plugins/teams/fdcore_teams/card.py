@@ -1,8 +1,8 @@
 """The message a Teams Workflows webhook accepts: an Adaptive Card 1.4 in a message envelope.
 
 One incident is one card: its title, what is wrong, its kind, subject, first and last seen, how
-often it was seen, and the exact ``fdcore incidents ack`` command. A digest is one card listing
-each incident the same way.
+often it occurred (as ``fdcore incidents show`` counts), and the exact ``fdcore incidents ack``
+command. A digest is one card listing each incident the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def incident_elements(notification: Notification) -> list[dict[str, Any]]:
         ("Subject", notification.subject or "-"),
         ("First seen", _time(notification.first_seen)),
         ("Last seen", _time(notification.last_seen)),
-        ("Seen", f"{notification.count} times"),
+        ("Occurrences", str(notification.count)),
         ("Severity", notification.severity),
     ]
     elements: list[dict[str, Any]] = [

@@ -90,7 +90,7 @@ def test_a_post_is_a_well_formed_adaptive_card_envelope(monkeypatch: pytest.Monk
         "request_failed",
         "r-1",
         "2026-09-01 03:00:00 UTC",
-        "3 times",
+        "'Occurrences', 'value': '3'",
         "fdcore incidents ack inc-0001 --env file:///data/prod",
     ):
         assert expected in text

@@ -1,0 +1,31 @@
+"""Entry point of fdcore-s3: registers the ``s3`` storage backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fdcore import hookimpl
+from fdcore.abc import StorageBackend
+from fdcore_s3.location import looks_like_s3, parse_location
+from fdcore_s3.store import S3Storage
+
+
+class S3Backend:
+    """``s3://bucket/folder`` on AWS S3 or a store that speaks its API (``endpoint_url``)."""
+
+    name = "s3"
+
+    def accepts(self, url: str) -> bool:
+        return looks_like_s3(url)
+
+    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> S3Storage:
+        # ``create`` changes nothing: opening sends no request, and nothing is ever created
+        # but the objects create/replace write (a bucket has no folders to make, and buckets
+        # are never created). A folder without objects reads as an empty environment; a
+        # missing bucket fails the first request with one line.
+        return S3Storage(parse_location(url, options))
+
+
+@hookimpl
+def fdcore_storage_backends() -> Sequence[StorageBackend]:
+    return [S3Backend()]
