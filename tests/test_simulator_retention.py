@@ -95,6 +95,6 @@ def test_retention_run_options_are_checked_and_reproduced(
 ) -> None:
     assert main(["simulate", "--retention-runs", "5", "--retention-runs-keep", "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("--retention-runs-keep: must be > 0, got 0.0") and "\n" not in err
+    assert err.endswith("--retention-runs-keep: must be greater than 0, got 0") and "\n" not in err
     command = command_line(Scenario(retention_runs=5.0, retention_runs_keep=2.0))
     assert "--retention-runs 5.0 --retention-runs-keep 2.0" in command

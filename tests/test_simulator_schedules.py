@@ -239,7 +239,10 @@ def test_simulate_reports_the_schedule_figures(capsys: pytest.CaptureFixture[str
         (["--unshared-schedule", "cron=1 2 3"], "--unshared-schedule: cron=1 2 3: cron ="),
         (["--agent-skew", "agent-4=1"], "--agent-skew: no agent 'agent-4'"),
         (["--agent-skew", "agent-1"], "--agent-skew: expected NAME=SECONDS"),
-        (["--schedule-hours", "0"], "--schedule-hours: must be > 0, got 0.0"),
+        (
+            ["--schedule-hours", "0"],
+            "--schedule-hours: must be a number from 0.001 to 8784, got 0.0",
+        ),
     ],
 )
 def test_bad_schedule_options_are_one_line_errors(
