@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import multiprocessing
+import os
 import queue
 import random
 import threading
@@ -318,8 +319,17 @@ def _start_method() -> str:
 
 
 def _crew_member(
-    index: int, crew: _Crew, target: Callable[..., Any], args: tuple[Any, ...]
+    index: int,
+    crew: _Crew,
+    target: Callable[..., Any],
+    args: tuple[Any, ...],
+    environ: dict[str, str] | None = None,
 ) -> None:
+    if environ is not None:
+        # A forkserver keeps the environment it started with, maybe before a test's fixture
+        # set the store's credentials: a worker runs in its caller's, as a spawned one would.
+        os.environ.clear()
+        os.environ.update(environ)
     try:
         value = target(index, crew, *args)
     except BaseException as exc:
@@ -346,7 +356,9 @@ def _run_crew(
             mp = multiprocessing.get_context("spawn")
         crew = _Crew(mp.Barrier(size), mp.Event(), mp.Queue())
         workers = [
-            mp.Process(target=_crew_member, args=(i, crew, target, args), daemon=True)
+            mp.Process(
+                target=_crew_member, args=(i, crew, target, args, dict(os.environ)), daemon=True
+            )
             for i in range(size)
         ]
     else:
