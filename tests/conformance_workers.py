@@ -1,4 +1,4 @@
-"""A race worker for tests/test_conformance_workers.py, importable by the probes' worker processes."""
+"""A race worker for test_conformance_workers.py, importable by the probes' worker processes."""
 
 from __future__ import annotations
 
