@@ -75,6 +75,21 @@ def archived_status(env: Environment, request_id: str) -> bytes:
     return blob.data
 
 
+def finished_and_moved_before_its_first_status(env: Environment, request_id: str) -> Status:
+    """Before this process's create of ``request_id``'s first status lands, another agent runs
+    it to the end and retention moves it: the create then finds no status in the way. The
+    final status the other agent wrote."""
+    final = succeeded(request_id)
+    key = status_key(request_id)
+
+    def finish_and_move() -> None:
+        env.mailbox.create(key, final)
+        retention_now(env)
+
+    before_call(env, "create", lambda written: written == key, finish_and_move)
+    return final
+
+
 def test_a_request_moved_between_an_agents_two_listings_is_not_claimed_again(
     env: Environment,
 ) -> None:
@@ -99,13 +114,7 @@ def test_a_claim_landing_after_the_move_is_withdrawn(env: Environment) -> None:
     # The agent lists r1 unclaimed; before its claim lands, another agent runs it to the end
     # and retention moves it: the claim's create then finds no status in the way.
     env.submit("r1", "sales")
-    final = succeeded("r1")
-
-    def finish_and_move() -> None:
-        env.mailbox.create(status_key("r1"), final)
-        retention_now(env)
-
-    before_call(env, "create", lambda key: key == status_key("r1"), finish_and_move)
+    final = finished_and_moved_before_its_first_status(env, "r1")
     discovery, held = env.discovery(env.config(claim="always"))
     discovery.look_for_work(LATER)
     assert held.work == {}, "an archived request was claimed again"
@@ -115,13 +124,7 @@ def test_a_claim_landing_after_the_move_is_withdrawn(env: Environment) -> None:
 
 def test_an_expiry_landing_after_the_move_is_withdrawn(env: Environment) -> None:
     env.submit("r1", "sales", deadline=START + timedelta(minutes=1))
-    final = succeeded("r1")
-
-    def finish_and_move() -> None:
-        env.mailbox.create(status_key("r1"), final)
-        retention_now(env)
-
-    before_call(env, "create", lambda key: key == status_key("r1"), finish_and_move)
+    final = finished_and_moved_before_its_first_status(env, "r1")
     discovery, _ = env.discovery(env.config())
     discovery.look_for_work(LATER)  # past the deadline: it expires the request it saw unclaimed
     assert env.mailbox.status("r1") is None
@@ -220,13 +223,7 @@ def test_an_operators_cancel_landing_after_the_move_is_withdrawn(env: Environmen
     # `fdcore cancel` (and an agent honouring a cancel) ends an unclaimed request by creating
     # its status: the same confirmed create as a claim.
     env.submit("r1", "sales")
-    final = succeeded("r1")
-
-    def finish_and_move() -> None:
-        env.mailbox.create(status_key("r1"), final)
-        retention_now(env)
-
-    before_call(env, "create", lambda key: key == status_key("r1"), finish_and_move)
+    final = finished_and_moved_before_its_first_status(env, "r1")
     cancel = Cancel(request="r1", by="ops", at=LATER)
     assert end_unheld(env.mailbox, cancel, LATER) is None
     assert env.mailbox.status("r1") is None
