@@ -145,6 +145,32 @@ class ChangeCheck(Protocol):
         gone, or the store cannot tell cheaply."""
 
 
+@attrs.frozen
+class Listed:
+    """One key of a :class:`VersionedListing`: its etag and when the store last wrote it."""
+
+    key: str
+    #: Equal to the etag a read of this version returns (:attr:`Blob.etag`).
+    etag: str
+    #: The store's time of the write that made this version (aware, UTC), by the store's clock.
+    modified: datetime
+
+
+@runtime_checkable
+class VersionedListing(Protocol):
+    """Optional for a :class:`Storage`: a listing that says what changed.
+
+    With it a mailbox reader lists a folder once and reads only the keys whose etag differs
+    from the version it read before, and an agent judges another agent's liveness from the
+    store's last-modified time of its record, without reading it and without trusting the
+    holder's clock. Without it every look reads every file it needs.
+    """
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """Like :meth:`Storage.list`, each key with its current etag and last-modified time,
+        in the same order and from the same single pass over the store's listing."""
+
+
 def read_mailbox_file(storage: Storage, key: str, max_bytes: int = MAX_FILE_BYTES) -> Blob | None:
     """Read ``key`` as a mailbox file: bounded where the store can bound it (else the codec's
     size check rejects an oversized value after reading it)."""
