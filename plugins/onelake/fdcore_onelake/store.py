@@ -40,7 +40,7 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import BlobClient, BlobServiceClient
 
-from fdcore.abc import Blob, validate_key, validate_prefix
+from fdcore.abc import Blob, Listed, validate_key, validate_prefix
 from fdcore.errors import (
     AlreadyExists,
     InvalidKey,
@@ -168,6 +168,21 @@ def _is_folder(metadata: Mapping[str, str] | None) -> bool:
     return (metadata or {}).get(FOLDER_MARK, "").lower() == "true"
 
 
+def _quoted(etag: str) -> str:
+    """An etag as a read's ``ETag`` header has it: a listing's XML may leave out the quotes."""
+    etag = str(etag)
+    return etag if etag.startswith('"') else f'"{etag}"'
+
+
+def _utc(stamp: datetime) -> datetime:
+    """A service time in UTC (the SDK's are aware; a naive one is taken as UTC)."""
+    return (
+        stamp.replace(tzinfo=timezone.utc)
+        if stamp.tzinfo is None
+        else stamp.astimezone(timezone.utc)
+    )
+
+
 def _retry_after(exc: HttpResponseError) -> float | None:
     headers = getattr(exc.response, "headers", None) or {}
     value = headers.get("Retry-After")
@@ -288,7 +303,7 @@ class OneLakeStorage:
         )
         written = result.get("last_modified")
         if isinstance(written, datetime):
-            self._write_time = written if written.tzinfo else written.replace(tzinfo=timezone.utc)
+            self._write_time = _utc(written)
         return str(result["etag"])
 
     def _check_size(self, key: str, data: bytes) -> None:
@@ -431,12 +446,17 @@ class OneLakeStorage:
         self._run("delete", key, attempt)
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        return iter([listed.key for listed in self.list_versions(prefix)])
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """:class:`fdcore.abc.VersionedListing`: the blob listing gives each blob's etag and
+        ``Last-Modified`` (the service's clock, whole seconds) in the same pages."""
         validate_prefix(prefix)
         folder = self.location.prefix
 
-        def attempt(_: bool) -> builtins.list[str]:
-            keys = [
-                props.name[len(folder) :]
+        def attempt(_: bool) -> builtins.list[Listed]:
+            listed = [
+                Listed(props.name[len(folder) :], _quoted(props.etag), _utc(props.last_modified))
                 for props in self._container.list_blobs(
                     name_starts_with=folder + prefix,
                     include=["metadata"],
@@ -444,8 +464,9 @@ class OneLakeStorage:
                 )
                 if not _is_folder(props.metadata)
             ]
-            keys.sort()  # the service lists in order; sorting costs little and makes it ours
-            return keys
+            # the service lists in order; sorting costs little and makes it ours
+            listed.sort(key=lambda one: one.key)
+            return listed
 
         return iter(self._run("list", prefix or None, attempt))
 

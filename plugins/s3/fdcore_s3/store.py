@@ -23,7 +23,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
@@ -40,7 +40,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from fdcore.abc import Blob, validate_key, validate_prefix
+from fdcore.abc import Blob, Listed, validate_key, validate_prefix
 from fdcore.errors import (
     AlreadyExists,
     InvalidKey,
@@ -124,10 +124,19 @@ def _server_time(response: dict[str, Any]) -> datetime | None:
         return None
 
 
+def _utc(stamp: datetime) -> datetime:
+    """A listed time in UTC (botocore's are aware; a naive one is taken as UTC)."""
+    return (
+        stamp.replace(tzinfo=timezone.utc)
+        if stamp.tzinfo is None
+        else stamp.astimezone(timezone.utc)
+    )
+
+
 class S3Storage:
     """The :class:`fdcore.abc.Storage` protocol over one folder of an S3 bucket, with the
-    optional :class:`~fdcore.abc.BoundedRead`, :class:`~fdcore.abc.ChangeCheck` and
-    :class:`~fdcore.abc.StoreClock`."""
+    optional :class:`~fdcore.abc.BoundedRead`, :class:`~fdcore.abc.ChangeCheck`,
+    :class:`~fdcore.abc.StoreClock` and :class:`~fdcore.abc.VersionedListing`."""
 
     def __init__(
         self,
@@ -367,16 +376,23 @@ class S3Storage:
         self._run("delete", key, attempt)
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        return iter([listed.key for listed in self.list_versions(prefix)])
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """:class:`fdcore.abc.VersionedListing`: ListObjectsV2 gives each object's ``ETag``
+        (as GetObject does) and ``LastModified`` (the store's clock, whole seconds on AWS)."""
         validate_prefix(prefix)
         folder = self.location.folder
 
-        def attempt(_: bool) -> builtins.list[str]:
-            keys: builtins.list[str] = []
+        def attempt(_: bool) -> builtins.list[Listed]:
+            listed: builtins.list[Listed] = []
             params: dict[str, Any] = {"Prefix": folder + prefix, "MaxKeys": self.list_page_size}
             while True:
                 page = self._call("list_objects_v2", **params)
-                keys.extend(
-                    item["Key"][len(folder) :]
+                listed.extend(
+                    Listed(
+                        item["Key"][len(folder) :], str(item["ETag"]), _utc(item["LastModified"])
+                    )
                     for item in page.get("Contents", ())
                     if not item["Key"].endswith("/")  # a console's "folder" marker is no key
                 )
@@ -384,8 +400,9 @@ class S3Storage:
                 if not page.get("IsTruncated") or not token:
                     break
                 params["ContinuationToken"] = token
-            keys.sort()  # S3 lists in UTF-8 byte order, as we do; other stores may not
-            return keys
+            # S3 lists in UTF-8 byte order, as we do; other stores may not
+            listed.sort(key=lambda one: one.key)
+            return listed
 
         return iter(self._run("list", prefix or None, attempt))
 
