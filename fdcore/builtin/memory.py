@@ -7,6 +7,7 @@ see one mailbox. It is thread-safe; it is not shared across processes.
 from __future__ import annotations
 
 import bisect
+import builtins
 import itertools
 import threading
 from collections.abc import Callable, Iterator
@@ -112,11 +113,11 @@ class MemoryStorage:
                 ]
             )
 
-    def _under(self, prefix: str) -> list[str]:
+    def _under(self, prefix: str) -> builtins.list[str]:
         """The keys that start with ``prefix``, in order (the caller holds the lock)."""
         keys = self._space.keys
         if not prefix:
-            return list(keys)
+            return keys.copy()
         # Every key under the prefix sorts between it and the prefix with its last
         # character bumped: two bisections instead of a test per key.
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
