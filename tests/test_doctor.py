@@ -43,6 +43,7 @@ def _names() -> list[str]:
         "no-lost-updates",
         "no-partial-reads",
         "optional-protocols",
+        "versioned-listing",
         "cleanup",
     ]
 
@@ -143,9 +144,16 @@ def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> No
     root = tmp_path / "env"
     argv = [f"broken://{root}", "--rounds", "5", "--processes", "4", "--keys", "40"]
     lines, failed = _failing_doctor(env, *argv)
-    # Its create also skips the store clock it inherits: an honest third failure.
-    assert set(failed) == {"create-existing-refused", "create-if-absent", "optional-protocols"}
+    # Its create also skips the store clock it inherits: honest third and fourth failures (after
+    # a create the clock still tells the time of an earlier write, not the listed one's).
+    assert set(failed) == {
+        "create-existing-refused",
+        "create-if-absent",
+        "optional-protocols",
+        "versioned-listing",
+    }
     assert "last_write_time() after a create gave None" in failed["optional-protocols"]
+    assert "the store clock stamped its write" in failed["versioned-listing"]
     assert "second create succeeded, expected AlreadyExists" in failed["create-existing-refused"]
     assert "FAIL create-if-absent: observed round 0: 4 winners" in failed["create-if-absent"]
     assert lines[-1].startswith("PASS cleanup: removed")
@@ -190,6 +198,45 @@ def test_doctor_fails_a_listing_that_matches_prefixes_like_sql_like(tmp_path: Pa
     assert "also gave ['A/B.json', 'A/b/y']" in failed["exact-prefix"]
     paging = lines[_names().index("list-paging")]
     assert paging.startswith("PASS list-paging: 21 keys listed over 3 pages of 10"), paging
+    assert _left_in(root) == []
+
+
+STALE_VERSIONS_BACKEND = '''
+    """A backend whose versioned listing keeps the first etag it listed for each key."""
+    from pathlib import Path
+
+    from fdcore import hookimpl
+    from fdcore.testing.broken import StaleListedEtag
+    from fdcore_localfs.store import LocalFolderStorage
+
+
+    class StaleVersionsBackend:
+        name = "stale-versions"
+
+        def accepts(self, url):
+            return url.startswith("stale-versions://")
+
+        def open(self, url, options):
+            root = Path(url.removeprefix("stale-versions://"))
+            return StaleListedEtag(LocalFolderStorage(root, url=url))
+
+
+    @hookimpl
+    def fdcore_storage_backends():
+        return [StaleVersionsBackend()]
+'''
+
+
+@pytest.mark.slow
+def test_doctor_fails_a_versioned_listing_with_stale_etags(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    env = install_distribution(site, "fdcore-stale", "fdcore_stale", STALE_VERSIONS_BACKEND)
+    root = tmp_path / "env"
+    root.mkdir()
+    argv = [f"stale-versions://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
+    _, failed = _failing_doctor(env, *argv, "--page-size", "10")
+    assert set(failed) == {"versioned-listing"}, failed
+    assert "versions/a.json' was listed with etag" in failed["versioned-listing"]
     assert _left_in(root) == []
 
 
