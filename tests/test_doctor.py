@@ -160,84 +160,65 @@ def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> No
     assert _left_in(root) == []
 
 
-LIKE_BACKEND = '''
-    """A backend whose listing is SQL LIKE 'prefix%': the bug the suite once missed."""
+def _broken_localfs_backend(scheme: str, broken: str) -> str:
+    """The source of a backend serving ``<scheme>://<folder>``: a local folder wrapped in the
+    broken store ``broken`` of fdcore.testing.broken."""
+    return f'''
     from pathlib import Path
 
     from fdcore import hookimpl
-    from fdcore.testing.broken import LikeListing
+    from fdcore.testing.broken import {broken}
     from fdcore_localfs.store import LocalFolderStorage
 
 
-    class LikeBackend:
-        name = "like"
+    class BrokenBackend:
+        name = "{scheme}"
 
         def accepts(self, url):
-            return url.startswith("like://")
+            return url.startswith("{scheme}://")
 
         def open(self, url, options):
-            root = Path(url.removeprefix("like://"))
-            return LikeListing(LocalFolderStorage(root, url=url))
+            root = Path(url.removeprefix("{scheme}://"))
+            return {broken}(LocalFolderStorage(root, url=url))
 
 
     @hookimpl
     def fdcore_storage_backends():
-        return [LikeBackend()]
+        return [BrokenBackend()]
 '''
+
+
+def _doctor_around(tmp_path: Path, scheme: str, broken: str) -> tuple[list[str], dict[str, str]]:
+    """Doctor (small rounds, pages of 10) in a process on a local folder wrapped in ``broken``,
+    installed as a real distribution: it fails, and leaves nothing behind."""
+    package = f"fdcore_{scheme.replace('-', '_')}"
+    source = _broken_localfs_backend(scheme, broken)
+    env = install_distribution(tmp_path / "site", package.replace("_", "-"), package, source)
+    root = tmp_path / "env"
+    root.mkdir()
+    argv = [f"{scheme}://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
+    lines, failed = _failing_doctor(env, *argv, "--page-size", "10")
+    assert _left_in(root) == []
+    return lines, failed
 
 
 @pytest.mark.slow
 def test_doctor_fails_a_listing_that_matches_prefixes_like_sql_like(tmp_path: Path) -> None:
-    env = install_distribution(tmp_path / "site", "fdcore-like", "fdcore_like", LIKE_BACKEND)
-    root = tmp_path / "env"
-    root.mkdir()
-    argv = [f"like://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
-    lines, failed = _failing_doctor(env, *argv, "--page-size", "10")
+    """A listing that is SQL LIKE 'prefix%': the bug the suite once missed."""
+    lines, failed = _doctor_around(tmp_path, "like", "LikeListing")
     assert set(failed) == {"exact-prefix"}, failed
     assert "list of prefix 'a' gave ['A/B.json', 'A/b/y', 'a%b/x'" in failed["exact-prefix"]
     assert "also gave ['A/B.json', 'A/b/y']" in failed["exact-prefix"]
     paging = lines[_names().index("list-paging")]
     assert paging.startswith("PASS list-paging: 21 keys listed over 3 pages of 10"), paging
-    assert _left_in(root) == []
-
-
-STALE_VERSIONS_BACKEND = '''
-    """A backend whose versioned listing keeps the first etag it listed for each key."""
-    from pathlib import Path
-
-    from fdcore import hookimpl
-    from fdcore.testing.broken import StaleListedEtag
-    from fdcore_localfs.store import LocalFolderStorage
-
-
-    class StaleVersionsBackend:
-        name = "stale-versions"
-
-        def accepts(self, url):
-            return url.startswith("stale-versions://")
-
-        def open(self, url, options):
-            root = Path(url.removeprefix("stale-versions://"))
-            return StaleListedEtag(LocalFolderStorage(root, url=url))
-
-
-    @hookimpl
-    def fdcore_storage_backends():
-        return [StaleVersionsBackend()]
-'''
 
 
 @pytest.mark.slow
 def test_doctor_fails_a_versioned_listing_with_stale_etags(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    env = install_distribution(site, "fdcore-stale", "fdcore_stale", STALE_VERSIONS_BACKEND)
-    root = tmp_path / "env"
-    root.mkdir()
-    argv = [f"stale-versions://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
-    _, failed = _failing_doctor(env, *argv, "--page-size", "10")
+    """A versioned listing that keeps the first etag it listed for each key."""
+    _, failed = _doctor_around(tmp_path, "stale-versions", "StaleListedEtag")
     assert set(failed) == {"versioned-listing"}, failed
     assert "versions/a.json' was listed with etag" in failed["versioned-listing"]
-    assert _left_in(root) == []
 
 
 @pytest.mark.parametrize(

@@ -36,18 +36,10 @@ from botocore.exceptions import (
     NoCredentialsError,
 )
 
+import fdcore.retry as settle
 from fdcore.abc import Blob, Listed, validate_key, validate_prefix
 from fdcore.errors import InvalidKey, NotFound, StorageError, StorageUnavailable, UnreadableFile
-from fdcore.retry import (
-    Failure,
-    RetryPolicy,
-    StoredVersion,
-    holds,
-    new_write_id,
-    refused_create,
-    refused_delete,
-    refused_replace,
-)
+from fdcore.retry import Failure, RetryPolicy, StoredVersion
 from fdcore_s3.location import Location
 
 T = TypeVar("T")
@@ -262,7 +254,7 @@ class S3Storage:
     def unchanged(self, key: str, etag: str) -> bool:
         """:class:`fdcore.abc.ChangeCheck`: one HEAD instead of a download."""
         name = self._name(key)
-        return self._run("read", key, lambda _: holds(self._version(name), etag))
+        return self._run("read", key, lambda _: settle.holds(self._version(name), etag))
 
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the ``Date`` of the store's answer to our last write."""
@@ -270,7 +262,7 @@ class S3Storage:
 
     def create(self, key: str, data: bytes) -> str:
         name = self._name(key)
-        write_id = new_write_id(key, data, MAX_VALUE_BYTES)
+        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
 
         def attempt(_: bool) -> str:
             try:
@@ -279,13 +271,13 @@ class S3Storage:
                 if _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            return refused_create(key, write_id, self._version(name), refusal)
+            return settle.refused_create(key, write_id, self._version(name), refusal)
 
         return self._run("create", key, attempt)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         name = self._name(key)
-        write_id = new_write_id(key, data, MAX_VALUE_BYTES)
+        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
 
         def attempt(_: bool) -> str:
             try:
@@ -296,7 +288,7 @@ class S3Storage:
                 if _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            return refused_replace(key, etag, write_id, self._version(name), refusal)
+            return settle.refused_replace(key, etag, write_id, self._version(name), refusal)
 
         return self._run("replace", key, attempt)
 
@@ -320,7 +312,7 @@ class S3Storage:
                 if _code(exc) not in MISSING_KEY and _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            refused_delete(key, etag, maybe_landed, self._version(name), refusal)
+            settle.refused_delete(key, etag, maybe_landed, self._version(name), refusal)
 
         self._run("delete", key, attempt)
 
