@@ -12,8 +12,8 @@ import getpass
 import json
 import socket
 from datetime import datetime, timezone
-from typing import Any
 
+from fdcore.abc import Command
 from fdcore.cli.commands import open_mailbox
 from fdcore.cli.output import format_table
 from fdcore.cli.views import RequestStory, request_story
@@ -166,23 +166,49 @@ def format_story(story: RequestStory) -> str:
     return "\n".join(lines)
 
 
-def register(commands: Any) -> None:
-    cancel = commands.add_parser(
-        "cancel",
-        help="cancel a request: unclaimed it ends now, running its holder stops it",
-    )
-    cancel.add_argument("--reason", help="why, kept in the cancel and the request's status")
-    retry = commands.add_parser(
-        "retry", help="run a failed, expired or cancelled request again, as a new request"
-    )
-    retry.add_argument("--from-table", help="start at this table (default: the first)")
-    show = commands.add_parser(
-        "show", help="a request's story: attempts, table runs with their output, how it ended"
-    )
-    for parser, handler in ((cancel, _cancel), (retry, _retry), (show, _show)):
-        parser.add_argument("request", metavar="REQUEST", help="the request's id")
-        parser.add_argument("--env", required=True, help="environment URL")
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
-        if parser is not show:
-            parser.add_argument("--by", help="who acts (default: user@host)")
-        parser.set_defaults(run=handler)
+def _request_arguments(parser: argparse.ArgumentParser, *, acts: bool) -> None:
+    """What ``cancel``, ``retry`` and ``show`` share: the request, its environment, --json."""
+    parser.add_argument("request", metavar="REQUEST", help="the request's id")
+    parser.add_argument("--env", required=True, help="environment URL")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    if acts:
+        parser.add_argument("--by", help="who acts (default: user@host)")
+
+
+class Cancel:
+    name = "cancel"
+    help = "cancel a request: unclaimed it ends now, running its holder stops it"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--reason", help="why, kept in the cancel and the request's status")
+        _request_arguments(parser, acts=True)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _cancel(args)
+
+
+class Retry:
+    name = "retry"
+    help = "run a failed, expired or cancelled request again, as a new request"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--from-table", help="start at this table (default: the first)")
+        _request_arguments(parser, acts=True)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _retry(args)
+
+
+class Show:
+    name = "show"
+    help = "a request's story: attempts, table runs with their output, how it ended"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _request_arguments(parser, acts=False)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _show(args)
+
+
+#: This module's commands, in the order ``fdcore --help`` lists them.
+COMMANDS: tuple[Command, ...] = (Cancel(), Retry(), Show())

@@ -10,7 +10,7 @@ the command line), :mod:`.plan` (what the seed fixes), :mod:`.trace` (what happe
 
 from __future__ import annotations
 
-from fdcore.simulator.cli import register
+from fdcore.simulator.cli import Simulate
 from fdcore.simulator.invariants import Checker, Violation
 from fdcore.simulator.report import Report
 from fdcore.simulator.scenario import Scenario
@@ -21,10 +21,10 @@ __all__ = [
     "Checker",
     "Report",
     "Scenario",
+    "Simulate",
     "Violation",
     "World",
     "default_checkers",
-    "register",
     "simulate",
     "simulate_world",
 ]
