@@ -180,6 +180,10 @@ class Plugins:
                 f"{_describe(info)}; disable one with {DISABLE_VARIABLE}"
             )
             del table[impl.name]
+            names = other.provides.get(kind.label, [])
+            other.provides[kind.label] = [n for n in names if n != impl.name]
+            if not other.provides[kind.label]:
+                del other.provides[kind.label]
             other.problems.append(problem)
             info.problems.append(problem)
             return False
@@ -350,18 +354,17 @@ def _registration_error(
     there and the fix (``given``: passed to ``load_plugins(extra=...)``, else an entry point)."""
     if not isinstance(exc, ValueError):  # a hook whose arguments its hookspec does not have
         return _one_line(exc)
-    taken = manager.has_plugin(name)
-    if not taken:  # the module is registered already, under another name
-        name = manager.get_name(plugin) or name
-    there = _describe(next(info for info in infos if info.name == name))
+    if manager.has_plugin(name):
+        there = _describe(next(info for info in infos if info.name == name))
+        if given:
+            fix = f"pass another name, or disable it with {DISABLE_VARIABLE}"
+            return f"the name {name!r} is taken by plugin {there}: {fix}"
+        return f"entry point name {name!r} is taken by plugin {there}: rename one of the two"
+    # the module is registered already, under another name
+    there = _describe(next(info for info in infos if info.name == manager.get_name(plugin)))
     if given:
-        what = "name" if taken else "module"
-        return (
-            f"plugin {name!r} is installed: its {what} is taken by {there}; pass another name, "
-            f"or disable the installed one with {DISABLE_VARIABLE}"
-        )
-    if taken:
-        return f"entry point name {name!r} is taken by {there}: rename one of the two"
+        fix = f"leave it out, or disable the installed one with {DISABLE_VARIABLE}"
+        return f"{name!r} is already loaded as plugin {there}: {fix}"
     return f"its module is already loaded as plugin {there}: remove one of the two entry points"
 
 
