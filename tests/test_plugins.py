@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from plugin_distributions import install_distribution
+from plugin_distributions import fdcore_cli, install_distribution
 
 from fdcore import hookimpl
 from fdcore.abc import AgentLoad, ClaimPolicy, Command, Notifier, Storage, StorageBackend
@@ -20,16 +18,6 @@ from fdcore.builtin.notifiers import LogNotifier
 from fdcore.cli.main import build_parser
 from fdcore.errors import EnvironmentNotFound, PluginError
 from fdcore.plugins.manager import CLAIM, COMMAND, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
-
-
-def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fdcore.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-    )
 
 
 def test_plugins_lists_our_distributions_with_versions() -> None:

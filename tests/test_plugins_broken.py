@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from plugin_distributions import install_distribution
+from plugin_distributions import fdcore_cli, install_distribution
 
 from fdcore.errors import PluginError
 from fdcore.plugins.manager import CLAIM, load_plugins
@@ -68,13 +67,7 @@ def broken_site(tmp_path: Path) -> dict[str, str]:
 
 
 def fdcore(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fdcore.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return fdcore_cli(*args, env=env)
 
 
 def test_fdcore_plugins_shows_each_broken_plugin_with_the_fix(broken_site: dict[str, str]) -> None:
