@@ -24,6 +24,45 @@ from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
 
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "Blob",
+    "Storage",
+    "WatchableStorage",
+    "StoreClock",
+    "BoundedRead",
+    "ChangeCheck",
+    "Listed",
+    "VersionedListing",
+    "read_mailbox_file",
+    "check_precondition",
+    "validate_key",
+    "validate_prefix",
+    "StorageBackend",
+    "AgentLoad",
+    "ClaimPolicy",
+    "Slot",
+    "Timetable",
+    "SlotFunction",
+    "TakeoverPolicy",
+    "HeldLease",
+    "TableLeases",
+    "FinishReleasesLease",
+    "LeaseProvider",
+    "Notification",
+    "NotifierChannel",
+    "Notifier",
+    "TableJob",
+    "TableResult",
+    "TableRun",
+    "WaitableRun",
+    "TableRunner",
+    "HostSlots",
+    "HostGate",
+    "HostAdmission",
+    "Command",
+]
+
 # -- storage ----------------------------------------------------------------------------------
 #
 # A mailbox needs only five operations from a store. Two of them are conditional writes, and the

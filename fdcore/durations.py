@@ -20,6 +20,23 @@ from typing import Any
 
 from fdcore.errors import ConfigError, DurationError
 
+__all__ = [
+    "parse_duration",
+    "format_duration",
+    "MAX_SECONDS",
+    "check_seconds",
+    "check_number",
+    "check_whole",
+    "check_duration",
+    "Reader",
+    "Seconds",
+    "Number",
+    "Whole",
+    "Duration",
+    "GRACE",
+    "add_flag",
+]
+
 UNITS: dict[str, int] = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _UNIT_HINT = "use s, m, h, d"
 _PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)")

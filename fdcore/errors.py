@@ -5,6 +5,31 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
+__all__ = [
+    "FdcoreError",
+    "ConfigError",
+    "MailboxFileError",
+    "FileTooLarge",
+    "UnreadableFile",
+    "InvalidId",
+    "PluginError",
+    "StorageError",
+    "AlreadyExists",
+    "PreconditionFailed",
+    "NotFound",
+    "StorageUnavailable",
+    "InvalidKey",
+    "EnvironmentNotFound",
+    "EnvironmentUnusable",
+    "LeaseLost",
+    "StaleFencingToken",
+    "ArchiveConflict",
+    "DuplicateAgent",
+    "DurationError",
+    "RequestError",
+    "UnknownRequest",
+]
+
 
 class FdcoreError(Exception):
     """Base of every error fdcore raises on purpose; its str() is a complete one-line message."""

@@ -25,6 +25,21 @@ from cattrs.v import format_exception
 from fdcore.contract.models import IncidentState, Outcome, State
 from fdcore.errors import FileTooLarge, InvalidId, MailboxFileError
 
+__all__ = [
+    "converter",
+    "EARLIEST",
+    "LATEST",
+    "parse_time",
+    "format_time",
+    "MAX_FILE_BYTES",
+    "FILE_BYTES_RANGE",
+    "MAX_DEPTH",
+    "decode",
+    "to_dict",
+    "encode",
+    "encode_within",
+]
+
 T = TypeVar("T")
 
 converter = cattrs.Converter(detailed_validation=True)

@@ -26,6 +26,34 @@ from datetime import datetime, timezone
 
 from fdcore.contract.ids import validate_id
 
+__all__ = [
+    "REQUESTS",
+    "STATUS",
+    "AGENTS",
+    "RUNS",
+    "LEASES",
+    "FENCES",
+    "TABLES",
+    "INCIDENTS",
+    "CANCELS",
+    "RETRIES",
+    "ARCHIVE",
+    "ARCHIVE_INDEX",
+    "request_key",
+    "status_key",
+    "agent_key",
+    "run_key",
+    "lease_key",
+    "fence_key",
+    "table_key",
+    "cancel_key",
+    "retry_key",
+    "archive_day",
+    "archive_index_key",
+    "archived_key",
+    "archived_runs_prefix",
+]
+
 REQUESTS = "requests/"
 STATUS = "status/"
 AGENTS = "agents/"

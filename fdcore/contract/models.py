@@ -15,6 +15,30 @@ import attrs
 
 from fdcore.contract.ids import validate_id
 
+__all__ = [
+    "MAX_SECONDS",
+    "MAX_OUTPUT_BYTES",
+    "output_tail",
+    "State",
+    "ScheduleRef",
+    "Request",
+    "Outcome",
+    "Attempt",
+    "Status",
+    "ScheduleInfo",
+    "AgentRecord",
+    "Lease",
+    "RunRecord",
+    "Cancel",
+    "Retry",
+    "ArchiveEntry",
+    "IncidentState",
+    "IncidentNote",
+    "IncidentDelivery",
+    "Incident",
+    "IncidentDocument",
+]
+
 
 def _id(what: str) -> Any:
     def check(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:

@@ -26,6 +26,33 @@ from fdcore.abc import Blob, Storage, check_precondition, validate_key, validate
 from fdcore.conformance.probes import PROBES_BY_NAME, Observation, ProbeContext, StorageFactory
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
 
+__all__ = [
+    "RACE_WINDOW",
+    "BrokenStorage",
+    "LikeListing",
+    "GlobListing",
+    "FolderListing",
+    "UnsortedListing",
+    "FirstPageListing",
+    "StaleList",
+    "OverwritingCreate",
+    "CheckThenCreate",
+    "EtagBlindReplace",
+    "CheckThenReplace",
+    "EtagBlindDelete",
+    "SameEtagAfterReplace",
+    "TornReplace",
+    "StaleRead",
+    "UnboundedRead",
+    "CappedValues",
+    "CaseFoldingKeys",
+    "NormalisingKeys",
+    "LaxKeys",
+    "BROKEN_STORES",
+    "BrokenFactory",
+    "catch",
+]
+
 #: How long a check-then-act wrapper waits between its check and its act: long enough for
 #: racers in other processes to pass the same check.
 RACE_WINDOW = 0.005

@@ -28,6 +28,16 @@ from fdcore.plugins.manager import Plugins, load_plugins
 from fdcore.testing.memory_fleet import MemoryFleet
 from fdcore.testing.tables import log_table_writes
 
+__all__ = [
+    "pytest_configure",
+    "fdcore_quiet_agents",
+    "fdcore_environment",
+    "fdcore_storage_options",
+    "fdcore_fleet",
+    "fdcore_plugins",
+    "fdcore_memory_fleet",
+]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

@@ -30,6 +30,13 @@ from fdcore.testing.assertions import (
 )
 from fdcore.testing.tables import table_writes
 
+__all__ = [
+    "Sections",
+    "drained",
+    "takeover_after_sigkill",
+    "outage_mid_run",
+]
+
 Sections = dict[str, Any]
 
 

@@ -29,6 +29,18 @@ from fdcore.errors import StaleFencingToken, StorageUnavailable
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import LEASES, load_plugins
 
+__all__ = [
+    "LOG_VARIABLE",
+    "STORAGE_OPTIONS_VARIABLE",
+    "write_table",
+    "kill_agent",
+    "poison_or_write",
+    "sleep_table",
+    "TableWrite",
+    "log_table_writes",
+    "table_writes",
+]
+
 LOG_VARIABLE = "FDCORE_TEST_LOG"
 STORAGE_OPTIONS_VARIABLE = "FDCORE_TEST_STORAGE_OPTIONS"
 

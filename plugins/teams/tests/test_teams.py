@@ -10,7 +10,7 @@ import pytest
 from fdcore_teams import TeamsNotifier
 
 from fdcore.abc import Notification
-from fdcore.builtin.webhook import WebhookRefused, WebhookUnavailable, retry_after
+from fdcore.webhook import WebhookRefused, WebhookUnavailable, retry_after
 from fdcore.testing.webhook import Answer, recording_webhook
 
 VARIABLE = "FDCORE_TEST_TEAMS_WEBHOOK"
