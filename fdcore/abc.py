@@ -1,8 +1,8 @@
 """Every extension protocol of fdcore, with the value types that cross it.
 
 This is the one module a plugin author reads: the storage backend, claim policy, slot function,
-takeover policy, lease provider, notifier, table runner and command protocols, each with the data
-it is given and returns. Implementations are registered through the hooks of
+takeover policy, lease provider, notifier, table runner, host admission and command protocols,
+each with the data it is given and returns (and the optional protocols a storage may add). Implementations are registered through the hooks of
 :mod:`fdcore.plugins.hookspecs` and chosen by name in ``agent.toml``. The errors a protocol's
 methods raise live in :mod:`fdcore.errors`.
 

@@ -172,3 +172,12 @@ def test_protocol_is_documented_with_its_signatures(protocol: type) -> None:
         if f"`{member_signature(protocol, name)}`" not in docs
     ]
     assert not missing, f"docs/plugins.md lacks {protocol.__name__}: {missing}"
+
+
+def test_the_abc_docstring_names_every_kind_of_plugin() -> None:
+    """fdcore/abc.py's docstring lists every extension point a hook registers."""
+    from fdcore import abc
+
+    doc = " ".join((abc.__doc__ or "").split())
+    missing = [kind.label for kind in KINDS if kind.label not in doc]
+    assert not missing, f"fdcore/abc.py's docstring leaves out {missing}"
