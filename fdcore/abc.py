@@ -430,7 +430,9 @@ class LeaseProvider(Protocol):
     name: str
 
     def open(self, storage: Storage, options: dict[str, Any]) -> TableLeases:
-        """Table leases for the environment in ``storage``."""
+        """Table leases for the environment in ``storage``. ``options`` carry
+        ``max_file_bytes``, the operator's bound of a mailbox file: a provider that keeps its
+        leases in the mailbox reads and writes nothing bigger."""
 
 
 # -- notifier ---------------------------------------------------------------------------------
@@ -496,6 +498,9 @@ class TableJob:
     agent: str
     environment: str  # the environment URL
     leases: str = "mailbox"  # the lease provider's name: a fenced write checks the token there
+    # the operator's bound of a mailbox file (``[agent] max_file_bytes``): a fenced write reads
+    # and writes within it
+    max_file_bytes: int = MAX_FILE_BYTES
     # open descriptors the table process inherits: a host admission's held lane (docs/host.md),
     # so the lane stays held while the process runs (it never outlives its agent)
     inherit: tuple[int, ...] = ()
@@ -510,6 +515,7 @@ class TableJob:
             "FDCORE_AGENT": self.agent,
             "FDCORE_ENVIRONMENT": self.environment,
             "FDCORE_LEASES": self.leases,
+            "FDCORE_MAX_FILE_BYTES": str(self.max_file_bytes),
         }
 
 

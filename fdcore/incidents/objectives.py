@@ -26,16 +26,6 @@ def objective_key(objective: Objective) -> str:
     return f"{OBJECTIVE}:{objective.subject}"
 
 
-def _runs(mailbox: Mailbox, status: Status) -> list[RunRecord]:
-    """The request's run log; raises if any record cannot be read (unlike Mailbox.runs)."""
-    records = []
-    for key in mailbox.storage.list(f"runs/{status.request}/"):
-        found = mailbox.read(RunRecord, key)
-        if found is not None:
-            records.append(found.value)
-    return records
-
-
 def _schedule_of(mailbox: Mailbox, status: Status) -> str | None:
     found = mailbox.request(status.request)
     if found is None or found.value.schedule is None:
@@ -60,7 +50,7 @@ def look_at_objectives(
         runs = []
         for status in recent:
             try:
-                runs.extend(_runs(mailbox, status))
+                runs.extend(mailbox.runs(status.request, strict=True))
             except (MailboxFileError, StorageUnavailable) as exc:
                 problems.append(f"run log of {status.request} unreadable: {exc}")
                 runs = None
