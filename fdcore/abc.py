@@ -2,9 +2,9 @@
 
 This is the one module a plugin author reads: the storage backend, claim policy, slot function,
 takeover policy, lease provider, notifier, table runner, host admission and command protocols,
-each with the data it is given and returns (and the optional protocols a storage may add). Implementations are registered through the hooks of
-:mod:`fdcore.plugins.hookspecs` and chosen by name in ``agent.toml``. The errors a protocol's
-methods raise live in :mod:`fdcore.errors`.
+each with the data it is given and returns (and the optional protocols a storage may add).
+Implementations are registered through the hooks of :mod:`fdcore.plugins.hookspecs` and chosen
+by name in ``agent.toml``. The errors a protocol's methods raise live in :mod:`fdcore.errors`.
 
 Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.contract`).
 """
@@ -26,41 +26,41 @@ from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "AgentLoad",
     "Blob",
-    "Storage",
-    "WatchableStorage",
-    "StoreClock",
     "BoundedRead",
     "ChangeCheck",
-    "Listed",
-    "VersionedListing",
-    "read_mailbox_file",
-    "check_precondition",
-    "validate_key",
-    "validate_prefix",
-    "StorageBackend",
-    "AgentLoad",
     "ClaimPolicy",
-    "Slot",
-    "Timetable",
-    "SlotFunction",
-    "TakeoverPolicy",
-    "HeldLease",
-    "TableLeases",
+    "Command",
     "FinishReleasesLease",
+    "HeldLease",
+    "HostAdmission",
+    "HostGate",
+    "HostSlots",
     "LeaseProvider",
+    "Listed",
     "Notification",
-    "NotifierChannel",
     "Notifier",
+    "NotifierChannel",
+    "Slot",
+    "SlotFunction",
+    "Storage",
+    "StorageBackend",
+    "StoreClock",
     "TableJob",
+    "TableLeases",
     "TableResult",
     "TableRun",
-    "WaitableRun",
     "TableRunner",
-    "HostSlots",
-    "HostGate",
-    "HostAdmission",
-    "Command",
+    "TakeoverPolicy",
+    "Timetable",
+    "VersionedListing",
+    "WaitableRun",
+    "WatchableStorage",
+    "check_precondition",
+    "read_mailbox_file",
+    "validate_key",
+    "validate_prefix",
 ]
 
 # -- storage ----------------------------------------------------------------------------------

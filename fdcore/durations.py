@@ -21,20 +21,20 @@ from typing import Any
 from fdcore.errors import ConfigError, DurationError
 
 __all__ = [
-    "parse_duration",
-    "format_duration",
+    "GRACE",
     "MAX_SECONDS",
-    "check_seconds",
-    "check_number",
-    "check_whole",
-    "check_duration",
+    "Duration",
+    "Number",
     "Reader",
     "Seconds",
-    "Number",
     "Whole",
-    "Duration",
-    "GRACE",
     "add_flag",
+    "check_duration",
+    "check_number",
+    "check_seconds",
+    "check_whole",
+    "format_duration",
+    "parse_duration",
 ]
 
 UNITS: dict[str, int] = {"d": 86400, "h": 3600, "m": 60, "s": 1}

@@ -25,12 +25,12 @@ from fdcore.durations import parse_duration
 from fdcore.errors import DurationError
 
 __all__ = [
+    "WEBHOOK_OPTIONS",
+    "Webhook",
     "WebhookRefused",
     "WebhookUnavailable",
     "retry_after",
-    "Webhook",
     "secret_from",
-    "WEBHOOK_OPTIONS",
     "webhook_from",
 ]
 

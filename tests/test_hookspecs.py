@@ -133,7 +133,7 @@ def member_signature(protocol: type, name: str) -> str:
     annotations are its source text), or ``name: type`` for an attribute."""
     member = protocol.__dict__.get(name)
     if not callable(member):
-        return f"{name}: {protocol.__annotations__[name]}"
+        return f"{name}: {inspect.get_annotations(protocol)[name]}"
     params, keyword_only = [], False
     for param in list(inspect.signature(member).parameters.values())[1:]:  # not self
         if param.kind is param.KEYWORD_ONLY and not keyword_only:
@@ -149,7 +149,7 @@ def member_signature(protocol: type, name: str) -> str:
 
 def protocol_members(protocol: type) -> list[str]:
     own = [name for name in protocol.__dict__ if not name.startswith("_")]
-    own += [name for name in protocol.__dict__.get("__annotations__", {}) if name not in own]
+    own += [name for name in inspect.get_annotations(protocol) if name not in own]
     return own
 
 

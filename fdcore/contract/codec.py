@@ -26,18 +26,18 @@ from fdcore.contract.models import IncidentState, Outcome, State
 from fdcore.errors import FileTooLarge, InvalidId, MailboxFileError
 
 __all__ = [
-    "converter",
     "EARLIEST",
-    "LATEST",
-    "parse_time",
-    "format_time",
-    "MAX_FILE_BYTES",
     "FILE_BYTES_RANGE",
+    "LATEST",
     "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "converter",
     "decode",
-    "to_dict",
     "encode",
     "encode_within",
+    "format_time",
+    "parse_time",
+    "to_dict",
 ]
 
 T = TypeVar("T")

@@ -8,8 +8,8 @@ from fdcore.errors import InvalidId
 
 __all__ = [
     "ID_PATTERN",
-    "validate_id",
     "is_valid_id",
+    "validate_id",
 ]
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

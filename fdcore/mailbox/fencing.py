@@ -79,8 +79,8 @@ def fenced_write_from_env(
     """:func:`fenced_write` for a table process started by the command runner.
 
     The environment, its lease provider, the table, the token and the agent's bound of a mailbox
-    file come from the ``FDCORE_*`` variables the runner set; the storage and the provider are found through ``plugins``
-    (default: the installed ones).
+    file come from the ``FDCORE_*`` variables the runner set; the storage and the provider are
+    found through ``plugins`` (default: the installed ones).
     """
     plugins = plugins or load_plugins()
     if storage is None:

@@ -17,12 +17,12 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.testing.tables import TableWrite
 
 __all__ = [
-    "double_writers",
-    "assert_no_double_writers",
-    "holder",
-    "assert_taken_over",
-    "successful_runs",
     "assert_each_table_succeeded_once",
+    "assert_no_double_writers",
+    "assert_taken_over",
+    "double_writers",
+    "holder",
+    "successful_runs",
 ]
 
 

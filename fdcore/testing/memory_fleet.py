@@ -33,8 +33,8 @@ from fdcore.plugins.manager import Plugins, load_plugins
 __all__ = [
     "START",
     "ManualRun",
-    "SkewedClock",
     "MemoryFleet",
+    "SkewedClock",
 ]
 
 #: Where a fleet's clock starts unless told otherwise: on the hour, so hourly slots start there.

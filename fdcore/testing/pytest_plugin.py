@@ -29,13 +29,13 @@ from fdcore.testing.memory_fleet import MemoryFleet
 from fdcore.testing.tables import log_table_writes
 
 __all__ = [
-    "pytest_configure",
-    "fdcore_quiet_agents",
     "fdcore_environment",
-    "fdcore_storage_options",
     "fdcore_fleet",
-    "fdcore_plugins",
     "fdcore_memory_fleet",
+    "fdcore_plugins",
+    "fdcore_quiet_agents",
+    "fdcore_storage_options",
+    "pytest_configure",
 ]
 
 

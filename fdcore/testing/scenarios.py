@@ -33,8 +33,8 @@ from fdcore.testing.tables import table_writes
 __all__ = [
     "Sections",
     "drained",
-    "takeover_after_sigkill",
     "outage_mid_run",
+    "takeover_after_sigkill",
 ]
 
 Sections = dict[str, Any]

@@ -19,8 +19,8 @@ from types import TracebackType
 from typing import TypeVar
 
 __all__ = [
-    "free_port",
     "ServerProcess",
+    "free_port",
 ]
 
 S = TypeVar("S", bound="ServerProcess")

@@ -32,13 +32,13 @@ from fdcore.plugins.manager import LEASES, load_plugins
 __all__ = [
     "LOG_VARIABLE",
     "STORAGE_OPTIONS_VARIABLE",
-    "write_table",
+    "TableWrite",
     "kill_agent",
+    "log_table_writes",
     "poison_or_write",
     "sleep_table",
-    "TableWrite",
-    "log_table_writes",
     "table_writes",
+    "write_table",
 ]
 
 LOG_VARIABLE = "FDCORE_TEST_LOG"
