@@ -7,6 +7,7 @@ moved into a function to dodge a cycle is still the cycle. docs/architecture.md 
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -275,6 +276,10 @@ def test_the_public_modules_say_what_they_export() -> None:
     assert "fdcore.abc" in public and "fdcore.testing.assertions" in public
     missing = [name for name in public if "__all__" not in _assigned(found[name])]
     assert not missing, f"public modules without __all__: {missing}"
+    for name in public:
+        module = importlib.import_module(name)
+        unknown = [export for export in module.__all__ if not hasattr(module, export)]
+        assert not unknown, f"{name}.__all__ names what it does not have: {unknown}"
 
 
 def test_the_internal_packages_say_so() -> None:
