@@ -6,6 +6,9 @@ the command line), :mod:`.plan` (what the seed fixes), :mod:`.trace` (what happe
 :mod:`.store` (each agent's faulty view of the store), :mod:`.world` (plays a plan out),
 :mod:`.invariants` and :mod:`.schedules` (the checkers that judge it), :mod:`.report`,
 :mod:`.simulation` (a run put together) and :mod:`.cli`. No module imports this package.
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); ``fdcore
+simulate`` is its interface.
 """
 
 from __future__ import annotations
