@@ -25,6 +25,18 @@ from fdcore.errors import (
     StorageUnavailable,
 )
 
+__all__ = [
+    "Failure",
+    "RetryPolicy",
+    "StoredVersion",
+    "TryAgain",
+    "holds",
+    "new_write_id",
+    "refused_create",
+    "refused_delete",
+    "refused_replace",
+]
+
 T = TypeVar("T")
 
 

@@ -35,6 +35,37 @@ from fdcore.abc import (
 from fdcore.conformance.probes import PROBES_BY_NAME, Observation, ProbeContext, StorageFactory
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
 
+__all__ = [
+    "BROKEN_STORES",
+    "RACE_WINDOW",
+    "BrokenFactory",
+    "BrokenStorage",
+    "CappedValues",
+    "CaseFoldingKeys",
+    "CheckThenCreate",
+    "CheckThenReplace",
+    "EtagBlindDelete",
+    "EtagBlindReplace",
+    "FirstPageListing",
+    "FirstPageVersions",
+    "FolderListing",
+    "GlobListing",
+    "LaxKeys",
+    "LikeListing",
+    "ListingTimeModified",
+    "NaiveModified",
+    "NormalisingKeys",
+    "OverwritingCreate",
+    "SameEtagAfterReplace",
+    "StaleList",
+    "StaleListedEtag",
+    "StaleRead",
+    "TornReplace",
+    "UnboundedRead",
+    "UnsortedListing",
+    "catch",
+]
+
 #: How long a check-then-act wrapper waits between its check and its act: long enough for
 #: racers in other processes to pass the same check.
 RACE_WINDOW = 0.005
