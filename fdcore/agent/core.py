@@ -207,6 +207,16 @@ class Agent:
                 self._failed(exc)
         return min(due, default=None)
 
+    def next_wake(self, now: datetime) -> datetime | None:
+        """When the agent should react though nothing is reported: its next due slot, or when
+        a table lease one of its requests waits for runs out (at once if this agent freed it
+        itself after the request was refused it). Releases by others and their finishes are
+        reported by the store's watch where it has one, else seen at the next poll."""
+        wakes = [self.next_due(now)]
+        if not self.stopping:
+            wakes.append(self.tables.next_free(now))
+        return min((at for at in wakes if at is not None), default=None)
+
     def _guarded(self, step: Callable[[], object]) -> bool:
         """Run a step; True if it completed. Nothing it raises ends the agent but a duplicate.
 
@@ -255,6 +265,7 @@ class Agent:
         True if a request left this agent (finished, failed or handed back): a worker freed.
         """
         before = len(self.held)
+        self.tables.new_step()
         # Running requests first, then waiting ones by age: a free worker goes to the oldest.
         for work in sorted(self.held.values(), key=lambda w: (not w.running, w.status.updated_at)):
             if not self.holdings.holds(work):
