@@ -16,8 +16,9 @@ its own guard (:meth:`Agent._guarded`): nothing but a duplicate name ends the ag
 Nothing here sleeps, starts threads or reads the wall clock: time comes from the injected clock and
 table runs are polled, never waited on. The runtime shell (:mod:`fdcore.cli.runtime`) calls
 :meth:`Agent.poll` every ``poll_seconds`` and :meth:`Agent.react` whenever a table run ends, a
-slot of its schedules falls due (:meth:`Agent.next_due`) or the store reports a submission; the
-simulator calls the same code under virtual time.
+slot of its schedules falls due or a lease a request waits for runs out (:meth:`Agent.next_wake`),
+or the store reports a submission, a lease written or a status changed; the simulator calls the
+same code under virtual time.
 """
 
 from __future__ import annotations

@@ -58,8 +58,9 @@ class AgentRuntime:
 
     The agent polls every ``poll_seconds``; between polls the runtime sleeps until something
     happens and then lets the agent react at once (:meth:`Agent.react`): a table run ended (a
-    thread waits on each), a schedule's slot fell due, or the storage saw a request submitted
-    (backends that can watch, see docs/agents.md).
+    thread waits on each), a schedule's slot fell due, a table lease a request waits for ran
+    out, or the storage saw a request submitted, a lease written or a status changed (backends
+    that can watch, see docs/agents.md). Nothing else wakes it.
     """
 
     def __init__(
