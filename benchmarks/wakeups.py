@@ -12,9 +12,9 @@ others. Figures are medians over ``--runs``.
 
 - ``idle``: 3 agents at the default settings on one environment and, at the same time, a huey
   consumer with 3 worker processes (``SqliteHuey``, ``huey_idle.py``), all idle for
-  ``--seconds`` after start-up; the CPU each group used (user + system, the process and its
-  children, from ``/proc``) as a share of one core, per process (agent, or huey worker), and its
-  threads' wake-ups (context switches) per second.
+  ``--seconds`` after 30 s of start-up; the CPU each group used (every thread of the process
+  and its children, ``/proc/.../schedstat``) as a share of one core per process (agent, or huey
+  worker), and its threads' wake-ups (context switches) per second per process.
 - ``shared``: 3 agents (concurrency 2, ``claim = "when_free"``) drain ``--requests`` queued
   requests that all name tables ``a`` and ``b``, at the default poll (5 s) and at poll 0.01: the
   drain's time (first table's start to last table's end) and the longest stretch in which no
@@ -47,8 +47,6 @@ from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
 
 def _use_checkout(fleet: AgentFleet, checkout: Path | None) -> None:
     if checkout is not None:
@@ -72,18 +70,18 @@ def _tree(pid: int) -> list[int]:
 
 
 def _cpu_and_wakeups(pid: int) -> tuple[float, int]:
-    """CPU seconds (user + system) and context switches of ``pid``'s process tree so far."""
+    """CPU seconds and context switches of every thread of ``pid``'s process tree so far (the
+    scheduler's nanoseconds, ``/proc/.../schedstat``, not 10 ms ticks)."""
     cpu, switches = 0.0, 0
     for process in _tree(pid):
-        try:
-            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / TICKS
-            for status in Path(f"/proc/{process}/task").glob("*/status"):
-                for line in status.read_text().splitlines():
+        for task in Path(f"/proc/{process}/task").glob("*"):
+            try:
+                cpu += int((task / "schedstat").read_text().split()[0]) / 1e9
+                for line in (task / "status").read_text().splitlines():
                     if "ctxt_switches:" in line:
                         switches += int(line.split()[-1])
-        except OSError:
-            continue  # ended meanwhile
+            except OSError:
+                continue  # ended meanwhile
     return cpu, switches
 
 
@@ -117,7 +115,7 @@ def idle_once(seconds: float, before: Path | None) -> dict[str, dict[str, float]
             )
         groups["huey"] = ([huey.pid], 3)
         try:
-            time.sleep(15)  # start-up: imports, first polls, workers forked (a loaded machine)
+            time.sleep(30)  # start-up: imports, first polls, workers forked (a loaded machine)
             start = {
                 name: [_cpu_and_wakeups(pid) for pid in pids] for name, (pids, _) in groups.items()
             }
