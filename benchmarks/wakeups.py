@@ -39,11 +39,10 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-from bench_fleet import HERE, RUNNER, Place, _fleet, _runs
+from bench_fleet import HERE, RUNNER, Place, _fleet, drain_fleet, noop_fleet
 
-from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.fleet import AgentFleet
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
 
@@ -94,11 +93,8 @@ def idle_once(seconds: float, before: Path | None) -> dict[str, dict[str, float]
         for name, checkout in [("fdcore", None), ("fdcore before", before)]:
             if name == "fdcore before" and before is None:
                 continue
-            (folder / name / "tables").mkdir(parents=True)
-            fleet = AgentFleet(folder / name, str(folder / name / "env"), {})
-            fleet.add_pythonpath(HERE)
+            fleet = noop_fleet(folder / name, str(folder / name / "env"))
             _use_checkout(fleet, checkout)
-            fleet.env["FDCORE_BENCH_LOG"] = str(folder / name / "tables")
             for n in range(3):
                 fleet.add(f"idle-{n}", {"agent": {}, "runner": RUNNER})  # the defaults
             fleets.append(fleet)
@@ -140,21 +136,6 @@ def idle_once(seconds: float, before: Path | None) -> dict[str, dict[str, float]
     return result
 
 
-def _drain(fleet: AgentFleet, folder: Path, tables: int, what: str) -> list[dict[str, Any]]:
-    try:
-        for agent in fleet:
-            agent.start()
-        if not wait_until(lambda: len(_runs(folder)) >= tables, 1800, 0.05):
-            raise SystemExit(f"{what}: the fleet did not drain")
-    finally:
-        fleet.stop_all()
-        fleet.kill_all()
-    runs = _runs(folder)
-    if len(runs) != tables:
-        raise SystemExit(f"{what}: {len(runs)} table runs, not {tables}")
-    return runs
-
-
 def shared_once(poll: float, requests: int, checkout: Path | None) -> dict[str, float]:
     """3 agents draining requests that all name tables a and b: time, longest stretch idle."""
     with tempfile.TemporaryDirectory(prefix="fdcore-wakeups-") as tmp:
@@ -163,7 +144,7 @@ def shared_once(poll: float, requests: int, checkout: Path | None) -> dict[str, 
         _use_checkout(fleet, checkout)
         for n in range(requests):
             submit(fleet.mailbox, ["a", "b"], request_id=f"shared-{n:05d}")
-        runs = _drain(fleet, folder, 2 * requests, f"poll {poll}")
+        runs = drain_fleet(fleet, 2 * requests, f"poll {poll}")
     runs.sort(key=lambda run: run["start"])
     longest, ended = 0.0, runs[0]["end"]
     for run in runs[1:]:
@@ -177,12 +158,9 @@ def gap_once(requests: int, checkout: Path | None) -> dict[str, float]:
     the writes a gap makes, timed on the same folder while the agent drains."""
     with tempfile.TemporaryDirectory(prefix="fdcore-wakeups-") as tmp:
         folder = Path(tmp)
-        (folder / "tables").mkdir()
         env = folder / "env"
-        fleet = AgentFleet(folder, str(env), {})
-        fleet.add_pythonpath(HERE)
+        fleet = noop_fleet(folder, str(env))
         _use_checkout(fleet, checkout)
-        fleet.env["FDCORE_BENCH_LOG"] = str(folder / "tables")
         fleet.add("gap-0", {"agent": {}, "runner": RUNNER})
         for n in range(requests):
             submit(fleet.mailbox, [f"t{n}-a", f"t{n}-b"], request_id=f"gap-{n:05d}")
@@ -192,7 +170,7 @@ def gap_once(requests: int, checkout: Path | None) -> dict[str, float]:
         draining.set()
         sampler.start()
         try:
-            runs = _drain(fleet, folder, 2 * requests, "gap")
+            runs = drain_fleet(fleet, 2 * requests, "gap")
         finally:
             draining.clear()
             sampler.join()
