@@ -10,6 +10,10 @@ import random
 
 import attrs
 
+__all__ = [
+    "RetryPolicy",
+]
+
 
 @attrs.frozen
 class RetryPolicy:

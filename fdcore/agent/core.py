@@ -67,7 +67,7 @@ class Agent:
         self.config = config
         self.name = config.name
         self.mailbox = mailbox
-        self.parts = components
+        self.components = components
         self.clock = clock
         self.instance = instance or uuid.uuid4().hex
         self.schedules = schedules or []
@@ -76,18 +76,29 @@ class Agent:
         self.holdings = Holdings(config, components.leases, clock)
         self.skew = ClockSkew(config.name, config.grace_seconds, clock, mailbox.storage)
         self.presence = Presence(
-            config, mailbox, self.instance, self.holdings, self.schedules, previous_process_gone
+            config,
+            mailbox,
+            self.instance,
+            self.holdings,
+            self.schedules,
+            previous_process_gone,
+            skew=self.skew,
         )
-        self.presence.skew = self.skew
         self.status_changes = StatusChanges(config, mailbox, self.instance, self.holdings)
-        self.tables = Tables(config, mailbox, components, clock, self.status_changes, self.holdings)
-        self.tables.skew = self.skew
-        self.discovery = Discovery(
-            config, mailbox, components, self.instance, self.status_changes, self.holdings
+        self.tables = Tables(
+            config, mailbox, components, clock, self.status_changes, self.holdings, skew=self.skew
         )
-        self.discovery.skew = self.skew
         self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)
-        self.discovery.cancels = self.cancels
+        self.discovery = Discovery(
+            config,
+            mailbox,
+            components,
+            self.instance,
+            self.status_changes,
+            self.holdings,
+            skew=self.skew,
+            cancels=self.cancels,
+        )
         self.retention = Retention(
             config.retention,
             config.name,
@@ -97,8 +108,8 @@ class Agent:
             clock,
             warm_up=config.stale_after,
             budget=config.poll_seconds,
+            skew=self.skew,
         )
-        self.retention.skew = self.skew
         # In a spell of store errors, and the last record write that had landed when it began;
         # store errors met so far (a poll that meets none may end the spell).
         self._outage = False
@@ -189,7 +200,7 @@ class Agent:
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
-        if hint and self.parts.claim.may_claim(self.load()):
+        if hint and self.components.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
             self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)

@@ -53,23 +53,25 @@ class Tables:
         self,
         config: AgentConfig,
         mailbox: Mailbox,
-        parts: Components,
+        components: Components,
         clock: Clock,
         status_changes: StatusChanges,
         holdings: Holdings,
+        *,
+        skew: ClockSkew,
     ) -> None:
         self.config = config
         self.agent = config.name
         self.mailbox = mailbox
-        self.leases = parts.leases
-        self.start_table = parts.start_table
+        self.leases = components.leases
+        self.start_table = components.start_table
         self.clock = clock
         self.status_changes = status_changes
         self.holdings = holdings
         # Run records a store error kept from being written, by key. Their status change
         # landed, so no poll will record the table again: they are written from here.
         self.unwritten: dict[str, RunRecord] = {}
-        self.skew: ClockSkew | None = None  # this agent's clock against the store's
+        self.skew = skew  # this agent's clock against the store's
         # Tables whose lease a held request waits for in this step, with when the lease that
         # refused it runs out (lease time; None if not known); and whether this agent gave one
         # of them up after it was refused (the waiting request can start at once).
@@ -146,9 +148,9 @@ class Tables:
     def _take_lease(self, work: Work, table: str) -> bool:
         """Acquire the table's lease for the request; False while another holder's runs."""
         grace = self.config.grace_seconds
-        if self.skew is not None and self.skew.unmeasured:
+        if self.skew.unmeasured:
             return False  # which time to write the lease in is not known yet (ClockSkew)
-        if self.skew is not None and self.skew.refuses_takeover:
+        if self.skew.refuses_takeover:
             # A clock this far off could judge a live holder's lease run out: only a lease its
             # holder gave up (released, or freed by its finish) is taken.
             grace = math.inf
@@ -178,7 +180,7 @@ class Tables:
         """The time leases are written in and judged by: the store's, once this agent measured
         its clock far off it (others judge its leases by their clocks)."""
         now = self.clock.now()
-        return self.skew.store_time(now) if self.skew is not None else now
+        return self.skew.store_time(now)
 
     def _start(self, work: Work, table: str, now: datetime) -> None:
         assert work.lease is not None

@@ -90,7 +90,7 @@ class AgentRuntime:
         self._stop_requested_at: float | None = None
         # [incidents] enabled: evaluation and delivery on a thread of their own (docs/incidents.md)
         self.incidents = watch_incidents(
-            config, plugins, clock or SystemClock(), self.agent.parts.notify
+            config, plugins, clock or SystemClock(), self.agent.components.notify
         )
 
     def request_stop(self, *_: object) -> None:

@@ -26,6 +26,33 @@ from fdcore.abc import Blob, Storage, check_precondition, validate_key, validate
 from fdcore.conformance.probes import PROBES_BY_NAME, Observation, ProbeContext, StorageFactory
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
 
+__all__ = [
+    "BROKEN_STORES",
+    "RACE_WINDOW",
+    "BrokenFactory",
+    "BrokenStorage",
+    "CappedValues",
+    "CaseFoldingKeys",
+    "CheckThenCreate",
+    "CheckThenReplace",
+    "EtagBlindDelete",
+    "EtagBlindReplace",
+    "FirstPageListing",
+    "FolderListing",
+    "GlobListing",
+    "LaxKeys",
+    "LikeListing",
+    "NormalisingKeys",
+    "OverwritingCreate",
+    "SameEtagAfterReplace",
+    "StaleList",
+    "StaleRead",
+    "TornReplace",
+    "UnboundedRead",
+    "UnsortedListing",
+    "catch",
+]
+
 #: How long a check-then-act wrapper waits between its check and its act: long enough for
 #: racers in other processes to pass the same check.
 RACE_WINDOW = 0.005
