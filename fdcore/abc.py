@@ -135,9 +135,9 @@ class WatchableStorage(Protocol):
     """
 
     def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
-        """Call ``changed()`` soon after a key under ``prefix`` is created or deleted, until
-        ``stop`` is set (checked at least every second). Blocks: the runtime gives it a thread.
-        A spurious call is harmless (the agent looks once and finds nothing)."""
+        """Call ``changed()`` soon after a key under ``prefix`` is created, replaced or deleted,
+        until ``stop`` is set (checked at least every second). Blocks: the runtime gives it a
+        thread. A spurious call is harmless (the agent looks once and finds nothing)."""
 
 
 @runtime_checkable
@@ -421,6 +421,16 @@ class FinishReleasesLease(Protocol):
     not write the release of a request's last table, its finish already freed it."""
 
     finish_releases: bool
+
+
+@runtime_checkable
+class LeaseWaits(Protocol):
+    """Optional for :class:`TableLeases`: when the lease that kept the last ``acquire`` of a
+    table from landing runs out (its ``expires_at`` plus the grace that acquire was given), so
+    a waiting agent wakes then instead of at its next poll. None when that is not known (the
+    acquire lost a race, or its grace was infinite)."""
+
+    def free_at(self, table: str) -> datetime | None: ...
 
 
 @runtime_checkable

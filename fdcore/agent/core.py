@@ -16,8 +16,9 @@ its own guard (:meth:`Agent._guarded`): nothing but a duplicate name ends the ag
 Nothing here sleeps, starts threads or reads the wall clock: time comes from the injected clock and
 table runs are polled, never waited on. The runtime shell (:mod:`fdcore.cli.runtime`) calls
 :meth:`Agent.poll` every ``poll_seconds`` and :meth:`Agent.react` whenever a table run ends, a
-slot of its schedules falls due (:meth:`Agent.next_due`) or the store reports a submission; the
-simulator calls the same code under virtual time.
+slot of its schedules falls due or a lease a request waits for runs out (:meth:`Agent.next_wake`),
+or the store reports a submission, a lease written or a status changed; the simulator calls the
+same code under virtual time.
 """
 
 from __future__ import annotations
@@ -218,6 +219,16 @@ class Agent:
                 self._failed(exc)
         return min(due, default=None)
 
+    def next_wake(self, now: datetime) -> datetime | None:
+        """When the agent should react though nothing is reported: its next due slot, or when
+        a table lease one of its requests waits for runs out (at once if this agent freed it
+        itself after the request was refused it). Releases by others and their finishes are
+        reported by the store's watch where it has one, else seen at the next poll."""
+        wakes = [self.next_due(now)]
+        if not self.stopping:
+            wakes.append(self.tables.next_free(now))
+        return min((at for at in wakes if at is not None), default=None)
+
     def _guarded(self, step: Callable[[], object]) -> bool:
         """Run a step; True if it completed. Nothing it raises ends the agent but a duplicate.
 
@@ -266,6 +277,7 @@ class Agent:
         True if a request left this agent (finished, failed or handed back): a worker freed.
         """
         before = len(self.held)
+        self.tables.new_step()
         # Running requests first, then waiting ones by age: a free worker goes to the oldest.
         for work in sorted(self.held.values(), key=lambda w: (not w.running, w.status.updated_at)):
             if not self.holdings.holds(work):

@@ -58,6 +58,12 @@ class MailboxLeases:
         # Lease and status files are read and written as every mailbox file is: within the
         # operator's bound, through the codec.
         self.mailbox = Mailbox(storage, max_file_bytes=max_file_bytes)
+        # For each table whose last acquire a live lease refused: when that lease runs out
+        # (:class:`fdcore.abc.LeaseWaits`), so the waiting agent wakes then, not at a poll.
+        self._free_at: dict[str, datetime | None] = {}
+
+    def free_at(self, table: str) -> datetime | None:
+        return self._free_at.get(table)
 
     def _read(self, key: str) -> _Found:
         found = self.mailbox.read(Lease, key)
@@ -122,6 +128,7 @@ class MailboxLeases:
         # generation it names, and the fence's copy of that generation with it.
         released = max((c.generation for c in copies if c.released), default=0)
         finished: dict[tuple[str, str, int], bool] = {}  # both copies name one attempt: read once
+        self._free_at.pop(table, None)
         for copy in copies:
             # A live lease blocks, except the one this agent took for this same request: only
             # one live process may carry a name, so that holder was an earlier, dead process.
@@ -139,6 +146,8 @@ class MailboxLeases:
                 if their not in finished:
                     finished[their] = self._finished(copy)
                 if not finished[their]:
+                    if not math.isinf(grace):
+                        self._free_at[table] = expires_at + timedelta(seconds=grace)
                     return None
         generation = 1 if old is None else old.generation + 1
         lease = Lease(
