@@ -38,6 +38,7 @@ __all__ = [
     "HostGate",
     "HostSlots",
     "LeaseProvider",
+    "LeaseWaits",
     "Listed",
     "Notification",
     "Notifier",
