@@ -239,6 +239,7 @@ class World:
         self.store = MemoryStorage.fresh("fdcore-simulator")
         self.trace = Trace(poison=set(plan.poison))
         self.stats: Counter[str] = Counter()
+        self.poll_operations: Counter[str] = Counter()  # the agents' store operations in polls
         self.agent_errors: list[tuple[float, str]] = []
         self.active: dict[str, StatusWrite] = {}  # latest status of unfinished requests
         self.finished = 0
@@ -496,6 +497,7 @@ class World:
             return
         store = host.store
         store.begin_poll()
+        operations_before = dict(store.operations)
         free_before = agent.parts.claim.may_claim(agent.load())
         stale_held = self._stale_held(host.name, agent)
         seq_start = self.next_seq()
@@ -526,6 +528,8 @@ class World:
         )
         host.polls += 1
         self.stats["polls"] += 1
+        for kind, count in store.operations.items():
+            self.poll_operations[kind] += count - operations_before.get(kind, 0)
         if failure is not None:
             self.agent_errors.append(
                 (self.now, f"{host.name} raised {type(failure).__name__}: {failure}")
