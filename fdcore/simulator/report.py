@@ -133,9 +133,7 @@ class Report:
             "store operations per agent-poll: "
             + ", ".join(f"{kind} {n:.2f}" for kind, n in self.operations_per_poll.items())
             + "; per agent per virtual second: "
-            + ", ".join(
-                f"{kind} {n:.3f}" for kind, n in self.operations_per_agent_second.items()
-            ),
+            + ", ".join(f"{kind} {n:.3f}" for kind, n in self.operations_per_agent_second.items()),
             f"store writes: {self.store_writes} "
             f"({self.writes_per_completed:.1f} per completed request; "
             + ", ".join(f"{folder}/ {n}" for folder, n in self.writes_by_folder.items())
