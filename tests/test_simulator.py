@@ -37,7 +37,7 @@ from fdcore.simulator import (
 from fdcore.simulator import world as world_module
 from fdcore.simulator.options import command_line, scenario_from_args
 from fdcore.simulator.plan import Plan
-from fdcore.simulator.world import AgentHost, World, default_parts
+from fdcore.simulator.world import SimulatedAgent, World, default_parts
 
 # Small runs with every fault: short timings keep the virtual time (and so the polls) down.
 FAULTY: dict[str, Any] = {
@@ -451,7 +451,7 @@ def test_a_checker_plugs_in_as_one_more_object() -> None:
         def __init__(self) -> None:
             self.polls = 0
 
-        def after_poll(self, world: World, host: AgentHost) -> None:
+        def after_poll(self, world: World, host: SimulatedAgent) -> None:
             self.polls += 1
 
         def finish(self, world: World) -> list[Violation]:

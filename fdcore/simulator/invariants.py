@@ -31,7 +31,7 @@ from fdcore.simulator.trace import (
     TableWrite,
     Trace,
 )
-from fdcore.simulator.world import AgentHost, World
+from fdcore.simulator.world import SimulatedAgent, World
 
 
 @attrs.frozen
@@ -50,10 +50,10 @@ class Checker:
     invariant = ""
     title = ""
 
-    def after_poll(self, world: World, host: AgentHost) -> None:
+    def after_poll(self, world: World, host: SimulatedAgent) -> None:
         """Called after every agent poll that did not raise (state is consistent here)."""
 
-    def after_reaction(self, world: World, host: AgentHost) -> None:
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
         """Called after every reaction between polls (:meth:`Agent.react`) that did not raise."""
 
     def after_change(self, world: World) -> None:
@@ -555,10 +555,10 @@ class PausedAgentStops(Checker):
         # (agent, process, request) -> when its status update failed on the etag
         self.failed_updates: dict[tuple[str, int, str], float] = {}
 
-    def after_reaction(self, world: World, host: AgentHost) -> None:
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
         self.after_poll(world, host)  # a reaction's status writes are judged as a poll's
 
-    def after_poll(self, world: World, host: AgentHost) -> None:
+    def after_poll(self, world: World, host: SimulatedAgent) -> None:
         agent = host.agent
         assert agent is not None
         for request in host.store.lost_status_writes:
@@ -719,10 +719,10 @@ class NoStrandedRequests(Checker):
         self.enforced = claim == "when_free"
         self.stranded: dict[str, tuple[float, str]] = {}
 
-    def after_poll(self, world: World, host: AgentHost) -> None:
+    def after_poll(self, world: World, host: SimulatedAgent) -> None:
         self.after_change(world)
 
-    def after_reaction(self, world: World, host: AgentHost) -> None:
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
         self.after_change(world)
 
     def after_change(self, world: World) -> None:

@@ -96,9 +96,9 @@ class Watcher(Protocol):
     """What the world calls while it runs (every :class:`fdcore.simulator.invariants.Checker`
     has these hooks): state is consistent at each call."""
 
-    def after_poll(self, world: World, host: AgentHost) -> None: ...
+    def after_poll(self, world: World, host: SimulatedAgent) -> None: ...
 
-    def after_reaction(self, world: World, host: AgentHost) -> None: ...
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None: ...
 
     def after_change(self, world: World) -> None: ...
 
@@ -121,7 +121,7 @@ class VirtualClock:
 class SimRun:
     """A simulated table run: ends at a virtual time, then writes its table fenced."""
 
-    def __init__(self, host: AgentHost, job: TableJob, started: float, end: float) -> None:
+    def __init__(self, host: SimulatedAgent, job: TableJob, started: float, end: float) -> None:
         self.host = host
         self.job = job
         self.incarnation = host.incarnation
@@ -149,7 +149,7 @@ class WatchedClaim:
     comes before claims: a "no" then means the poll's room went to such requests.
     """
 
-    def __init__(self, inner: ClaimPolicy, host: AgentHost) -> None:
+    def __init__(self, inner: ClaimPolicy, host: SimulatedAgent) -> None:
         self.inner = inner
         self.name = inner.name
         self.host = host
@@ -162,9 +162,10 @@ class WatchedClaim:
         return allowed
 
 
-class AgentHost:
-    """The machine behind one agent name: its clock skew, store view and seeded streams (its
-    :class:`~fdcore.simulator.plan.AgentPlan`), and the agent process running on it now."""
+class SimulatedAgent:
+    """One agent name as the simulation runs it: its clock skew, store view and seeded streams
+    (its :class:`~fdcore.simulator.plan.AgentPlan`), and the :class:`Agent` process running
+    under that name now (``agent``; a new one after each crash, ``incarnation`` counts them)."""
 
     def __init__(self, world: World, plan: AgentPlan) -> None:
         scenario = world.scenario
@@ -250,7 +251,7 @@ class World:
         self.deadlines: dict[str, float] = {}  # schedule request -> deadline, virtual seconds
         self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._order = 0
-        self.hosts = [AgentHost(self, agent) for agent in plan.agents]
+        self.hosts = [SimulatedAgent(self, agent) for agent in plan.agents]
         self.trace.skews = {host.name: host.skew for host in self.hosts}
         self.retention: RetentionProcess | None = None
         self._retention_run = 0  # the number of the run under way (its ticks carry it)
@@ -345,7 +346,7 @@ class World:
             assert done.status is not None
             self._tap_status(None, seq, json.loads(encode(done.status)))
 
-    def request_created(self, host: AgentHost, key: str, data: bytes, outcome: str) -> None:
+    def request_created(self, host: SimulatedAgent, key: str, data: bytes, outcome: str) -> None:
         """An agent tried to create a request: a schedule's (the world submits the others)."""
         doc: dict[str, Any] = json.loads(data)
         request = doc["id"]
@@ -455,7 +456,7 @@ class World:
 
     # -- agents: start, poll, crash, pause -------------------------------------------------------
 
-    def _restart(self, host: AgentHost) -> None:
+    def _restart(self, host: SimulatedAgent) -> None:
         """Start (or restart after a crash) the agent's process: a new Agent, same name."""
         host.incarnation += 1
         host.polls = 0
@@ -484,11 +485,11 @@ class World:
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _poll_chain(self, host: AgentHost, when: float) -> None:
+    def _poll_chain(self, host: SimulatedAgent, when: float) -> None:
         host.poll_token += 1
         self.at(when, self._poll, host, host.poll_token)
 
-    def _poll(self, host: AgentHost, token: int) -> None:
+    def _poll(self, host: SimulatedAgent, token: int) -> None:
         agent = host.agent
         if token != host.poll_token or agent is None or host.paused is not None:
             return
@@ -541,7 +542,7 @@ class World:
         self.at(self.now + elapsed + host.plan.poll_interval(), self._poll, host, token)
         self._wake_when_due(host)
 
-    def _react(self, host: AgentHost, incarnation: int, due: float | None = None) -> None:
+    def _react(self, host: SimulatedAgent, incarnation: int, due: float | None = None) -> None:
         """What the runtime does between polls (:meth:`Agent.react`): a run ended, a slot is due.
 
         Atomic in virtual time like a poll; the store latency it meets keeps the agent busy, as
@@ -568,7 +569,7 @@ class World:
             checker.after_reaction(self, host)
         self._wake_when_due(host)
 
-    def _wake_when_due(self, host: AgentHost) -> None:
+    def _wake_when_due(self, host: SimulatedAgent) -> None:
         """Have the agent react at its schedules' next due slot, as the runtime wakes it."""
         agent = host.agent
         if agent is None:
@@ -592,11 +593,11 @@ class World:
             and (status.agent != name or status.attempt != work.status.attempt)
         )
 
-    def _crash_fault(self, host: AgentHost, incarnation: int) -> None:
+    def _crash_fault(self, host: SimulatedAgent, incarnation: int) -> None:
         if host.agent is not None and host.incarnation == incarnation:
             self._crash(host, "fault")
 
-    def _crash(self, host: AgentHost, cause: str) -> None:
+    def _crash(self, host: SimulatedAgent, cause: str) -> None:
         """Drop the agent's process mid-work: its runs die with it; restart it later."""
         if host.agent is None:
             return
@@ -617,7 +618,7 @@ class World:
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _held_in_store(self, host: AgentHost) -> tuple[tuple[str, int], ...]:
+    def _held_in_store(self, host: SimulatedAgent) -> tuple[tuple[str, int], ...]:
         """(request, attempt) of every unfinished request whose status names the agent."""
         return tuple(
             (request, write.attempt)
@@ -625,12 +626,12 @@ class World:
             if write.agent == host.name
         )
 
-    def _next_pause(self, host: AgentHost, after: float) -> None:
+    def _next_pause(self, host: SimulatedAgent, after: float) -> None:
         gap = host.plan.pause_after()
         if gap is not None:
             self.at(after + gap, self._pause, host)
 
-    def _pause(self, host: AgentHost) -> None:
+    def _pause(self, host: SimulatedAgent) -> None:
         """Stop polling the agent (and freeze its runs) for a while: a stopped VM, a GC storm."""
         if not host.live:
             self._next_pause(host, self.now)
@@ -653,7 +654,7 @@ class World:
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _resume(self, host: AgentHost, pause: Pause) -> None:
+    def _resume(self, host: SimulatedAgent, pause: Pause) -> None:
         if host.paused is not pause:
             return  # it crashed while paused
         host.paused = None
@@ -668,7 +669,7 @@ class World:
 
     # -- table runs ------------------------------------------------------------------------------
 
-    def _start_table(self, host: AgentHost, job: TableJob) -> SimRun:
+    def _start_table(self, host: SimulatedAgent, job: TableJob) -> SimRun:
         duration = self.plan.table_seconds(job.request, job.table) / host.speed
         run = SimRun(host, job, self.now, self.now + duration)
         status = self.trace.latest.get(job.request)
@@ -736,7 +737,7 @@ class World:
 
     # -- the trace -------------------------------------------------------------------------------
 
-    def tap(self, host: AgentHost, key: str, data: bytes | None) -> None:
+    def tap(self, host: SimulatedAgent, key: str, data: bytes | None) -> None:
         """A write by ``host``'s agent landed (``data`` None: a delete): keep what checkers need."""
         seq = self.next_seq()
         if key.startswith("archive/"):
@@ -797,7 +798,7 @@ class World:
                 )
             )
 
-    def _tap_status(self, host: AgentHost | None, seq: int, doc: dict[str, Any]) -> None:
+    def _tap_status(self, host: SimulatedAgent | None, seq: int, doc: dict[str, Any]) -> None:
         """A status write landed: an agent's, or (``host`` None) an operator's cancel."""
         request = doc["request"]
         write = StatusWrite(
@@ -862,7 +863,7 @@ class World:
             and latest.outcome(lease.attempt) in ("succeeded", "failed")
         )
 
-    def _tap_removal(self, host: AgentHost, key: str) -> None:
+    def _tap_removal(self, host: SimulatedAgent, key: str) -> None:
         """An agent deleted a request or a status: only retention may, and only of a request
         that is final, with its status last (checked by ArchivedWhole)."""
         folder, _, name = key.partition("/")
@@ -896,7 +897,7 @@ class World:
             return self.now + host.skew  # crashed: its lease is no live holder's
         return seconds(host.agent.tables.lease_now())
 
-    def _tap_lease(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
+    def _tap_lease(self, host: SimulatedAgent, seq: int, doc: dict[str, Any]) -> None:
         table = doc["table"]
         lease = LeaseState(
             generation=doc["generation"],
