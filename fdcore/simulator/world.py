@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -41,9 +40,8 @@ from fdcore.agent.schedules import Schedule, build_schedules
 from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
-from fdcore.contract.codec import encode, parse_time
 from fdcore.contract.layout import CANCELS, agent_key, cancel_key, request_key, status_key
-from fdcore.contract.models import State
+from fdcore.contract.models import AgentRecord, Lease, Request, RunRecord, State, Status
 from fdcore.errors import NotFound, RequestError, StaleFencingToken
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.cancel import cancel_request
@@ -79,7 +77,15 @@ SchedulesFactory = Callable[[AgentConfig], list[Schedule]]
 DUE_MARGIN = 0.001
 
 
-OPERATOR = "operator"  # the writer of a status an operator's cancel wrote
+OPERATOR = "operator"
+
+#: What the world decodes of a landed write, by folder (fences/ hold the lease as it was).
+_WRITTEN: dict[str, type[Status | Lease | RunRecord]] = {
+    "status": Status,
+    "leases": Lease,
+    "fences": Lease,
+    "runs": RunRecord,
+}  # the writer of a status an operator's cancel wrote
 
 
 def default_parts(config: AgentConfig, storage: Storage, start_table: StartTable) -> Components:
@@ -238,6 +244,10 @@ class World:
         self.now = 0.0
         self.seq = 0
         self.store = MemoryStorage.fresh("fdcore-simulator")
+        # The world reads what agents write as they would: through the mailbox and the codec,
+        # within the operator's bound on a file's size.
+        bound = plan.agent_config("agent-1", self.store.url).max_file_bytes
+        self.mailbox = Mailbox(self.store, max_file_bytes=bound)
         self.trace = Trace(poison=set(plan.poison))
         self.stats: Counter[str] = Counter()
         self.poll_operations: Counter[str] = Counter()  # the agents' store operations in polls
@@ -319,7 +329,7 @@ class World:
 
     def _arrive(self, arrival: Arrival) -> None:
         submit(
-            Mailbox(self.store),
+            self.mailbox,
             arrival.entities,
             request_id=arrival.request,
             now=EPOCH + timedelta(seconds=self.now),
@@ -332,7 +342,7 @@ class World:
         """An operator's ``fdcore cancel``: its writes go to the store directly, as submits do."""
         now = EPOCH + timedelta(seconds=self.now)
         try:
-            done = cancel_request(Mailbox(self.store), request, by="operator", reason=None, now=now)
+            done = cancel_request(self.mailbox, request, by="operator", reason=None, now=now)
         except RequestError:  # it ended first, or was archived: the command refuses
             self.stats["cancels refused"] += 1
             return
@@ -344,14 +354,12 @@ class World:
         if ended and (before is None or not before.final):
             # Nobody held it: the command itself ended it (an agent's write would be tapped).
             assert done.status is not None
-            self._tap_status(None, seq, json.loads(encode(done.status)))
+            self._tap_status(None, seq, done.status)
 
     def request_created(self, host: SimulatedAgent, key: str, data: bytes, outcome: str) -> None:
         """An agent tried to create a request: a schedule's (the world submits the others)."""
-        doc: dict[str, Any] = json.loads(data)
-        request = doc["id"]
-        schedule = doc.get("schedule") or {}
-        deadline = doc.get("deadline")
+        made = self.mailbox.decode(Request, key, data)
+        request = made.id
         create = ScheduleCreate(
             seq=self.next_seq(),
             time=self.now,
@@ -359,11 +367,11 @@ class World:
             incarnation=host.incarnation,
             clock=host.clock.now(),
             request=key[len("requests/") : -len(".json")],
-            schedule=schedule.get("id"),
-            slot=schedule.get("slot"),
-            created_at=parse_time(doc["created_at"]),
-            deadline=parse_time(deadline) if deadline else None,
-            entities=tuple(doc["entities"]),
+            schedule=made.schedule.id if made.schedule else None,
+            slot=made.schedule.slot if made.schedule else None,
+            created_at=made.created_at,
+            deadline=made.deadline,
+            entities=tuple(made.entities),
             outcome=outcome,
         )
         self.trace.schedule_creates.append(create)
@@ -374,8 +382,8 @@ class World:
         self.trace.max_attempts[request] = self.scenario.max_attempts
         if create.deadline is not None:
             self.deadlines[request] = seconds(create.deadline)
-        if doc.get("affinity"):
-            self.trace.affinity[request] = doc["affinity"]
+        if made.affinity:
+            self.trace.affinity[request] = made.affinity
         self.trace.schedule_writes[request] += 1
 
     def _archive_time(self, request: str) -> float:
@@ -749,73 +757,79 @@ class World:
             if key.startswith(("status/", "requests/")):
                 self._tap_removal(host, key)
             return
-        if key.startswith("agents/"):
-            # Every poll writes one: the key says whose it is.
-            if key == host.record_key:
-                beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
-                beats.append((seq, self.now))
-                # As written: by its clock, or in the store's time once it measured its clock
-                # far off (fdcore.agent.skew).
-                updated_at = seconds(parse_time(json.loads(data)["updated_at"]))
-                writes = self.trace.record_writes.setdefault(host.name, [])
-                writes.append((seq, self.now, updated_at))
-            return
-        if key.startswith("requests/"):
-            return  # a schedule's request: see request_created
-        doc: dict[str, Any] = json.loads(data)
-        if doc.get("request", "").startswith("sched-"):
-            self.trace.schedule_writes[doc["request"]] += 1
-        if key.startswith("status/"):
-            self._tap_status(host, seq, doc)
-        elif key.startswith("leases/"):
-            self._tap_lease(host, seq, doc)
-        elif key.startswith("runs/"):
-            if self.trace.run_records.get(key) == data:
-                return  # the same record again, after retention moved the first: not a second
-            self.trace.run_records.setdefault(key, data)
-            lease = self.trace.leases.get(doc["table"])
-            self.trace.run_log.append(
-                RunLogWrite(
-                    seq=seq,
-                    time=self.now,
-                    writer=host.name,
-                    incarnation=host.incarnation,
-                    request=doc["request"],
-                    table=doc["table"],
-                    attempt=doc["attempt"],
-                    generation=doc["generation"],
-                    lease_generation=lease.generation if lease else None,
-                    outcome=doc["outcome"],
-                    vouched=(
-                        doc["request"],
-                        doc["attempt"],
-                        doc["table"],
-                        doc["generation"],
-                        host.name,
-                        host.incarnation,
-                    )
-                    in self.trace.held_at_status,
-                )
-            )
+        folder = key.partition("/")[0]
+        if folder == "agents":
+            self._tap_record(host, seq, key, data)
+        elif folder in ("status", "leases", "fences", "runs"):
+            # a schedule's request is traced in request_created
+            written = self.mailbox.decode(_WRITTEN[folder], key, data)
+            if written.request.startswith("sched-"):
+                self.trace.schedule_writes[written.request] += 1
+            if isinstance(written, Status):
+                self._tap_status(host, seq, written)
+            elif isinstance(written, RunRecord):
+                self._tap_run(host, seq, key, data, written)
+            elif folder == "leases":
+                self._tap_lease(host, seq, written)
 
-    def _tap_status(self, host: SimulatedAgent | None, seq: int, doc: dict[str, Any]) -> None:
+    def _tap_record(self, host: SimulatedAgent, seq: int, key: str, data: bytes) -> None:
+        """Every poll writes the agent's record: the key says whose it is."""
+        if key != host.record_key:
+            return
+        beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
+        beats.append((seq, self.now))
+        # As written: by its clock, or in the store's time once it measured its clock far off
+        # (fdcore.agent.skew).
+        updated_at = seconds(self.mailbox.decode(AgentRecord, key, data).updated_at)
+        writes = self.trace.record_writes.setdefault(host.name, [])
+        writes.append((seq, self.now, updated_at))
+
+    def _tap_run(
+        self, host: SimulatedAgent, seq: int, key: str, data: bytes, run: RunRecord
+    ) -> None:
+        if self.trace.run_records.get(key) == data:
+            return  # the same record again, after retention moved the first: not a second
+        self.trace.run_records.setdefault(key, data)
+        lease = self.trace.leases.get(run.table)
+        self.trace.run_log.append(
+            RunLogWrite(
+                seq=seq,
+                time=self.now,
+                writer=host.name,
+                incarnation=host.incarnation,
+                request=run.request,
+                table=run.table,
+                attempt=run.attempt,
+                generation=run.generation,
+                lease_generation=lease.generation if lease else None,
+                outcome=run.outcome.value,
+                vouched=(
+                    run.request,
+                    run.attempt,
+                    run.table,
+                    run.generation,
+                    host.name,
+                    host.incarnation,
+                )
+                in self.trace.held_at_status,
+            )
+        )
+
+    def _tap_status(self, host: SimulatedAgent | None, seq: int, status: Status) -> None:
         """A status write landed: an agent's, or (``host`` None) an operator's cancel."""
-        request = doc["request"]
+        request = status.request
         write = StatusWrite(
             seq=seq,
             time=self.now,
             writer=host.name if host else OPERATOR,
             incarnation=host.incarnation if host else 0,
             request=request,
-            state=doc["state"],
-            agent=doc.get("agent"),
-            attempt=doc.get("attempt", 1),
-            attempts=tuple(
-                (a["number"], a["agent"], a.get("outcome", "running"))
-                for a in doc.get("attempts", [])
-            ),
-            message=doc.get("message"),
-            tables_done=tuple(doc.get("tables_done", ())),
+            state=status.state.value,
+            agent=status.agent,
+            attempt=status.attempt,
+            attempts=tuple((a.number, a.agent, a.outcome.value) for a in status.attempts),
+            message=status.message,
+            tables_done=tuple(status.tables_done),
         )
         self.trace.status.setdefault(request, []).append(write)
         if host is not None:
@@ -897,15 +911,15 @@ class World:
             return self.now + host.skew  # crashed: its lease is no live holder's
         return seconds(host.agent.tables.lease_now())
 
-    def _tap_lease(self, host: SimulatedAgent, seq: int, doc: dict[str, Any]) -> None:
-        table = doc["table"]
+    def _tap_lease(self, host: SimulatedAgent, seq: int, written: Lease) -> None:
+        table = written.table
         lease = LeaseState(
-            generation=doc["generation"],
-            holder=doc["holder"],
-            request=doc["request"],
-            attempt=doc["attempt"],
-            released=doc.get("released", False),
-            expires_at=seconds(parse_time(doc["expires_at"])),
+            generation=written.generation,
+            holder=written.holder,
+            request=written.request,
+            attempt=written.attempt,
+            released=written.released,
+            expires_at=seconds(written.expires_at),
             incarnation=host.incarnation,
         )
         before = self.trace.leases.get(table)
