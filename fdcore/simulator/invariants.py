@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from fdcore.abc import AgentLoad
 from fdcore.agent.presence import HEARTBEAT_SHARE
 from fdcore.agent.skew import MEASUREMENT_ERROR
 from fdcore.mailbox.access import Mailbox
@@ -754,22 +755,47 @@ class NoStrandedRequests(Checker):
     def __init__(self, claim: str) -> None:
         self.enforced = claim == "when_free"
         self.stranded: dict[str, tuple[float, str]] = {}
+        # Each live agent's load as its last step left it: only its own steps (polls,
+        # reactions) change it, and the world's changes (start, crash, pause, resume), after
+        # which every load is taken again. A poll so costs one load, not the fleet's.
+        self.loads: dict[str, AgentLoad] = {}
+        self.roomy: set[str] = set()  # live agents with a free worker
+        self.full: set[str] = set()  # live agents with every worker busy and a request waiting
 
     def after_poll(self, world: World, host: SimulatedAgent) -> None:
-        self.after_change(world)
+        self._took(host)
+        self._judge(world)
 
     def after_reaction(self, world: World, host: SimulatedAgent) -> None:
-        self.after_change(world)
+        self.after_poll(world, host)
 
     def after_change(self, world: World) -> None:
-        live = [host for host in world.hosts if host.live]
-        loads = {host.name: host.agent.load() for host in live if host.agent}
-        roomy = {n for n, load in loads.items() if load.running + load.waiting < load.concurrency}
-        if not roomy:
+        self.loads.clear()
+        self.roomy.clear()
+        self.full.clear()
+        for host in world.hosts:
+            self._took(host)
+        self._judge(world)
+
+    def _took(self, host: SimulatedAgent) -> None:
+        """Note the load ``host``'s agent has now (none if it is not live)."""
+        name = host.name
+        self.roomy.discard(name)
+        self.full.discard(name)
+        if not (host.live and host.agent):
+            self.loads.pop(name, None)
             return
-        for host in live:
-            load = loads[host.name]
-            if load.waiting and load.running >= load.concurrency and roomy - {host.name}:
+        load = self.loads[name] = host.agent.load()
+        if load.running + load.waiting < load.concurrency:
+            self.roomy.add(name)
+        elif load.waiting and load.running >= load.concurrency:
+            self.full.add(name)
+
+    def _judge(self, world: World) -> None:
+        if not self.roomy or not self.full:
+            return
+        for host in world.hosts:  # in the fleet's order, as the requests were always noted
+            if host.name in self.full and self.roomy - {host.name}:
                 assert host.agent is not None
                 for request, work in host.agent.held.items():
                     if not work.running:
