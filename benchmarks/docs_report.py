@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import logging
 import re
 import time
@@ -33,7 +34,7 @@ import claim_policies_real
 import poll_history
 import throughput
 
-from fdcore.simulator import Scenario, simulate
+from fdcore.simulator import Report, Scenario, simulate
 from fdcore.simulator.scenario import claim_policies as installed_claim_policies
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -178,6 +179,93 @@ def speed_table(options: Options) -> dict[str, str]:
     return {"simulator-speed": table(header, rows) + stamp}
 
 
+#: The fleet sizes the ``fleet-size`` section and plot sweep (docs/benchmarks.md, issue 20).
+FLEET = (3, 10, 30, 100)
+
+
+def fleet_scenario(agents: int) -> Scenario:
+    """A fleet of ``agents`` taking 40 requests each over, with no lease contention (one table
+    each from a pool of 100,000), so only the fleet's size changes."""
+    return Scenario(
+        seed=5,
+        agents=agents,
+        requests=40 * agents,
+        take_over=True,
+        table_pool=100_000,
+        max_tables=1,
+    )
+
+
+@functools.cache
+def fleet_runs(fleet: tuple[int, ...] = FLEET) -> list[tuple[int, Report, float]]:
+    """(agents, report, CPU seconds) of each fleet size: once per process, for table and plot."""
+    runs = []
+    for agents in fleet:
+        cpu = time.process_time()
+        report = simulate(fleet_scenario(agents))
+        runs.append((agents, report, time.process_time() - cpu))
+        print(f"fleet of {agents}: {report.wall_seconds:.1f} s wall", flush=True)
+    return runs
+
+
+def fleet_table(options: Options) -> dict[str, str]:
+    """The ``fleet-size`` section: what a poll costs each agent as the fleet grows."""
+    rows = []
+    for agents, report, cpu in fleet_runs():
+        rate, poll = report.operations_per_agent_second, report.operations_per_poll
+        rows.append(
+            [
+                str(agents),
+                f"{40 * agents:,}",
+                f"{rate['read']:.2f}",
+                f"{rate['list']:.2f}",
+                f"{poll['read']:.2f}",
+                f"{poll['list']:.2f}",
+                f"{poll['total']:.2f}",
+                f"{report.wall_seconds:.1f} s",
+                f"{cpu:.1f} s",
+            ]
+        )
+    header = ["agents", "requests", "reads per agent-second", "lists per agent-second"]
+    header += ["reads per poll", "lists per poll", "operations per poll", "wall", "CPU"]
+    command = "benchmarks/docs_report.py --only fleet-size"
+    stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, seed 5, one run per size._\n"
+    return {"fleet-size": table(header, rows) + stamp}
+
+
+def fleet_plot(options: Options, docs: Path) -> Path:
+    """docs/fleet-size.png: store reads and lists per agent per virtual second, and the
+    simulation's CPU time, against the fleet's size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = fleet_runs()
+    sizes = [agents for agents, _report, _cpu in runs]
+    figure, (per_agent, cost) = plt.subplots(1, 2, figsize=(10, 4))
+    for kind in ("read", "list"):
+        rates = [report.operations_per_agent_second[kind] for _a, report, _c in runs]
+        per_agent.plot(sizes, rates, marker="o", label=f"{kind}s")
+    cost.plot(sizes, [cpu for _a, _r, cpu in runs], marker="o", label="CPU")
+    for axes, title, unit in (
+        (per_agent, "store operations per agent per virtual second", "operations"),
+        (cost, "simulation CPU time (40 requests per agent)", "seconds"),
+    ):
+        axes.set_title(title)
+        axes.set_xlabel("agents in the fleet")
+        axes.set_ylabel(unit)
+        axes.set_xscale("log")
+        axes.grid(True, alpha=0.3)
+        axes.legend()
+    figure.suptitle("fdcore simulate --take-over --table-pool 100000 --max-tables 1, seed 5")
+    figure.tight_layout()
+    path = docs / "fleet-size.png"
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path
+
+
 def throughput_table(options: Options) -> dict[str, str]:
     """The ``throughput`` section: real agents against the backend's ceiling."""
     rows = throughput.measure(runs=options.runs, azurite=options.azurite)
@@ -275,12 +363,13 @@ def poll_cost_plot(options: Options, docs: Path) -> Path:
 
 
 #: Every plot ``make bench-report`` draws.
-PLOTS: list[PlotProducer] = [queue_wait_plot, poll_cost_plot]
+PLOTS: list[PlotProducer] = [queue_wait_plot, poll_cost_plot, fleet_plot]
 
 SECTIONS: dict[str, Callable[[Options], dict[str, str]]] = {
     "claim-policies": claim_policy_tables,  # gives operations-by-kind as well
     "claim-policies-real": real_claim_policy_table,
     "simulator-speed": speed_table,
+    "fleet-size": fleet_table,
     "throughput": throughput_table,
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 from collections import Counter
 from collections.abc import Callable
@@ -239,17 +240,23 @@ def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused() -> None:
     assert "3" not in broken(report), report.text()
 
 
+#: Seeds of the many-seeds test, each run under both claim policies: make test runs 1,000 (2,000
+#: runs); make soak the full 5,000 (10,000 runs, the DESIGN's figure).
+MANY_SEEDS = int(os.environ.get("FDCORE_SIMULATOR_SEEDS", "1000"))
+
+
 @pytest.mark.slow
 def test_invariants_hold_over_10000_seeded_runs() -> None:
     # DESIGN: invariants 2-5 over 10,000 seeded runs with crashes, pauses and skew (and every
-    # other check). A failure names its seed and the command that reproduces it.
-    total, runs = check_many(range(5000), small_scenario)  # 5,000 seeds x 2 claim policies
-    assert runs["runs"] == 10_000
-    assert total["poison requests failed as they should"] == 10_000
-    # Most runs meet each fault; a few hundred meet the rarest case.
-    assert runs["crashes by fault"] > 7000 and runs["pauses"] > 7000
-    assert runs["attempts marked lost"] > 9000  # takeovers and restarts, poison's included
-    assert runs["paused agents resumed after a takeover"] > 300
+    # other check): FDCORE_SIMULATOR_SEEDS=5000 (make soak). A failure names its seed and the
+    # command that reproduces it.
+    total, runs = check_many(range(MANY_SEEDS), small_scenario)  # seeds x 2 claim policies
+    assert runs["runs"] == 2 * MANY_SEEDS
+    assert total["poison requests failed as they should"] == 2 * MANY_SEEDS
+    # Most runs meet each fault; a few in a hundred meet the rarest case.
+    assert runs["crashes by fault"] > 0.7 * runs["runs"] and runs["pauses"] > 0.7 * runs["runs"]
+    assert runs["attempts marked lost"] > 0.9 * runs["runs"]  # takeovers and restarts, poison's
+    assert runs["paused agents resumed after a takeover"] > 0.03 * runs["runs"]
 
 
 def test_a_slow_store_lapses_leases_and_the_tables_run_again_safely() -> None:
