@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -86,6 +86,10 @@ _WRITTEN: dict[str, type[Status | Lease | RunRecord]] = {
     "fences": Lease,
     "runs": RunRecord,
 }  # the writer of a status an operator's cancel wrote
+
+
+def _holding(lease: LeaseState) -> tuple[str, int, str, int]:
+    return (lease.request, lease.attempt, lease.holder, lease.incarnation)
 
 
 def default_parts(config: AgentConfig, storage: Storage, start_table: StartTable) -> Components:
@@ -253,6 +257,9 @@ class World:
         self.poll_operations: Counter[str] = Counter()  # the agents' store operations in polls
         self.agent_errors: list[tuple[float, str]] = []
         self.active: dict[str, StatusWrite] = {}  # latest status of unfinished requests
+        # (request, attempt, holder, incarnation) -> the tables whose lease, as last written,
+        # names it: what a status write vouches for, without a walk over every table
+        self._leased: defaultdict[tuple[str, int, str, int], set[str]] = defaultdict(set)
         self.finished = 0
         self._ended: set[str] = set()  # requests counted in ``finished``
         self.arrived = 0
@@ -833,23 +840,12 @@ class World:
         )
         self.trace.status.setdefault(request, []).append(write)
         if host is not None:
-            for table, lease in self.trace.leases.items():
-                if (lease.request, lease.attempt, lease.holder, lease.incarnation) == (
-                    request,
-                    write.attempt,
-                    host.name,
-                    host.incarnation,
-                ):
-                    self.trace.held_at_status.add(
-                        (
-                            request,
-                            write.attempt,
-                            table,
-                            lease.generation,
-                            host.name,
-                            host.incarnation,
-                        )
-                    )
+            holding = (request, write.attempt, host.name, host.incarnation)
+            for table in self._leased.get(holding, ()):
+                generation = self.trace.leases[table].generation
+                self.trace.held_at_status.add(
+                    (request, write.attempt, table, generation, host.name, host.incarnation)
+                )
         before = self.trace.latest.get(request)
         self.trace.latest[request] = write
         if host is not None and before is None and write.agent == host.name:
@@ -932,3 +928,6 @@ class World:
             clock = self._lease_clock(before.holder)
             self.trace.leases_taken.append(LeaseTaken(seq, self.now, table, before, lease, clock))
         self.trace.leases[table] = lease
+        if before is not None:
+            self._leased[_holding(before)].discard(table)
+        self._leased[_holding(lease)].add(table)
