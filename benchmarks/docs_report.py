@@ -27,6 +27,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import claim_policies
@@ -50,6 +51,7 @@ class Options:
     speed_requests: int = 10_000
     runs: int = 3  # real-process runs
     azurite: bool = True
+    fleet: tuple[int, ...] = ()  # the fleet sizes of the fleet-size section (FLEET)
 
 
 #: A plot producer: measures what it draws, writes ``docs/<name>.png``, returns the path. A new
@@ -211,7 +213,7 @@ def fleet_runs(fleet: tuple[int, ...] = FLEET) -> list[tuple[int, Report, float]
 def fleet_table(options: Options) -> dict[str, str]:
     """The ``fleet-size`` section: what a poll costs each agent as the fleet grows."""
     rows = []
-    for agents, report, cpu in fleet_runs():
+    for agents, report, cpu in fleet_runs(options.fleet or FLEET):
         rate, poll = report.operations_per_agent_second, report.operations_per_poll
         rows.append(
             [
@@ -241,26 +243,36 @@ def fleet_plot(options: Options, docs: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = fleet_runs()
+    runs = fleet_runs(options.fleet or FLEET)
     sizes = [agents for agents, _report, _cpu in runs]
     figure, (per_agent, cost) = plt.subplots(1, 2, figsize=(10, 4))
     for kind in ("read", "list"):
         rates = [report.operations_per_agent_second[kind] for _a, report, _c in runs]
         per_agent.plot(sizes, rates, marker="o", label=f"{kind}s")
     cost.plot(sizes, [cpu for _a, _r, cpu in runs], marker="o", label="CPU")
-    for axes, title, unit in (
+    panels = (
         (per_agent, "store operations per agent per virtual second", "operations"),
         (cost, "simulation CPU time (40 requests per agent)", "seconds"),
-    ):
-        axes.set_title(title)
-        axes.set_xlabel("agents in the fleet")
+    )
+    title = "fdcore simulate --take-over --table-pool 100000 --max-tables 1, seed 5"
+    return _save(figure, panels, "agents in the fleet", title, docs / "fleet-size.png")
+
+
+def _save(
+    figure: Any, panels: Sequence[tuple[Any, str, str]], x: str, title: str, path: Path
+) -> Path:
+    """Label each (axes, title, unit) of ``panels`` on a log x axis; save ``figure`` at ``path``."""
+    import matplotlib.pyplot as plt
+
+    for axes, name, unit in panels:
+        axes.set_title(name)
+        axes.set_xlabel(x)
         axes.set_ylabel(unit)
         axes.set_xscale("log")
         axes.grid(True, alpha=0.3)
         axes.legend()
-    figure.suptitle("fdcore simulate --take-over --table-pool 100000 --max-tables 1, seed 5")
+    figure.suptitle(title)
     figure.tight_layout()
-    path = docs / "fleet-size.png"
     figure.savefig(path, dpi=80)
     plt.close(figure)
     return path
@@ -343,23 +355,19 @@ def poll_cost_plot(options: Options, docs: Path) -> Path:
         xs = [max(row["finished"], 1) for row in rows]  # 0 drawn at 1 on the log axis
         cpu.plot(xs, [row["cpu_ms_mean"] for row in rows], marker="o", label=label)
         listed.plot(xs, [row["listed_keys_per_poll"] + 1 for row in rows], marker="o", label=label)
-    for axes, title, unit in (
+    panels = (
         (cpu, "CPU per poll", "ms (mean of 12 polls)"),
         (listed, "keys listed per poll (+1)", "keys"),
-    ):
-        axes.set_title(title)
-        axes.set_xlabel("finished requests in the mailbox (0 drawn at 1)")
-        axes.set_ylabel(unit)
-        axes.set_xscale("log")
+    )
+    for axes, _name, _unit in panels:
         axes.set_yscale("log")
-        axes.grid(True, alpha=0.3)
-        axes.legend()
-    figure.suptitle("One idle agent over a local folder, default retention (keep 7d) after its run")
-    figure.tight_layout()
-    path = docs / "poll-cost-by-history.png"
-    figure.savefig(path, dpi=80)
-    plt.close(figure)
-    return path
+    return _save(
+        figure,
+        panels,
+        "finished requests in the mailbox (0 drawn at 1)",
+        "One idle agent over a local folder, default retention (keep 7d) after its run",
+        docs / "poll-cost-by-history.png",
+    )
 
 
 #: Every plot ``make bench-report`` draws.
@@ -416,6 +424,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=300, help="per simulated run")
     parser.add_argument("--speed-requests", type=int, default=10_000)
     parser.add_argument("--no-azurite", action="store_true")
+    parser.add_argument("--fleet", type=int, nargs="+", default=FLEET, help="fleet sizes")
     args = parser.parse_args(argv)
     logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     if args.seeds < 1:
@@ -426,6 +435,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         speed_requests=args.speed_requests,
         runs=args.seeds,
         azurite=not args.no_azurite,
+        fleet=tuple(args.fleet),
     )
     generate(options, args.only)
 

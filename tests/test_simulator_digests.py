@@ -14,24 +14,12 @@ import json
 from typing import Any
 
 import pytest
+from test_simulator import FAULTY
 
 from fdcore.simulator import Scenario, simulate
 
 SCENARIOS: dict[str, dict[str, Any]] = {
-    "faulty": {
-        "seed": 1,
-        "claim": "always",
-        "take_over": True,
-        "requests": 8,
-        "poison": 1,
-        "max_tables": 2,
-        "table_median": 10.0,
-        "stale_after": 30.0,
-        "grace_seconds": 30.0,
-        "crash_rate": 10.0,
-        "pause_rate": 20.0,
-        "latency": 0.05,
-    },
+    "faulty": {"seed": 1, "claim": "always", "take_over": True, **FAULTY},
     "store-errors-skew": {
         "seed": 2,
         "requests": 20,
