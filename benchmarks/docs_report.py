@@ -255,6 +255,10 @@ def fleet_plot(options: Options, docs: Path) -> Path:
         (cost, "simulation CPU time (40 requests per agent)", "seconds"),
     )
     title = "fdcore simulate --take-over --table-pool 100000 --max-tables 1, seed 5"
+    for axes, _name, _unit in panels:
+        axes.set_xscale("log")
+        axes.set_xticks(sizes, [str(size) for size in sizes])
+        axes.minorticks_off()
     return _save(figure, panels, "agents in the fleet", title, docs / "fleet-size.png")
 
 
@@ -268,7 +272,8 @@ def _save(
         axes.set_title(name)
         axes.set_xlabel(x)
         axes.set_ylabel(unit)
-        axes.set_xscale("log")
+        if axes.get_xscale() != "log":
+            axes.set_xscale("log")
         axes.grid(True, alpha=0.3)
         axes.legend()
     figure.suptitle(title)
