@@ -231,6 +231,8 @@ def fleet_table(options: Options) -> dict[str, str]:
     header = ["agents", "requests", "reads per agent-second", "lists per agent-second"]
     header += ["reads per poll", "lists per poll", "operations per poll", "wall", "CPU"]
     command = "benchmarks/docs_report.py --only fleet-size"
+    if options.fleet and options.fleet != FLEET:
+        command += " --fleet " + " ".join(map(str, options.fleet))
     stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, seed 5, one run per size._\n"
     return {"fleet-size": table(header, rows) + stamp}
 
