@@ -38,6 +38,7 @@ from fdcore.simulator import (
 from fdcore.simulator import world as world_module
 from fdcore.simulator.options import command_line, scenario_from_args
 from fdcore.simulator.plan import Plan
+from fdcore.simulator.scenario import scenario_of
 from fdcore.simulator.world import SimulatedAgent, World, default_parts
 
 # Small runs with every fault: short timings keep the virtual time (and so the polls) down.
@@ -561,6 +562,14 @@ def test_bad_options_are_one_line_errors(
 def test_scenario_refuses_bad_values_in_code_too() -> None:
     with pytest.raises(ConfigError, match="--poll-seconds: must be > 0"):
         Scenario(poll_seconds=0)
+
+
+def test_plain_values_are_read_strictly_into_a_scenario() -> None:
+    assert scenario_of({"seed": 4, "agents": 5, "grace_seconds": 30}).grace_seconds == 30.0
+    with pytest.raises(ConfigError, match=r"^fdcore simulate: --agents: expected int, got str$"):
+        scenario_of({"agents": "3"})  # not coerced
+    with pytest.raises(ConfigError, match="--agent-speed: no agent 'agent-9'"):
+        scenario_of({"agent_speeds": [("agent-9", 2.0)]})
 
 
 def test_a_failing_run_names_its_seed_and_the_command_that_reproduces_it(
