@@ -69,11 +69,13 @@ test: lint typecheck pytest
 
 # The fault suite in full: ten minutes of kills, pauses, deleted leases, a full disk, a read-only
 # mailbox and a skewed clock on real agents (make test runs it for 30 s); then a minute of
-# retention runs racing two agents (make test leaves that to the fault suite's short form).
+# retention runs racing two agents (make test leaves that to the fault suite's short form); then
+# the simulator's 10,000 seeded runs (make test runs 2,000 of them).
 SOAK_SECONDS ?= 600
 soak: setup
 	FDCORE_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest -s tests/test_fault_suite.py
 	FDCORE_RETENTION_RACE_SECONDS=60 $(BIN)/pytest -s tests/test_processes_retention.py
+	FDCORE_SIMULATOR_SEEDS=5000 $(BIN)/pytest tests/test_simulator.py -k 10000_seeded_runs
 
 bench: setup
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops

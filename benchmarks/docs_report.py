@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import logging
 import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import claim_policies
@@ -33,7 +35,7 @@ import claim_policies_real
 import poll_history
 import throughput
 
-from fdcore.simulator import Scenario, simulate
+from fdcore.simulator import Report, Scenario, simulate
 from fdcore.simulator.scenario import claim_policies as installed_claim_policies
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -49,6 +51,7 @@ class Options:
     speed_requests: int = 10_000
     runs: int = 3  # real-process runs
     azurite: bool = True
+    fleet: tuple[int, ...] = ()  # the fleet sizes of the fleet-size section (FLEET)
 
 
 #: A plot producer: measures what it draws, writes ``docs/<name>.png``, returns the path. A new
@@ -178,6 +181,110 @@ def speed_table(options: Options) -> dict[str, str]:
     return {"simulator-speed": table(header, rows) + stamp}
 
 
+#: The fleet sizes the ``fleet-size`` section and plot sweep (docs/benchmarks.md, issue 20).
+FLEET = (3, 10, 30, 100)
+
+
+def fleet_scenario(agents: int) -> Scenario:
+    """A fleet of ``agents`` taking 40 requests each over, with no lease contention (one table
+    each from a pool of 100,000), so only the fleet's size changes."""
+    return Scenario(
+        seed=5,
+        agents=agents,
+        requests=40 * agents,
+        take_over=True,
+        table_pool=100_000,
+        max_tables=1,
+    )
+
+
+@functools.cache
+def fleet_runs(fleet: tuple[int, ...] = FLEET) -> list[tuple[int, Report, float]]:
+    """(agents, report, CPU seconds) of each fleet size: once per process, for table and plot."""
+    runs = []
+    for agents in fleet:
+        cpu = time.process_time()
+        report = simulate(fleet_scenario(agents))
+        runs.append((agents, report, time.process_time() - cpu))
+        print(f"fleet of {agents}: {report.wall_seconds:.1f} s wall", flush=True)
+    return runs
+
+
+def fleet_table(options: Options) -> dict[str, str]:
+    """The ``fleet-size`` section: what a poll costs each agent as the fleet grows."""
+    rows = []
+    for agents, report, cpu in fleet_runs(options.fleet or FLEET):
+        rate, poll = report.operations_per_agent_second, report.operations_per_poll
+        rows.append(
+            [
+                str(agents),
+                f"{40 * agents:,}",
+                f"{rate['read']:.2f}",
+                f"{rate['list']:.2f}",
+                f"{poll['read']:.2f}",
+                f"{poll['list']:.2f}",
+                f"{poll['total']:.2f}",
+                f"{report.wall_seconds:.1f} s",
+                f"{cpu:.1f} s",
+            ]
+        )
+    header = ["agents", "requests", "reads per agent-second", "lists per agent-second"]
+    header += ["reads per poll", "lists per poll", "operations per poll", "wall", "CPU"]
+    command = "benchmarks/docs_report.py --only fleet-size"
+    if options.fleet and options.fleet != FLEET:
+        command += " --fleet " + " ".join(map(str, options.fleet))
+    stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, seed 5, one run per size._\n"
+    return {"fleet-size": table(header, rows) + stamp}
+
+
+def fleet_plot(options: Options, docs: Path) -> Path:
+    """docs/fleet-size.png: store reads and lists per agent per virtual second, and the
+    simulation's CPU time, against the fleet's size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = fleet_runs(options.fleet or FLEET)
+    sizes = [agents for agents, _report, _cpu in runs]
+    figure, (per_agent, cost) = plt.subplots(1, 2, figsize=(10, 4))
+    for kind in ("read", "list"):
+        rates = [report.operations_per_agent_second[kind] for _a, report, _c in runs]
+        per_agent.plot(sizes, rates, marker="o", label=f"{kind}s")
+    cost.plot(sizes, [cpu for _a, _r, cpu in runs], marker="o", label="CPU")
+    panels = (
+        (per_agent, "store operations per agent per virtual second", "operations"),
+        (cost, "simulation CPU time (40 requests per agent)", "seconds"),
+    )
+    title = "fdcore simulate --take-over --table-pool 100000 --max-tables 1, seed 5"
+    for axes, _name, _unit in panels:
+        axes.set_xscale("log")
+        axes.set_xticks(sizes, [str(size) for size in sizes])
+        axes.minorticks_off()
+    return _save(figure, panels, "agents in the fleet", title, docs / "fleet-size.png")
+
+
+def _save(
+    figure: Any, panels: Sequence[tuple[Any, str, str]], x: str, title: str, path: Path
+) -> Path:
+    """Label each (axes, title, unit) of ``panels`` on a log x axis; save ``figure`` at ``path``."""
+    import matplotlib.pyplot as plt
+
+    for axes, name, unit in panels:
+        axes.set_title(name)
+        axes.set_xlabel(x)
+        axes.set_ylabel(unit)
+        if axes.get_xscale() != "log":
+            axes.set_xscale("log")
+        axes.grid(True, alpha=0.3)
+        axes.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path
+
+
 def throughput_table(options: Options) -> dict[str, str]:
     """The ``throughput`` section: real agents against the backend's ceiling."""
     rows = throughput.measure(runs=options.runs, azurite=options.azurite)
@@ -255,32 +362,29 @@ def poll_cost_plot(options: Options, docs: Path) -> Path:
         xs = [max(row["finished"], 1) for row in rows]  # 0 drawn at 1 on the log axis
         cpu.plot(xs, [row["cpu_ms_mean"] for row in rows], marker="o", label=label)
         listed.plot(xs, [row["listed_keys_per_poll"] + 1 for row in rows], marker="o", label=label)
-    for axes, title, unit in (
+    panels = (
         (cpu, "CPU per poll", "ms (mean of 12 polls)"),
         (listed, "keys listed per poll (+1)", "keys"),
-    ):
-        axes.set_title(title)
-        axes.set_xlabel("finished requests in the mailbox (0 drawn at 1)")
-        axes.set_ylabel(unit)
-        axes.set_xscale("log")
+    )
+    for axes, _name, _unit in panels:
         axes.set_yscale("log")
-        axes.grid(True, alpha=0.3)
-        axes.legend()
-    figure.suptitle("One idle agent over a local folder, default retention (keep 7d) after its run")
-    figure.tight_layout()
-    path = docs / "poll-cost-by-history.png"
-    figure.savefig(path, dpi=80)
-    plt.close(figure)
-    return path
+    return _save(
+        figure,
+        panels,
+        "finished requests in the mailbox (0 drawn at 1)",
+        "One idle agent over a local folder, default retention (keep 7d) after its run",
+        docs / "poll-cost-by-history.png",
+    )
 
 
 #: Every plot ``make bench-report`` draws.
-PLOTS: list[PlotProducer] = [queue_wait_plot, poll_cost_plot]
+PLOTS: list[PlotProducer] = [queue_wait_plot, poll_cost_plot, fleet_plot]
 
 SECTIONS: dict[str, Callable[[Options], dict[str, str]]] = {
     "claim-policies": claim_policy_tables,  # gives operations-by-kind as well
     "claim-policies-real": real_claim_policy_table,
     "simulator-speed": speed_table,
+    "fleet-size": fleet_table,
     "throughput": throughput_table,
 }
 
@@ -327,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=300, help="per simulated run")
     parser.add_argument("--speed-requests", type=int, default=10_000)
     parser.add_argument("--no-azurite", action="store_true")
+    parser.add_argument("--fleet", type=int, nargs="+", default=FLEET, help="fleet sizes")
     args = parser.parse_args(argv)
     logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     if args.seeds < 1:
@@ -337,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         speed_requests=args.speed_requests,
         runs=args.seeds,
         azurite=not args.no_azurite,
+        fleet=tuple(args.fleet),
     )
     generate(options, args.only)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 from collections import Counter
 from collections.abc import Callable
@@ -37,7 +38,8 @@ from fdcore.simulator import (
 from fdcore.simulator import world as world_module
 from fdcore.simulator.options import command_line, scenario_from_args
 from fdcore.simulator.plan import Plan
-from fdcore.simulator.world import AgentHost, World, default_parts
+from fdcore.simulator.scenario import scenario_of
+from fdcore.simulator.world import SimulatedAgent, World, default_parts
 
 # Small runs with every fault: short timings keep the virtual time (and so the polls) down.
 FAULTY: dict[str, Any] = {
@@ -239,17 +241,23 @@ def test_a_resumed_agent_takes_over_a_request_it_lost_while_paused() -> None:
     assert "3" not in broken(report), report.text()
 
 
+#: Seeds of the many-seeds test, each run under both claim policies: make test runs 1,000 (2,000
+#: runs); make soak the full 5,000 (10,000 runs, the DESIGN's figure).
+MANY_SEEDS = int(os.environ.get("FDCORE_SIMULATOR_SEEDS", "1000"))
+
+
 @pytest.mark.slow
 def test_invariants_hold_over_10000_seeded_runs() -> None:
     # DESIGN: invariants 2-5 over 10,000 seeded runs with crashes, pauses and skew (and every
-    # other check). A failure names its seed and the command that reproduces it.
-    total, runs = check_many(range(5000), small_scenario)  # 5,000 seeds x 2 claim policies
-    assert runs["runs"] == 10_000
-    assert total["poison requests failed as they should"] == 10_000
-    # Most runs meet each fault; a few hundred meet the rarest case.
-    assert runs["crashes by fault"] > 7000 and runs["pauses"] > 7000
-    assert runs["attempts marked lost"] > 9000  # takeovers and restarts, poison's included
-    assert runs["paused agents resumed after a takeover"] > 300
+    # other check): FDCORE_SIMULATOR_SEEDS=5000 (make soak). A failure names its seed and the
+    # command that reproduces it.
+    total, runs = check_many(range(MANY_SEEDS), small_scenario)  # seeds x 2 claim policies
+    assert runs["runs"] == 2 * MANY_SEEDS
+    assert total["poison requests failed as they should"] == 2 * MANY_SEEDS
+    # Most runs meet each fault; a few in a hundred meet the rarest case.
+    assert runs["crashes by fault"] > 0.7 * runs["runs"] and runs["pauses"] > 0.7 * runs["runs"]
+    assert runs["attempts marked lost"] > 0.9 * runs["runs"]  # takeovers and restarts, poison's
+    assert runs["paused agents resumed after a takeover"] > 0.03 * runs["runs"]
 
 
 def test_a_slow_store_lapses_leases_and_the_tables_run_again_safely() -> None:
@@ -451,7 +459,7 @@ def test_a_checker_plugs_in_as_one_more_object() -> None:
         def __init__(self) -> None:
             self.polls = 0
 
-        def after_poll(self, world: World, host: AgentHost) -> None:
+        def after_poll(self, world: World, host: SimulatedAgent) -> None:
             self.polls += 1
 
         def finish(self, world: World) -> list[Violation]:
@@ -554,6 +562,14 @@ def test_bad_options_are_one_line_errors(
 def test_scenario_refuses_bad_values_in_code_too() -> None:
     with pytest.raises(ConfigError, match="--poll-seconds: must be > 0"):
         Scenario(poll_seconds=0)
+
+
+def test_plain_values_are_read_strictly_into_a_scenario() -> None:
+    assert scenario_of({"seed": 4, "agents": 5, "grace_seconds": 30}).grace_seconds == 30.0
+    with pytest.raises(ConfigError, match=r"^fdcore simulate: --agents: expected int, got str$"):
+        scenario_of({"agents": "3"})  # not coerced
+    with pytest.raises(ConfigError, match="--agent-speed: no agent 'agent-9'"):
+        scenario_of({"agent_speeds": [("agent-9", 2.0)]})
 
 
 def test_a_failing_run_names_its_seed_and_the_command_that_reproduces_it(

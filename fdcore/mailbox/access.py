@@ -148,13 +148,19 @@ class Mailbox:
         if known is not None and known[0] == blob.etag:
             raise known[1].with_traceback(None)
         try:
-            value = decode(cls, blob.data, key, self.max_file_bytes)
-            _check_name(value, key)
+            value = self.decode(cls, key, blob.data)
         except MailboxFileError as exc:
             self._malformed[key] = (blob.etag, exc)
             raise
         self._malformed.pop(key, None)
         return Versioned(value, blob.etag)
+
+    def decode(self, cls: type[T], key: str, data: bytes) -> T:
+        """``data``, the file at ``key``, parsed as ``cls`` within this mailbox's size bound (a
+        file written here, say). Raises MailboxFileError."""
+        value = decode(cls, data, key, self.max_file_bytes)
+        _check_name(value, key)
+        return value
 
     def read_file(self, key: str) -> Blob | None:
         """The file at ``key`` as bytes, within this mailbox's size bound (raises UnreadableFile

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from fdcore.abc import AgentLoad
 from fdcore.agent.presence import HEARTBEAT_SHARE
 from fdcore.agent.skew import MEASUREMENT_ERROR
 from fdcore.mailbox.access import Mailbox
@@ -31,7 +32,7 @@ from fdcore.simulator.trace import (
     TableWrite,
     Trace,
 )
-from fdcore.simulator.world import AgentHost, World
+from fdcore.simulator.world import SimulatedAgent, World
 
 
 @attrs.frozen
@@ -50,10 +51,10 @@ class Checker:
     invariant = ""
     title = ""
 
-    def after_poll(self, world: World, host: AgentHost) -> None:
+    def after_poll(self, world: World, host: SimulatedAgent) -> None:
         """Called after every agent poll that did not raise (state is consistent here)."""
 
-    def after_reaction(self, world: World, host: AgentHost) -> None:
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
         """Called after every reaction between polls (:meth:`Agent.react`) that did not raise."""
 
     def after_change(self, world: World) -> None:
@@ -105,54 +106,71 @@ class OneWriterPerTable(Checker):
                 continue
             self.landed += 1
             by_table[write.table].append(write)
-            if write.lease_generation != write.token:
-                found.append(
-                    Violation(
-                        self.invariant,
-                        write.time,
-                        f"table {write.table}: write by {write.agent} for {write.request} with "
-                        f"token {write.token} landed while the lease was at generation "
-                        f"{write.lease_generation}",
-                    )
-                )
-            elif (write.lease_holder, write.lease_request) != (write.agent, write.request):
-                found.append(
-                    Violation(
-                        self.invariant,
-                        write.time,
-                        f"table {write.table}: write by {write.agent} for {write.request} landed "
-                        f"under a lease {write.lease_holder} holds for {write.lease_request}",
-                    )
-                )
+            found.extend(self._unfenced(write))
         for table, writes in by_table.items():
-            for earlier, later in itertools.pairwise(writes):
-                rerun = _attempt(earlier) == _attempt(later)  # the "once" checker's business
-                if later.token < earlier.token or (later.token == earlier.token and not rerun):
-                    found.append(
-                        Violation(
-                            self.invariant,
-                            later.time,
-                            f"table {table}: token {later.token} ({later.agent}, "
-                            f"{later.request}) landed after token {earlier.token} "
-                            f"({earlier.agent}, {earlier.request})",
-                        )
+            found.extend(self._out_of_order(table, writes))
+            found.extend(self._overlapping(table, writes))
+        return found
+
+    def _unfenced(self, write: TableWrite) -> list[Violation]:
+        """A write that landed with a token other than the lease's, or under another's lease."""
+        if write.lease_generation != write.token:
+            return [
+                Violation(
+                    self.invariant,
+                    write.time,
+                    f"table {write.table}: write by {write.agent} for {write.request} with "
+                    f"token {write.token} landed while the lease was at generation "
+                    f"{write.lease_generation}",
+                )
+            ]
+        if (write.lease_holder, write.lease_request) != (write.agent, write.request):
+            return [
+                Violation(
+                    self.invariant,
+                    write.time,
+                    f"table {write.table}: write by {write.agent} for {write.request} landed "
+                    f"under a lease {write.lease_holder} holds for {write.lease_request}",
+                )
+            ]
+        return []
+
+    def _out_of_order(self, table: str, writes: list[TableWrite]) -> list[Violation]:
+        """Tokens of one table's landed writes never go back (nor repeat across attempts)."""
+        found = []
+        for earlier, later in itertools.pairwise(writes):
+            rerun = _attempt(earlier) == _attempt(later)  # the "once" checker's business
+            if later.token < earlier.token or (later.token == earlier.token and not rerun):
+                found.append(
+                    Violation(
+                        self.invariant,
+                        later.time,
+                        f"table {table}: token {later.token} ({later.agent}, "
+                        f"{later.request}) landed after token {earlier.token} "
+                        f"({earlier.agent}, {earlier.request})",
                     )
-            ordered = sorted(writes, key=lambda w: (w.run_started, w.seq))
-            busy_until, holder = float("-inf"), ordered[0]
-            for write in ordered:
-                if write.run_started < busy_until:
-                    found.append(
-                        Violation(
-                            self.invariant,
-                            write.run_started,
-                            f"table {table}: two writers at once: {holder.agent} for "
-                            f"{holder.request} (t={holder.run_started:.1f}..{holder.time:.1f}) "
-                            f"and {write.agent} for {write.request} "
-                            f"(t={write.run_started:.1f}..{write.time:.1f})",
-                        )
+                )
+        return found
+
+    def _overlapping(self, table: str, writes: list[TableWrite]) -> list[Violation]:
+        """No two landed runs of one table overlap in time."""
+        found = []
+        ordered = sorted(writes, key=lambda w: (w.run_started, w.seq))
+        busy_until, holder = float("-inf"), ordered[0]
+        for write in ordered:
+            if write.run_started < busy_until:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        write.run_started,
+                        f"table {table}: two writers at once: {holder.agent} for "
+                        f"{holder.request} (t={holder.run_started:.1f}..{holder.time:.1f}) "
+                        f"and {write.agent} for {write.request} "
+                        f"(t={write.run_started:.1f}..{write.time:.1f})",
                     )
-                if write.time > busy_until:
-                    busy_until, holder = write.time, write
+                )
+            if write.time > busy_until:
+                busy_until, holder = write.time, write
         return found
 
     def summary(self) -> dict[str, Any]:
@@ -555,10 +573,10 @@ class PausedAgentStops(Checker):
         # (agent, process, request) -> when its status update failed on the etag
         self.failed_updates: dict[tuple[str, int, str], float] = {}
 
-    def after_reaction(self, world: World, host: AgentHost) -> None:
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
         self.after_poll(world, host)  # a reaction's status writes are judged as a poll's
 
-    def after_poll(self, world: World, host: AgentHost) -> None:
+    def after_poll(self, world: World, host: SimulatedAgent) -> None:
         agent = host.agent
         assert agent is not None
         for request in host.store.lost_status_writes:
@@ -590,7 +608,16 @@ class PausedAgentStops(Checker):
 
     def finish(self, world: World) -> list[Violation]:
         trace = world.trace
-        found = list(self.live)
+        return [
+            *self.live,
+            *self._writes_after_resuming(trace),
+            *self._unvouched_run_records(trace),
+            *self._statuses_rewritten(trace),
+        ]
+
+    def _writes_after_resuming(self, trace: Trace) -> list[Violation]:
+        """A paused process whose request was taken meanwhile writes no table it lost."""
+        found: list[Violation] = []
         by_attempt: dict[tuple[str, int, str, int], list[TableWrite]] = defaultdict(list)
         for table_write in trace.table_writes:
             by_attempt[_attempt(table_write)].append(table_write)
@@ -619,6 +646,11 @@ class PausedAgentStops(Checker):
                                 f"{write.lease_holder} held generation {write.lease_generation}",
                             )
                         )
+        return found
+
+    def _unvouched_run_records(self, trace: Trace) -> list[Violation]:
+        """A run record names the lease's generation, unless its status vouched for it."""
+        found: list[Violation] = []
         for record in trace.run_log:
             if record.generation != record.lease_generation and not record.vouched:
                 found.append(
@@ -630,6 +662,11 @@ class PausedAgentStops(Checker):
                         f"lease was at {record.lease_generation}",
                     )
                 )
+        return found
+
+    def _statuses_rewritten(self, trace: Trace) -> list[Violation]:
+        """No process rewrites the status of an attempt another agent holds."""
+        found: list[Violation] = []
         for request, writes in trace.status.items():
             for held, change in itertools.pairwise(writes):
                 if held.agent in (None, change.writer) or change.attempt > held.attempt:
@@ -718,22 +755,47 @@ class NoStrandedRequests(Checker):
     def __init__(self, claim: str) -> None:
         self.enforced = claim == "when_free"
         self.stranded: dict[str, tuple[float, str]] = {}
+        # Each live agent's load as its last step left it: only its own steps (polls,
+        # reactions) change it, and the world's changes (start, crash, pause, resume), after
+        # which every load is taken again. A poll so costs one load, not the fleet's.
+        self.loads: dict[str, AgentLoad] = {}
+        self.roomy: set[str] = set()  # live agents with a free worker
+        self.full: set[str] = set()  # live agents with every worker busy and a request waiting
 
-    def after_poll(self, world: World, host: AgentHost) -> None:
-        self.after_change(world)
+    def after_poll(self, world: World, host: SimulatedAgent) -> None:
+        self._took(host)
+        self._judge(world)
 
-    def after_reaction(self, world: World, host: AgentHost) -> None:
-        self.after_change(world)
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
+        self.after_poll(world, host)
 
     def after_change(self, world: World) -> None:
-        live = [host for host in world.hosts if host.live]
-        loads = {host.name: host.agent.load() for host in live if host.agent}
-        roomy = {n for n, load in loads.items() if load.running + load.waiting < load.concurrency}
-        if not roomy:
+        self.loads.clear()
+        self.roomy.clear()
+        self.full.clear()
+        for host in world.hosts:
+            self._took(host)
+        self._judge(world)
+
+    def _took(self, host: SimulatedAgent) -> None:
+        """Note the load ``host``'s agent has now (none if it is not live)."""
+        name = host.name
+        self.roomy.discard(name)
+        self.full.discard(name)
+        if not (host.live and host.agent):
+            self.loads.pop(name, None)
             return
-        for host in live:
-            load = loads[host.name]
-            if load.waiting and load.running >= load.concurrency and roomy - {host.name}:
+        load = self.loads[name] = host.agent.load()
+        if load.running + load.waiting < load.concurrency:
+            self.roomy.add(name)
+        elif load.waiting and load.running >= load.concurrency:
+            self.full.add(name)
+
+    def _judge(self, world: World) -> None:
+        if not self.roomy or not self.full:
+            return
+        for host in world.hosts:  # in the fleet's order, as the requests were always noted
+            if host.name in self.full and self.roomy - {host.name}:
                 assert host.agent is not None
                 for request, work in host.agent.held.items():
                     if not work.running:

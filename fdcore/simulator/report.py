@@ -42,6 +42,10 @@ class Report:
     worker_utilisation: float  # share of the fleet's worker time spent running tables
     stranded: int
     store_operations: dict[str, int]
+    # The agents' store operations by kind per poll (reactions' aside), and per agent per
+    # virtual second (all of them): what a poll costs as the fleet grows.
+    operations_per_poll: dict[str, float]
+    operations_per_agent_second: dict[str, float]
     store_writes: int
     writes_by_folder: dict[str, int]
     writes_per_completed: float  # agents' store writes per succeeded request
@@ -84,6 +88,8 @@ class Report:
             "worker_utilisation": round(self.worker_utilisation, 4),
             "stranded_requests": self.stranded,
             "store_operations": self.store_operations,
+            "store_operations_per_agent_poll": self.operations_per_poll,
+            "store_operations_per_agent_per_virtual_second": self.operations_per_agent_second,
             "store_writes": self.store_writes,
             "store_writes_by_folder": self.writes_by_folder,
             "store_writes_per_completed_request": round(self.writes_per_completed, 3),
@@ -124,6 +130,10 @@ class Report:
             f"stranded requests (invariant 6): {self.stranded}",
             "store operations: "
             + ", ".join(f"{kind} {n}" for kind, n in self.store_operations.items()),
+            "store operations per agent-poll: "
+            + ", ".join(f"{kind} {n:.2f}" for kind, n in self.operations_per_poll.items())
+            + "; per agent per virtual second: "
+            + ", ".join(f"{kind} {n:.3f}" for kind, n in self.operations_per_agent_second.items()),
             f"store writes: {self.store_writes} "
             f"({self.writes_per_completed:.1f} per completed request; "
             + ", ".join(f"{folder}/ {n}" for folder, n in self.writes_by_folder.items())
@@ -187,6 +197,13 @@ def _next_table_gaps(trace: Trace) -> list[float]:
         if index < len(later):
             gaps.append(later[index] - end.time)
     return gaps
+
+
+def _per(operations: Counter[str], over: float, digits: int) -> dict[str, float]:
+    """Store operations by kind (and in total) divided by ``over`` (0 for nothing to divide)."""
+    counts = {kind: operations[kind] for kind in ("read", "list", *WRITES)}
+    counts["total"] = sum(operations.values())
+    return {kind: round(n / over, digits) if over else 0.0 for kind, n in counts.items()}
 
 
 def _utilisation(world: World) -> float:
@@ -266,6 +283,8 @@ def build_report(
         worker_utilisation=_utilisation(world),
         stranded=checks.get("stranded requests", 0),
         store_operations=store,
+        operations_per_poll=_per(world.poll_operations, stats["polls"], 3),
+        operations_per_agent_second=_per(operations, world.scenario.agents * world.now, 4),
         store_writes=writes,
         writes_by_folder=dict(sorted(folders.items())),
         writes_per_completed=writes / succeeded if succeeded else 0.0,

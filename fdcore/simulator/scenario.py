@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
+from typing import Any, NoReturn
 
 import attrs
+import cattrs
+from cattrs.errors import AttributeValidationNote
 
+from fdcore.contract.codec import converter
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import CLAIM, SLOT, load_plugins
 
@@ -15,65 +20,193 @@ EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)  # virtual time 0, a Friday, 
 ARRIVALS = ("poisson", "bursty", "all")
 
 
+@functools.cache
+def claim_policies() -> list[str]:
+    """The claim policies the installed plugins offer (``always``, ``when_free``, any other)."""
+    return sorted(load_plugins().implementations(CLAIM))
+
+
+def split_timing(text: str, option: str) -> tuple[str, str]:
+    """``"every=1h"`` -> ("every", "1h"); a ConfigError naming ``option`` otherwise."""
+    timing, equals, spec = text.partition("=")
+    timings = list(load_plugins().implementations(SLOT))  # the installed slot functions' keys
+    if not equals or timing not in timings or not spec.strip():
+        raise ConfigError(
+            "fdcore simulate",
+            option,
+            f"expected TIMING=SPEC with TIMING one of {', '.join(timings)} "
+            f"(e.g. every=1h), got {text!r}",
+        )
+    return timing, spec
+
+
+WHERE = "fdcore simulate"
+#: The key of a Scenario field's metadata naming its ``fdcore simulate`` option.
+OPTION = "option"
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def option_of(attribute: attrs.Attribute[Any]) -> str:
+    """The ``fdcore simulate`` option of a Scenario field."""
+    return str(attribute.metadata[OPTION])
+
+
+def _fail(attribute: attrs.Attribute[Any], message: str) -> NoReturn:
+    raise ConfigError(WHERE, option_of(attribute), message)
+
+
+def _option(option: str, default: Any, validator: Validator) -> Any:
+    return attrs.field(default=default, validator=validator, metadata={OPTION: option})
+
+
+def _rule(ok: Callable[[Any], bool], expected: str) -> Validator:
+    """A check of one value: "must be EXPECTED, got VALUE" unless ``ok(value)``."""
+
+    def validate(_scenario: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not ok(value):
+            _fail(attribute, f"must be {expected}, got {value}")
+
+    return validate
+
+
+def at_least(low: int) -> Validator:
+    return _rule(lambda value: value >= low, f">= {low}")
+
+
+def share(top: float) -> Validator:
+    return _rule(lambda value: 0 <= value <= top, f"between 0 and {top:g}")
+
+
+def _workers_ok(value: int) -> bool:
+    return 1 <= value <= 1024
+
+
+def _a_factor(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+positive = _rule(lambda value: value > 0, "> 0")
+not_negative = _rule(lambda value: value >= 0, ">= 0")
+positive_or_none = _rule(lambda value: value is None or value > 0, "> 0")
+workers = _rule(_workers_ok, "1..1024")
+
+
+def one_of(choices: Callable[[], Sequence[str]]) -> Validator:
+    def validate(_scenario: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+        allowed = choices()
+        if value not in allowed:
+            _fail(attribute, f"must be one of {', '.join(allowed)}, got {value!r}")
+
+    return validate
+
+
+def _within_pool(scenario: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if not 1 <= value <= scenario.table_pool:
+        _fail(attribute, f"must be 1..table pool ({scenario.table_pool}), got {value}")
+
+
+def timings(_scenario: Any, attribute: attrs.Attribute[Any], texts: tuple[str, ...]) -> None:
+    for text in texts:
+        split_timing(text, option_of(attribute))
+
+
+def per_agent(ok: Callable[[Any], bool], expected: str) -> Validator:
+    """A check of ``(agent, value)`` pairs: the agent is in the fleet, ``ok(value)``."""
+
+    def validate(scenario: Any, attribute: attrs.Attribute[Any], pairs: Any) -> None:
+        for name, value in pairs:
+            if name not in {f"agent-{n + 1}" for n in range(scenario.agents)}:
+                _fail(attribute, f"no agent {name!r} (agents are agent-1..agent-{scenario.agents})")
+            if not ok(value):
+                _fail(attribute, f"{name}: {expected}, got {value}")
+
+    return validate
+
+
 @attrs.frozen
 class Scenario:
-    """Every knob of a run. Rates are per agent per virtual hour; durations in virtual seconds."""
+    """Every knob of a run. Rates are per agent per virtual hour; durations in virtual seconds.
+
+    Each field but ``seed`` and ``take_over`` names its ``fdcore simulate`` option and checks
+    its value on creation: a bad one is a one-line :class:`~fdcore.errors.ConfigError` naming
+    the option.
+    """
 
     seed: int = 0
-    agents: int = 3
-    requests: int = 100
-    claim: str = "when_free"
+    agents: int = _option("--agents", 3, at_least(1))
+    requests: int = _option("--requests", 100, at_least(0))
+    claim: str = _option("--claim", "when_free", one_of(claim_policies))
     take_over: bool = False
-    concurrency: int = 2
-    poll_seconds: float = 5.0
-    poll_jitter: float = 0.1  # each poll interval is poll_seconds * (1 +- jitter)
-    stale_after: float = 60.0
-    grace_seconds: float = 60.0
-    max_attempts: int = 3
+    concurrency: int = _option("--concurrency", 2, workers)
+    poll_seconds: float = _option("--poll-seconds", 5.0, positive)
+    # each poll interval is poll_seconds * (1 +- jitter)
+    poll_jitter: float = _option("--poll-jitter", 0.1, share(0.5))
+    stale_after: float = _option("--stale-after", 60.0, positive)
+    grace_seconds: float = _option("--grace", 60.0, not_negative)
+    max_attempts: int = _option("--max-attempts", 3, at_least(1))
     # workload
-    table_pool: int = 50  # distinct table names requests draw from (shared tables contend)
-    max_tables: int = 3  # each request names 1..max_tables tables
-    table_median: float = 20.0  # table run time is lognormal: this median ...
-    table_sigma: float = 1.0  # ... and this spread (1.0: the slowest 1% take ~10x the median)
-    arrival: str = "poisson"  # "poisson": over time at `load`; "all": every request at time 0
-    load: float = 0.8  # offered work as a share of the fleet's workers (poisson, bursty)
-    burst: int = 20  # "bursty": requests come in bursts of this many at once, bursts at `load`
-    poison: int = 0  # requests whose table run crashes whichever agent runs it
-    cancel: float = 0.0  # share of submitted requests an operator cancels (``fdcore cancel``)
+    # distinct table names requests draw from (shared tables contend)
+    table_pool: int = _option("--table-pool", 50, at_least(1))
+    max_tables: int = _option("--max-tables", 3, _within_pool)  # each request names 1..this many
+    # table run time is lognormal: this median and this spread (1.0: the slowest 1% ~10x)
+    table_median: float = _option("--table-median", 20.0, positive)
+    table_sigma: float = _option("--table-sigma", 1.0, not_negative)
+    # "poisson": over time at `load`; "all": every request at time 0
+    arrival: str = _option("--arrival", "poisson", one_of(lambda: ARRIVALS))
+    # offered work as a share of the fleet's workers (poisson, bursty)
+    load: float = _option("--load", 0.8, positive)
+    # "bursty": requests come in bursts of this many at once, bursts at `load`
+    burst: int = _option("--burst", 20, at_least(1))
+    # requests whose table run crashes whichever agent runs it
+    poison: int = _option("--poison", 0, at_least(0))
+    # share of submitted requests an operator cancels (``fdcore cancel``)
+    cancel: float = _option("--cancel", 0.0, share(1.0))
     # faults
-    crash_rate: float = 0.0
-    restart_after: float | None = None  # longest crash-to-restart delay; default 2 * takeover time
-    pause_rate: float = 0.0
-    pause_max: float | None = None  # longest pause; default 3 * takeover time
-    skew: float = 0.0  # each agent's clock is off by up to +-skew seconds
-    latency: float = 0.0  # mean virtual seconds per store operation (delays the agent's poll)
-    error_rate: float = 0.0  # chance that a store operation raises StorageUnavailable
-    ambiguous: float = 0.5  # share of failed writes that applied before raising
-    max_hours: float | None = None  # virtual time limit; default from the expected makespan
+    crash_rate: float = _option("--crash-rate", 0.0, not_negative)
+    # longest crash-to-restart delay; default 2 * takeover time
+    restart_after: float | None = _option("--restart-after", None, positive_or_none)
+    pause_rate: float = _option("--pause-rate", 0.0, not_negative)
+    # longest pause; default 3 * takeover time
+    pause_max: float | None = _option("--pause-max", None, positive_or_none)
+    # each agent's clock is off by up to +-skew seconds
+    skew: float = _option("--skew", 0.0, not_negative)
+    # mean virtual seconds per store operation (delays the agent's poll)
+    latency: float = _option("--latency", 0.0, not_negative)
+    # chance that a store operation raises StorageUnavailable
+    error_rate: float = _option("--error-rate", 0.0, share(0.5))
+    ambiguous: float = _option("--ambiguous", 0.5, share(1.0))  # failed writes that applied
+    # virtual time limit; default from the expected makespan
+    max_hours: float | None = _option("--max-hours", None, positive_or_none)
     # A retention job: finished requests leave requests/ and status/ this long after finishing
     # (0: never). Agents list both folders every poll, so without it a poll's cost grows with
     # every request ever made.
-    archive_after: float = 3600.0
+    archive_after: float = _option("--archive-after", 3600.0, not_negative)
     # The product's retention instead (docs/retention.md): agents move finished requests to
     # archive/ this long after they finished, under the retention lease (0: off, the job above).
-    retention_keep: float = 0.0
+    retention_keep: float = _option("--retention-keep", 0.0, not_negative)
     # A retention process beside the fleet, as ``fdcore retention run --keep KEEP`` (grace as the
     # agents'): a run starts this long after the last one ended (0: none), its store calls
     # interleaved with the agents' (docs/simulator.md, "A retention process").
-    retention_runs: float = 0.0
-    retention_runs_keep: float = 1.0
+    retention_runs: float = _option("--retention-runs", 0.0, not_negative)
+    retention_runs_keep: float = _option("--retention-runs-keep", 1.0, positive)
     # shared schedules (invariant 1): timings like "every=1h", given to every agent
-    schedules: tuple[str, ...] = ()
-    unshared_schedules: tuple[str, ...] = ()  # given to agent-1 only
-    schedule_hours: float = 24.0  # the schedules' due slots are judged over this long
-    agent_skews: tuple[tuple[str, float], ...] = ()  # (agent, fixed skew) instead of drawn
+    schedules: tuple[str, ...] = _option("--schedule", (), timings)
+    unshared_schedules: tuple[str, ...] = _option("--unshared-schedule", (), timings)  # agent-1's
+    # the schedules' due slots are judged over this long
+    schedule_hours: float = _option("--schedule-hours", 24.0, positive)
+    # (agent, fixed skew) instead of drawn
+    agent_skews: tuple[tuple[str, float], ...] = _option(
+        "--agent-skew", (), per_agent(math.isfinite, "skew must be a number of seconds")
+    )
     # Uneven fleets: (agent, factor) runs that agent's tables factor times as fast; (agent, n)
     # gives it n workers instead of `concurrency`.
-    agent_speeds: tuple[tuple[str, float], ...] = ()
-    agent_concurrency: tuple[tuple[str, int], ...] = ()
-
-    def __attrs_post_init__(self) -> None:
-        _check(self)
+    agent_speeds: tuple[tuple[str, float], ...] = _option(
+        "--agent-speed", (), per_agent(_a_factor, "speed must be a factor > 0")
+    )
+    agent_concurrency: tuple[tuple[str, int], ...] = _option(
+        "--agent-concurrency", (), per_agent(_workers_ok, "must be 1..1024 workers")
+    )
 
     @property
     def scheduled(self) -> bool:
@@ -125,119 +258,27 @@ class Scenario:
         return 4 * (span + work) + drain + scheduled
 
 
-@functools.cache
-def claim_policies() -> list[str]:
-    """The claim policies the installed plugins offer (``always``, ``when_free``, any other)."""
-    return sorted(load_plugins().implementations(CLAIM))
+def scenario_of(values: Mapping[str, Any]) -> Scenario:
+    """A Scenario from plain values, read by the project's strict converter (a value of the
+    wrong type is refused, not coerced): anything wrong is one ConfigError naming its option."""
+    try:
+        return converter.structure(dict(values), Scenario)
+    except cattrs.BaseValidationError as exc:
+        raise _first_problem(exc) from None
+
+
+def _first_problem(exc: cattrs.BaseValidationError) -> ConfigError:
+    for inner in exc.exceptions:
+        if isinstance(inner, ConfigError):  # a validator's
+            return inner
+        for note in getattr(inner, "__notes__", ()):
+            if isinstance(note, AttributeValidationNote):
+                field = attrs.fields_dict(Scenario)[note.name]
+                option = field.metadata.get(OPTION, note.name)
+                return ConfigError(WHERE, option, str(inner))
+    return ConfigError(WHERE, None, str(exc))
 
 
 def seconds(when: datetime) -> float:
     """Virtual seconds since the start of the run (:data:`EPOCH`)."""
     return (when - EPOCH).total_seconds()
-
-
-def split_timing(text: str, option: str) -> tuple[str, str]:
-    """``"every=1h"`` -> ("every", "1h"); a ConfigError naming ``option`` otherwise."""
-    timing, equals, spec = text.partition("=")
-    timings = list(load_plugins().implementations(SLOT))  # the installed slot functions' keys
-    if not equals or timing not in timings or not spec.strip():
-        raise ConfigError(
-            "fdcore simulate",
-            option,
-            f"expected TIMING=SPEC with TIMING one of {', '.join(timings)} "
-            f"(e.g. every=1h), got {text!r}",
-        )
-    return timing, spec
-
-
-def _check(s: Scenario) -> None:
-    where = "fdcore simulate"
-
-    def fail(option: str, message: str) -> None:
-        raise ConfigError(where, option, message)
-
-    if s.agents < 1:
-        fail("--agents", f"must be >= 1, got {s.agents}")
-    if s.requests < 0:
-        fail("--requests", f"must be >= 0, got {s.requests}")
-    if s.poison < 0:
-        fail("--poison", f"must be >= 0, got {s.poison}")
-    claims = claim_policies()
-    if s.claim not in claims:
-        fail("--claim", f"must be one of {', '.join(claims)}, got {s.claim!r}")
-    if s.burst < 1:
-        fail("--burst", f"must be >= 1, got {s.burst}")
-    if s.arrival not in ARRIVALS:
-        fail("--arrival", f"must be one of {', '.join(ARRIVALS)}, got {s.arrival!r}")
-    if not 1 <= s.concurrency <= 1024:
-        fail("--concurrency", f"must be 1..1024, got {s.concurrency}")
-    if s.max_attempts < 1:
-        fail("--max-attempts", f"must be >= 1, got {s.max_attempts}")
-    if s.table_pool < 1:
-        fail("--table-pool", f"must be >= 1, got {s.table_pool}")
-    if not 1 <= s.max_tables <= s.table_pool:
-        fail("--max-tables", f"must be 1..table pool ({s.table_pool}), got {s.max_tables}")
-    for option, value in (
-        ("--poll-seconds", s.poll_seconds),
-        ("--stale-after", s.stale_after),
-        ("--table-median", s.table_median),
-        ("--load", s.load),
-    ):
-        if not value > 0:
-            fail(option, f"must be > 0, got {value}")
-    for option, value in (
-        ("--grace", s.grace_seconds),
-        ("--table-sigma", s.table_sigma),
-        ("--crash-rate", s.crash_rate),
-        ("--pause-rate", s.pause_rate),
-        ("--skew", s.skew),
-        ("--latency", s.latency),
-        ("--archive-after", s.archive_after),
-        ("--retention-keep", s.retention_keep),
-        ("--retention-runs", s.retention_runs),
-    ):
-        if not value >= 0:
-            fail(option, f"must be >= 0, got {value}")
-    for option, value, top in (
-        ("--poll-jitter", s.poll_jitter, 0.5),
-        ("--error-rate", s.error_rate, 0.5),
-        ("--ambiguous", s.ambiguous, 1.0),
-        ("--cancel", s.cancel, 1.0),
-    ):
-        if not 0 <= value <= top:
-            fail(option, f"must be between 0 and {top:g}, got {value}")
-    if not s.retention_runs_keep > 0:
-        fail("--retention-runs-keep", f"must be > 0, got {s.retention_runs_keep}")
-    if not s.schedule_hours > 0:
-        fail("--schedule-hours", f"must be > 0, got {s.schedule_hours}")
-    for option, texts in (
-        ("--schedule", s.schedules),
-        ("--unshared-schedule", s.unshared_schedules),
-    ):
-        for text in texts:
-            split_timing(text, option)
-    names = {f"agent-{n + 1}" for n in range(s.agents)}
-    for option, pairs in (
-        ("--agent-skew", s.agent_skews),
-        ("--agent-speed", s.agent_speeds),
-        ("--agent-concurrency", s.agent_concurrency),
-    ):
-        for name, _value in pairs:
-            if name not in names:
-                fail(option, f"no agent {name!r} (agents are agent-1..agent-{s.agents})")
-    for name, skew in s.agent_skews:
-        if not math.isfinite(skew):
-            fail("--agent-skew", f"{name}: skew must be a number of seconds, got {skew}")
-    for name, speed in s.agent_speeds:
-        if not (math.isfinite(speed) and speed > 0):
-            fail("--agent-speed", f"{name}: speed must be a factor > 0, got {speed}")
-    for name, workers in s.agent_concurrency:
-        if not 1 <= workers <= 1024:
-            fail("--agent-concurrency", f"{name}: must be 1..1024 workers, got {workers}")
-    for option, maybe in (
-        ("--restart-after", s.restart_after),
-        ("--pause-max", s.pause_max),
-        ("--max-hours", s.max_hours),
-    ):
-        if maybe is not None and not maybe > 0:
-            fail(option, f"must be > 0, got {maybe}")

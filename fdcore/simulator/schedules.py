@@ -84,53 +84,15 @@ class SharedSchedules(Checker):
         if not self.schedules:
             return []
         trace = world.trace
-        found: list[Violation] = []
-        made: dict[tuple[str, str], set[str]] = defaultdict(set)  # (schedule, slot) -> ids
-        attempts: Counter[tuple[str, str]] = Counter()  # (schedule, slot) -> creates
         landed: dict[str, list[ScheduleCreate]] = defaultdict(list)
         by_process: dict[tuple[str, str, int], list[ScheduleCreate]] = defaultdict(list)
         for create in trace.schedule_creates:
             by_process[(create.request, create.agent, create.incarnation)].append(create)
             if create.landed:
                 landed[create.request].append(create)
-            schedule = self.schedules.get(create.schedule or "")
-            if schedule is None:
-                found.append(
-                    Violation(
-                        self.invariant,
-                        create.time,
-                        f"{create.agent} created {create.request}, which names no schedule "
-                        f"of the scenario (schedule {create.schedule!r})",
-                    )
-                )
-                continue
-            expected = schedule.timetable.latest_due(create.clock)
-            found.extend(self._judge_create(schedule, create, expected))
-            if expected is not None:
-                attempts[(schedule.config.id, expected.id)] += 1
-                if create.landed:
-                    made[(schedule.config.id, expected.id)].add(create.request)
-        for (schedule_id, slot), requests in made.items():
-            if len(requests) > 1:
-                first = min(c.time for r in requests for c in landed[r])
-                found.append(
-                    Violation(
-                        self.invariant,
-                        first,
-                        f"slot {slot} of schedule {schedule_id} has {len(requests)} requests: "
-                        + ", ".join(sorted(requests)),
-                    )
-                )
-        for request, creates in landed.items():
-            if len(creates) > 1:
-                found.append(
-                    Violation(
-                        self.invariant,
-                        creates[1].time,
-                        f"{request} was created {len(creates)} times, by "
-                        + ", ".join(f"{c.agent} at t={c.time:.1f}s" for c in creates),
-                    )
-                )
+        found, made, attempts = self._judge_creates(trace.schedule_creates)
+        found.extend(self._slots_with_many(made, landed))
+        found.extend(self._created_twice(landed))
         found.extend(self._judge_processes(by_process))
         found.extend(self._judge_slots(world, made, attempts))
         per_agent: dict[tuple[str, str], list[int]] = defaultdict(list)  # -> creates by process
@@ -150,6 +112,65 @@ class SharedSchedules(Checker):
             }
         )
         return found
+
+    def _judge_creates(
+        self, creates: list[ScheduleCreate]
+    ) -> tuple[list[Violation], dict[tuple[str, str], set[str]], Counter[tuple[str, str]]]:
+        """Each create on its own; with the requests that landed for each (schedule, slot) and
+        the creates tried for each."""
+        found: list[Violation] = []
+        made: dict[tuple[str, str], set[str]] = defaultdict(set)  # (schedule, slot) -> ids
+        attempts: Counter[tuple[str, str]] = Counter()  # (schedule, slot) -> creates
+        for create in creates:
+            schedule = self.schedules.get(create.schedule or "")
+            if schedule is None:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        create.time,
+                        f"{create.agent} created {create.request}, which names no schedule "
+                        f"of the scenario (schedule {create.schedule!r})",
+                    )
+                )
+                continue
+            expected = schedule.timetable.latest_due(create.clock)
+            found.extend(self._judge_create(schedule, create, expected))
+            if expected is not None:
+                attempts[(schedule.config.id, expected.id)] += 1
+                if create.landed:
+                    made[(schedule.config.id, expected.id)].add(create.request)
+        return found, made, attempts
+
+    def _slots_with_many(
+        self, made: dict[tuple[str, str], set[str]], landed: dict[str, list[ScheduleCreate]]
+    ) -> list[Violation]:
+        """A slot has one request at most."""
+        found = []
+        for (schedule_id, slot), requests in made.items():
+            if len(requests) > 1:
+                first = min(c.time for r in requests for c in landed[r])
+                found.append(
+                    Violation(
+                        self.invariant,
+                        first,
+                        f"slot {slot} of schedule {schedule_id} has {len(requests)} requests: "
+                        + ", ".join(sorted(requests)),
+                    )
+                )
+        return found
+
+    def _created_twice(self, landed: dict[str, list[ScheduleCreate]]) -> list[Violation]:
+        """A request id lands once."""
+        return [
+            Violation(
+                self.invariant,
+                creates[1].time,
+                f"{request} was created {len(creates)} times, by "
+                + ", ".join(f"{c.agent} at t={c.time:.1f}s" for c in creates),
+            )
+            for request, creates in landed.items()
+            if len(creates) > 1
+        ]
 
     def _judge_create(
         self, schedule: SimSchedule, create: ScheduleCreate, expected: Slot | None
@@ -231,40 +252,54 @@ class SharedSchedules(Checker):
             holders = [agent for agent in skews if schedule.given_to(agent)]
             kind = "slots" if schedule.owner is None else "unshared slots"
             for slot in schedule.slots(until):
-                due, deadline = seconds(slot.due_at), seconds(slot.deadline)
-                if deadline + widest > world.now:
+                if seconds(slot.deadline) + widest > world.now:
                     continue  # its window is not over everywhere: not judged
                 counts[f"{kind} judged"] += 1
                 counts[f"{kind} creates"] += attempts[(schedule.config.id, slot.id)]
                 if made.get((schedule.config.id, slot.id)):
                     counts[f"{kind} with a request"] += 1
                     continue
-                poller = next(
-                    (
-                        (agent, clock)
-                        for agent in holders
-                        for clock in _clocks_within(clocks[agent], slot)
-                    ),
-                    None,
-                )
-                if poller is not None:
-                    agent, clock = poller
-                    found.append(
-                        Violation(
-                            self.invariant,
-                            clock - skews[agent],
-                            f"slot {slot.id} of schedule {schedule.config.id} (due t={due:.0f}s, "
-                            f"deadline t={deadline:.0f}s) has no request, though {agent} "
-                            f"polled inside its window (clock t={clock:.1f}s) with no store error",
-                        )
-                    )
-                elif all(
-                    _down_throughout(down[agent], due - skews[agent], deadline - skews[agent])
-                    for agent in holders
-                ):
-                    counts[f"{kind} missed, all agents down"] += 1
+                missed = self._judge_missed(schedule, slot, holders, clocks, skews, down)
+                if isinstance(missed, Violation):
+                    found.append(missed)
                 else:
-                    counts[f"{kind} missed, no poll in window"] += 1
+                    counts[f"{kind} missed, {missed}"] += 1
+        self._slot_figures(counts)
+        return found
+
+    def _judge_missed(
+        self,
+        schedule: SimSchedule,
+        slot: Slot,
+        holders: list[str],
+        clocks: dict[str, list[float]],
+        skews: dict[str, float],
+        down: dict[str, list[tuple[float, float]]],
+    ) -> Violation | str:
+        """A slot left without a request: a violation if a holder polled in its window with no
+        store error; else why it was missed."""
+        due, deadline = seconds(slot.due_at), seconds(slot.deadline)
+        poller = next(
+            ((agent, clock) for agent in holders for clock in _clocks_within(clocks[agent], slot)),
+            None,
+        )
+        if poller is not None:
+            agent, clock = poller
+            return Violation(
+                self.invariant,
+                clock - skews[agent],
+                f"slot {slot.id} of schedule {schedule.config.id} (due t={due:.0f}s, "
+                f"deadline t={deadline:.0f}s) has no request, though {agent} "
+                f"polled inside its window (clock t={clock:.1f}s) with no store error",
+            )
+        if all(
+            _down_throughout(down[agent], due - skews[agent], deadline - skews[agent])
+            for agent in holders
+        ):
+            return "all agents down"
+        return "no poll in window"
+
+    def _slot_figures(self, counts: Counter[str]) -> None:
         for kind in ("slots", "unshared slots"):
             judged = counts[f"{kind} judged"]
             if kind != "slots" and not judged:
@@ -274,7 +309,6 @@ class SharedSchedules(Checker):
             creates = counts[f"{kind} creates"]
             per_slot = round(creates / judged, 2) if judged else 0.0
             self.figures[f"{kind.removesuffix('s')} creates per slot"] = per_slot
-        return found
 
     def summary(self) -> dict[str, Any]:
         return dict(self.figures)

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -41,9 +40,8 @@ from fdcore.agent.schedules import Schedule, build_schedules
 from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
-from fdcore.contract.codec import encode, parse_time
 from fdcore.contract.layout import CANCELS, agent_key, cancel_key, request_key, status_key
-from fdcore.contract.models import State
+from fdcore.contract.models import AgentRecord, Lease, Request, RunRecord, State, Status
 from fdcore.errors import NotFound, RequestError, StaleFencingToken
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.cancel import cancel_request
@@ -79,7 +77,19 @@ SchedulesFactory = Callable[[AgentConfig], list[Schedule]]
 DUE_MARGIN = 0.001
 
 
-OPERATOR = "operator"  # the writer of a status an operator's cancel wrote
+OPERATOR = "operator"
+
+#: What the world decodes of a landed write, by folder (fences/ hold the lease as it was).
+_WRITTEN: dict[str, type[Status | Lease | RunRecord]] = {
+    "status": Status,
+    "leases": Lease,
+    "fences": Lease,
+    "runs": RunRecord,
+}  # the writer of a status an operator's cancel wrote
+
+
+def _holding(lease: LeaseState) -> tuple[str, int, str, int]:
+    return (lease.request, lease.attempt, lease.holder, lease.incarnation)
 
 
 def default_parts(config: AgentConfig, storage: Storage, start_table: StartTable) -> Components:
@@ -96,9 +106,9 @@ class Watcher(Protocol):
     """What the world calls while it runs (every :class:`fdcore.simulator.invariants.Checker`
     has these hooks): state is consistent at each call."""
 
-    def after_poll(self, world: World, host: AgentHost) -> None: ...
+    def after_poll(self, world: World, host: SimulatedAgent) -> None: ...
 
-    def after_reaction(self, world: World, host: AgentHost) -> None: ...
+    def after_reaction(self, world: World, host: SimulatedAgent) -> None: ...
 
     def after_change(self, world: World) -> None: ...
 
@@ -121,7 +131,7 @@ class VirtualClock:
 class SimRun:
     """A simulated table run: ends at a virtual time, then writes its table fenced."""
 
-    def __init__(self, host: AgentHost, job: TableJob, started: float, end: float) -> None:
+    def __init__(self, host: SimulatedAgent, job: TableJob, started: float, end: float) -> None:
         self.host = host
         self.job = job
         self.incarnation = host.incarnation
@@ -149,7 +159,7 @@ class WatchedClaim:
     comes before claims: a "no" then means the poll's room went to such requests.
     """
 
-    def __init__(self, inner: ClaimPolicy, host: AgentHost) -> None:
+    def __init__(self, inner: ClaimPolicy, host: SimulatedAgent) -> None:
         self.inner = inner
         self.name = inner.name
         self.host = host
@@ -162,9 +172,10 @@ class WatchedClaim:
         return allowed
 
 
-class AgentHost:
-    """The machine behind one agent name: its clock skew, store view and seeded streams (its
-    :class:`~fdcore.simulator.plan.AgentPlan`), and the agent process running on it now."""
+class SimulatedAgent:
+    """One agent name as the simulation runs it: its clock skew, store view and seeded streams
+    (its :class:`~fdcore.simulator.plan.AgentPlan`), and the :class:`Agent` process running
+    under that name now (``agent``; a new one after each crash, ``incarnation`` counts them)."""
 
     def __init__(self, world: World, plan: AgentPlan) -> None:
         scenario = world.scenario
@@ -237,10 +248,18 @@ class World:
         self.now = 0.0
         self.seq = 0
         self.store = MemoryStorage.fresh("fdcore-simulator")
+        # The world reads what agents write as they would: through the mailbox and the codec,
+        # within the operator's bound on a file's size.
+        bound = plan.agent_config("agent-1", self.store.url).max_file_bytes
+        self.mailbox = Mailbox(self.store, max_file_bytes=bound)
         self.trace = Trace(poison=set(plan.poison))
         self.stats: Counter[str] = Counter()
+        self.poll_operations: Counter[str] = Counter()  # the agents' store operations in polls
         self.agent_errors: list[tuple[float, str]] = []
         self.active: dict[str, StatusWrite] = {}  # latest status of unfinished requests
+        # (request, attempt, holder, incarnation) -> the tables whose lease, as last written,
+        # names it: what a status write vouches for, without a walk over every table
+        self._leased: defaultdict[tuple[str, int, str, int], set[str]] = defaultdict(set)
         self.finished = 0
         self._ended: set[str] = set()  # requests counted in ``finished``
         self.arrived = 0
@@ -249,7 +268,7 @@ class World:
         self.deadlines: dict[str, float] = {}  # schedule request -> deadline, virtual seconds
         self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._order = 0
-        self.hosts = [AgentHost(self, agent) for agent in plan.agents]
+        self.hosts = [SimulatedAgent(self, agent) for agent in plan.agents]
         self.trace.skews = {host.name: host.skew for host in self.hosts}
         self.retention: RetentionProcess | None = None
         self._retention_run = 0  # the number of the run under way (its ticks carry it)
@@ -317,7 +336,7 @@ class World:
 
     def _arrive(self, arrival: Arrival) -> None:
         submit(
-            Mailbox(self.store),
+            self.mailbox,
             arrival.entities,
             request_id=arrival.request,
             now=EPOCH + timedelta(seconds=self.now),
@@ -330,7 +349,7 @@ class World:
         """An operator's ``fdcore cancel``: its writes go to the store directly, as submits do."""
         now = EPOCH + timedelta(seconds=self.now)
         try:
-            done = cancel_request(Mailbox(self.store), request, by="operator", reason=None, now=now)
+            done = cancel_request(self.mailbox, request, by="operator", reason=None, now=now)
         except RequestError:  # it ended first, or was archived: the command refuses
             self.stats["cancels refused"] += 1
             return
@@ -342,14 +361,12 @@ class World:
         if ended and (before is None or not before.final):
             # Nobody held it: the command itself ended it (an agent's write would be tapped).
             assert done.status is not None
-            self._tap_status(None, seq, json.loads(encode(done.status)))
+            self._tap_status(None, seq, done.status)
 
-    def request_created(self, host: AgentHost, key: str, data: bytes, outcome: str) -> None:
+    def request_created(self, host: SimulatedAgent, key: str, data: bytes, outcome: str) -> None:
         """An agent tried to create a request: a schedule's (the world submits the others)."""
-        doc: dict[str, Any] = json.loads(data)
-        request = doc["id"]
-        schedule = doc.get("schedule") or {}
-        deadline = doc.get("deadline")
+        made = self.mailbox.decode(Request, key, data)
+        request = made.id
         create = ScheduleCreate(
             seq=self.next_seq(),
             time=self.now,
@@ -357,11 +374,11 @@ class World:
             incarnation=host.incarnation,
             clock=host.clock.now(),
             request=key[len("requests/") : -len(".json")],
-            schedule=schedule.get("id"),
-            slot=schedule.get("slot"),
-            created_at=parse_time(doc["created_at"]),
-            deadline=parse_time(deadline) if deadline else None,
-            entities=tuple(doc["entities"]),
+            schedule=made.schedule.id if made.schedule else None,
+            slot=made.schedule.slot if made.schedule else None,
+            created_at=made.created_at,
+            deadline=made.deadline,
+            entities=tuple(made.entities),
             outcome=outcome,
         )
         self.trace.schedule_creates.append(create)
@@ -372,8 +389,8 @@ class World:
         self.trace.max_attempts[request] = self.scenario.max_attempts
         if create.deadline is not None:
             self.deadlines[request] = seconds(create.deadline)
-        if doc.get("affinity"):
-            self.trace.affinity[request] = doc["affinity"]
+        if made.affinity:
+            self.trace.affinity[request] = made.affinity
         self.trace.schedule_writes[request] += 1
 
     def _archive_time(self, request: str) -> float:
@@ -454,7 +471,7 @@ class World:
 
     # -- agents: start, poll, crash, pause -------------------------------------------------------
 
-    def _restart(self, host: AgentHost) -> None:
+    def _restart(self, host: SimulatedAgent) -> None:
         """Start (or restart after a crash) the agent's process: a new Agent, same name."""
         host.incarnation += 1
         host.polls = 0
@@ -483,11 +500,11 @@ class World:
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _poll_chain(self, host: AgentHost, when: float) -> None:
+    def _poll_chain(self, host: SimulatedAgent, when: float) -> None:
         host.poll_token += 1
         self.at(when, self._poll, host, host.poll_token)
 
-    def _poll(self, host: AgentHost, token: int) -> None:
+    def _poll(self, host: SimulatedAgent, token: int) -> None:
         agent = host.agent
         if token != host.poll_token or agent is None or host.paused is not None:
             return
@@ -496,6 +513,7 @@ class World:
             return
         store = host.store
         store.begin_poll()
+        operations_before = dict(store.operations)
         free_before = agent.components.claim.may_claim(agent.load())
         stale_held = self._stale_held(host.name, agent)
         seq_start = self.next_seq()
@@ -526,6 +544,8 @@ class World:
         )
         host.polls += 1
         self.stats["polls"] += 1
+        for kind, count in store.operations.items():
+            self.poll_operations[kind] += count - operations_before.get(kind, 0)
         if failure is not None:
             self.agent_errors.append(
                 (self.now, f"{host.name} raised {type(failure).__name__}: {failure}")
@@ -537,7 +557,7 @@ class World:
         self.at(self.now + elapsed + host.plan.poll_interval(), self._poll, host, token)
         self._wake_when_due(host)
 
-    def _react(self, host: AgentHost, incarnation: int, due: float | None = None) -> None:
+    def _react(self, host: SimulatedAgent, incarnation: int, due: float | None = None) -> None:
         """What the runtime does between polls (:meth:`Agent.react`): a run ended, a slot is due.
 
         Atomic in virtual time like a poll; the store latency it meets keeps the agent busy, as
@@ -564,7 +584,7 @@ class World:
             checker.after_reaction(self, host)
         self._wake_when_due(host)
 
-    def _wake_when_due(self, host: AgentHost) -> None:
+    def _wake_when_due(self, host: SimulatedAgent) -> None:
         """Have the agent react at its schedules' next due slot, as the runtime wakes it."""
         agent = host.agent
         if agent is None:
@@ -588,11 +608,11 @@ class World:
             and (status.agent != name or status.attempt != work.status.attempt)
         )
 
-    def _crash_fault(self, host: AgentHost, incarnation: int) -> None:
+    def _crash_fault(self, host: SimulatedAgent, incarnation: int) -> None:
         if host.agent is not None and host.incarnation == incarnation:
             self._crash(host, "fault")
 
-    def _crash(self, host: AgentHost, cause: str) -> None:
+    def _crash(self, host: SimulatedAgent, cause: str) -> None:
         """Drop the agent's process mid-work: its runs die with it; restart it later."""
         if host.agent is None:
             return
@@ -613,7 +633,7 @@ class World:
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _held_in_store(self, host: AgentHost) -> tuple[tuple[str, int], ...]:
+    def _held_in_store(self, host: SimulatedAgent) -> tuple[tuple[str, int], ...]:
         """(request, attempt) of every unfinished request whose status names the agent."""
         return tuple(
             (request, write.attempt)
@@ -621,12 +641,12 @@ class World:
             if write.agent == host.name
         )
 
-    def _next_pause(self, host: AgentHost, after: float) -> None:
+    def _next_pause(self, host: SimulatedAgent, after: float) -> None:
         gap = host.plan.pause_after()
         if gap is not None:
             self.at(after + gap, self._pause, host)
 
-    def _pause(self, host: AgentHost) -> None:
+    def _pause(self, host: SimulatedAgent) -> None:
         """Stop polling the agent (and freeze its runs) for a while: a stopped VM, a GC storm."""
         if not host.live:
             self._next_pause(host, self.now)
@@ -649,7 +669,7 @@ class World:
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _resume(self, host: AgentHost, pause: Pause) -> None:
+    def _resume(self, host: SimulatedAgent, pause: Pause) -> None:
         if host.paused is not pause:
             return  # it crashed while paused
         host.paused = None
@@ -664,7 +684,7 @@ class World:
 
     # -- table runs ------------------------------------------------------------------------------
 
-    def _start_table(self, host: AgentHost, job: TableJob) -> SimRun:
+    def _start_table(self, host: SimulatedAgent, job: TableJob) -> SimRun:
         duration = self.plan.table_seconds(job.request, job.table) / host.speed
         run = SimRun(host, job, self.now, self.now + duration)
         status = self.trace.latest.get(job.request)
@@ -732,7 +752,7 @@ class World:
 
     # -- the trace -------------------------------------------------------------------------------
 
-    def tap(self, host: AgentHost, key: str, data: bytes | None) -> None:
+    def tap(self, host: SimulatedAgent, key: str, data: bytes | None) -> None:
         """A write by ``host``'s agent landed (``data`` None: a delete): keep what checkers need."""
         seq = self.next_seq()
         if key.startswith("archive/"):
@@ -744,93 +764,88 @@ class World:
             if key.startswith(("status/", "requests/")):
                 self._tap_removal(host, key)
             return
-        if key.startswith("agents/"):
-            # Every poll writes one: the key says whose it is.
-            if key == host.record_key:
-                beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
-                beats.append((seq, self.now))
-                # As written: by its clock, or in the store's time once it measured its clock
-                # far off (fdcore.agent.skew).
-                updated_at = seconds(parse_time(json.loads(data)["updated_at"]))
-                writes = self.trace.record_writes.setdefault(host.name, [])
-                writes.append((seq, self.now, updated_at))
-            return
-        if key.startswith("requests/"):
-            return  # a schedule's request: see request_created
-        doc: dict[str, Any] = json.loads(data)
-        if doc.get("request", "").startswith("sched-"):
-            self.trace.schedule_writes[doc["request"]] += 1
-        if key.startswith("status/"):
-            self._tap_status(host, seq, doc)
-        elif key.startswith("leases/"):
-            self._tap_lease(host, seq, doc)
-        elif key.startswith("runs/"):
-            if self.trace.run_records.get(key) == data:
-                return  # the same record again, after retention moved the first: not a second
-            self.trace.run_records.setdefault(key, data)
-            lease = self.trace.leases.get(doc["table"])
-            self.trace.run_log.append(
-                RunLogWrite(
-                    seq=seq,
-                    time=self.now,
-                    writer=host.name,
-                    incarnation=host.incarnation,
-                    request=doc["request"],
-                    table=doc["table"],
-                    attempt=doc["attempt"],
-                    generation=doc["generation"],
-                    lease_generation=lease.generation if lease else None,
-                    outcome=doc["outcome"],
-                    vouched=(
-                        doc["request"],
-                        doc["attempt"],
-                        doc["table"],
-                        doc["generation"],
-                        host.name,
-                        host.incarnation,
-                    )
-                    in self.trace.held_at_status,
-                )
-            )
+        folder = key.partition("/")[0]
+        if folder == "agents":
+            self._tap_record(host, seq, key, data)
+        elif folder in ("status", "leases", "fences", "runs"):
+            # a schedule's request is traced in request_created
+            written = self.mailbox.decode(_WRITTEN[folder], key, data)
+            if written.request.startswith("sched-"):
+                self.trace.schedule_writes[written.request] += 1
+            if isinstance(written, Status):
+                self._tap_status(host, seq, written)
+            elif isinstance(written, RunRecord):
+                self._tap_run(host, seq, key, data, written)
+            elif folder == "leases":
+                self._tap_lease(host, seq, written)
 
-    def _tap_status(self, host: AgentHost | None, seq: int, doc: dict[str, Any]) -> None:
+    def _tap_record(self, host: SimulatedAgent, seq: int, key: str, data: bytes) -> None:
+        """Every poll writes the agent's record: the key says whose it is."""
+        if key != host.record_key:
+            return
+        beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
+        beats.append((seq, self.now))
+        # As written: by its clock, or in the store's time once it measured its clock far off
+        # (fdcore.agent.skew).
+        updated_at = seconds(self.mailbox.decode(AgentRecord, key, data).updated_at)
+        writes = self.trace.record_writes.setdefault(host.name, [])
+        writes.append((seq, self.now, updated_at))
+
+    def _tap_run(
+        self, host: SimulatedAgent, seq: int, key: str, data: bytes, run: RunRecord
+    ) -> None:
+        if self.trace.run_records.get(key) == data:
+            return  # the same record again, after retention moved the first: not a second
+        self.trace.run_records.setdefault(key, data)
+        lease = self.trace.leases.get(run.table)
+        self.trace.run_log.append(
+            RunLogWrite(
+                seq=seq,
+                time=self.now,
+                writer=host.name,
+                incarnation=host.incarnation,
+                request=run.request,
+                table=run.table,
+                attempt=run.attempt,
+                generation=run.generation,
+                lease_generation=lease.generation if lease else None,
+                outcome=run.outcome.value,
+                vouched=(
+                    run.request,
+                    run.attempt,
+                    run.table,
+                    run.generation,
+                    host.name,
+                    host.incarnation,
+                )
+                in self.trace.held_at_status,
+            )
+        )
+
+    def _tap_status(self, host: SimulatedAgent | None, seq: int, status: Status) -> None:
         """A status write landed: an agent's, or (``host`` None) an operator's cancel."""
-        request = doc["request"]
+        request = status.request
         write = StatusWrite(
             seq=seq,
             time=self.now,
             writer=host.name if host else OPERATOR,
             incarnation=host.incarnation if host else 0,
             request=request,
-            state=doc["state"],
-            agent=doc.get("agent"),
-            attempt=doc.get("attempt", 1),
-            attempts=tuple(
-                (a["number"], a["agent"], a.get("outcome", "running"))
-                for a in doc.get("attempts", [])
-            ),
-            message=doc.get("message"),
-            tables_done=tuple(doc.get("tables_done", ())),
+            state=status.state.value,
+            agent=status.agent,
+            attempt=status.attempt,
+            attempts=tuple((a.number, a.agent, a.outcome.value) for a in status.attempts),
+            message=status.message,
+            tables_done=tuple(status.tables_done),
         )
         self.trace.status.setdefault(request, []).append(write)
         if host is not None:
-            for table, lease in self.trace.leases.items():
-                if (lease.request, lease.attempt, lease.holder, lease.incarnation) == (
-                    request,
-                    write.attempt,
-                    host.name,
-                    host.incarnation,
-                ):
-                    self.trace.held_at_status.add(
-                        (
-                            request,
-                            write.attempt,
-                            table,
-                            lease.generation,
-                            host.name,
-                            host.incarnation,
-                        )
-                    )
+            holding = (request, write.attempt, host.name, host.incarnation)
+            for table in self._leased.get(holding, ()):
+                generation = self.trace.leases[table].generation
+                self.trace.held_at_status.add(
+                    (request, write.attempt, table, generation, host.name, host.incarnation)
+                )
         before = self.trace.latest.get(request)
         self.trace.latest[request] = write
         if host is not None and before is None and write.agent == host.name:
@@ -858,7 +873,7 @@ class World:
             and latest.outcome(lease.attempt) in ("succeeded", "failed")
         )
 
-    def _tap_removal(self, host: AgentHost, key: str) -> None:
+    def _tap_removal(self, host: SimulatedAgent, key: str) -> None:
         """An agent deleted a request or a status: only retention may, and only of a request
         that is final, with its status last (checked by ArchivedWhole)."""
         folder, _, name = key.partition("/")
@@ -892,15 +907,15 @@ class World:
             return self.now + host.skew  # crashed: its lease is no live holder's
         return seconds(host.agent.tables.lease_now())
 
-    def _tap_lease(self, host: AgentHost, seq: int, doc: dict[str, Any]) -> None:
-        table = doc["table"]
+    def _tap_lease(self, host: SimulatedAgent, seq: int, written: Lease) -> None:
+        table = written.table
         lease = LeaseState(
-            generation=doc["generation"],
-            holder=doc["holder"],
-            request=doc["request"],
-            attempt=doc["attempt"],
-            released=doc.get("released", False),
-            expires_at=seconds(parse_time(doc["expires_at"])),
+            generation=written.generation,
+            holder=written.holder,
+            request=written.request,
+            attempt=written.attempt,
+            released=written.released,
+            expires_at=seconds(written.expires_at),
             incarnation=host.incarnation,
         )
         before = self.trace.leases.get(table)
@@ -913,3 +928,6 @@ class World:
             clock = self._lease_clock(before.holder)
             self.trace.leases_taken.append(LeaseTaken(seq, self.now, table, before, lease, clock))
         self.trace.leases[table] = lease
+        if before is not None:
+            self._leased[_holding(before)].discard(table)
+        self._leased[_holding(lease)].add(table)
