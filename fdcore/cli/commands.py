@@ -307,9 +307,7 @@ def register(commands: Any) -> None:
         parser = commands.add_parser(name, help=text)
         parser.add_argument("--env", required=True, help="environment URL")
         parser.add_argument("--json", action="store_true", help="stable machine-readable output")
-        add_flag(
-            parser, "--grace", GRACE, default=60.0, help="seconds past stale_after before lost"
-        )
+        add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
         if name == "queue":
             parser.add_argument("--active", action="store_true", help="hide finished requests")
             add_flag(

@@ -66,7 +66,7 @@ class MonitorCommand:
         )
         parser.add_argument("--by", help="who actions are recorded as (default: the user name)")
         add_flag(
-            parser, "--grace", GRACE, default=60.0, help="seconds past stale_after before lost"
+            parser, "--grace", GRACE, help="seconds past stale_after before lost"
         )
         parser.add_argument("--host-folder", help="a host folder: show its slots (docs/host.md)")
         parser.add_argument(
