@@ -44,6 +44,15 @@ _EXPECTS = "fdcore.expects"  # what the value should be, in words, if not said b
 _BOUNDS = "fdcore.bounds"  # JSON Schema keywords of a check (minimum, maximum, enum...)
 
 
+def _fields(cls: type) -> Any:
+    """The fields of ``cls`` with their types resolved (the modules use postponed annotations)."""
+    return attrs.fields(attrs.resolve_types(cls))
+
+
+def _fields_dict(cls: type) -> dict[str, attrs.Attribute[Any]]:
+    return {field.name: field for field in _fields(cls)}
+
+
 class Invalid(ValueError):
     """A declared check failed: ``path`` (the keys below the class checked) and why."""
 
@@ -90,7 +99,7 @@ def _listed(check: Any) -> list[Any]:
 
 def default_of(cls: type, name: str) -> Any:
     """The declared default of ``cls.name``: for a class that repeats a field, not its value."""
-    field = attrs.fields_dict(cls)[name]
+    field = _fields_dict(cls)[name]
     if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
         return attrs.Factory(field.default.factory)  # type: ignore[union-attr]
     return field.default
@@ -175,7 +184,7 @@ converter = _contract_converter.copy()
 
 
 def _is_settings(cls: Any) -> bool:
-    return attrs.has(cls) and any(_HELP in a.metadata for a in attrs.fields(cls))
+    return attrs.has(cls) and any(_HELP in a.metadata for a in _fields(cls))
 
 
 def _duration_hook(value: object, _type: object) -> float:
@@ -188,7 +197,7 @@ def _duration_hook(value: object, _type: object) -> float:
 
 
 def _table_hook(cls: type) -> Any:
-    fields = attrs.fields(cls)
+    fields = _fields(cls)
     rest = next((a.name for a in fields if a.metadata.get(_REST)), None)
     header = next((a.name for a in fields if a.metadata.get(_HEADER)), None)
     keys = {a.name for a in fields if a.name not in (rest, header)}
@@ -359,7 +368,7 @@ def _locate(cls: type, data: Any, path: list[Any]) -> _Place:
 
 def _enter(place: _Place, cls: type, name: str) -> Any:
     """Step into field ``name`` of ``cls``: a table of its own, or a key of the current one."""
-    field = attrs.fields_dict(cls).get(name)
+    field = _fields_dict(cls).get(name)
     if field is None:
         return None
     place.field, place.type = field, field.type
@@ -429,7 +438,7 @@ def _unknown_key(
 ) -> ConfigError:
     table = place.value if isinstance(place.value, Mapping) else {}
     key = next((k for k in table if k in problem.extra_fields), sorted(problem.extra_fields)[0])
-    known = [a.name for a in attrs.fields(problem.cl)]
+    known = [a.name for a in _fields(problem.cl)]
     if not place.sections and not place.keys:  # the top of the file: tables
         known = [f"[{name}]" for name in known]
         if isinstance(table.get(key), Mapping):
@@ -446,7 +455,7 @@ def tables(cls: type, header: str = "") -> dict[str, list[str]]:
     """Each table of the declaration ``cls`` (its header, as the file writes it) with its keys."""
     found: dict[str, list[str]] = {}
     own: list[str] = []
-    for field in attrs.fields(cls):
+    for field in _fields(cls):
         if field.metadata.get(_REST) or field.metadata.get(_HEADER):
             continue
         kind, item = _container(field.type)
@@ -511,7 +520,7 @@ def _json_default(field: attrs.Attribute[Any]) -> Any:
 
 
 def _class_schema(cls: type) -> dict[str, Any]:
-    fields = attrs.fields(cls)
+    fields = _fields(cls)
     rest = next((a for a in fields if a.metadata.get(_REST)), None)
     properties = {
         a.name: _field_schema(a)
@@ -579,7 +588,7 @@ def _toml(value: Any) -> str:
 def _sections(cls: type, header: str) -> Iterator[tuple[str, list[attrs.Attribute[Any]]]]:
     own: list[attrs.Attribute[Any]] = []
     nested: list[tuple[str, type]] = []
-    for field in attrs.fields(cls):
+    for field in _fields(cls):
         if field.metadata.get(_REST) or field.metadata.get(_HEADER):
             continue
         kind, item = _container(field.type)
@@ -596,3 +605,34 @@ def _sections(cls: type, header: str) -> Iterator[tuple[str, list[attrs.Attribut
         yield header, own
     for name, item in nested:
         yield from _sections(item, name)
+
+
+def effective(instance: Any) -> dict[str, Any]:
+    """A declared instance as the file would say it, every default filled in: durations as
+    text, a table's rest keys back beside its own, tables of tables by name."""
+    out: dict[str, Any] = {}
+    for field in _fields(type(instance)):
+        value = getattr(instance, field.name)
+        if field.metadata.get(_HEADER):
+            continue
+        if field.metadata.get(_REST):
+            out.update(value)
+        elif value is None:
+            continue
+        else:
+            out[field.name] = _effective_value(field, value)
+    return out
+
+
+def _effective_value(field: attrs.Attribute[Any], value: Any) -> Any:
+    if field.metadata.get(_DURATION):
+        return format_duration(value)
+    if attrs.has(type(value)):
+        return effective(value)
+    if isinstance(value, Mapping):
+        return {k: _effective_value(field, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [effective(v) if attrs.has(type(v)) else v for v in value]
+    if isinstance(value, time):
+        return value.isoformat(timespec="minutes")
+    return value

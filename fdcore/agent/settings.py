@@ -126,7 +126,9 @@ class RouteConfig:
         factory=dict, help="the notifier's options (never secrets)", rest=True
     )
     kinds: tuple[str, ...] = setting(
-        (), help="incident kinds it gets; empty: every kind", check=OneOf(INCIDENT_KINDS, "incident kind")
+        (),
+        help="incident kinds it gets; empty: every kind",
+        check=OneOf(INCIDENT_KINDS, "incident kind"),
     )
     escalate_after: float | None = setting(
         None, help="open and unacknowledged this long before it posts", duration=True, check=Span()

@@ -40,12 +40,13 @@ from fdcore.plugins.manager import TAKEOVER, load_plugins
 from fdcore.terminal import LiveView
 
 
-def open_mailbox(url: str, *, create: bool) -> Mailbox:
+def open_mailbox(url: str, *, create: bool, setting: str = "--env") -> Mailbox:
     """The environment's mailbox; ``create=False`` for commands that only read (a missing
     environment is then "environment not found", never a new empty one). Its reads are bounded
-    by $FDCORE_MAX_FILE_BYTES (1 MiB unless set)."""
+    by $FDCORE_MAX_FILE_BYTES (1 MiB unless set). ``setting`` is where the URL was typed."""
     bound = max_file_bytes_setting("", "", None)
-    return Mailbox(load_plugins().open_storage(url, create=create), max_file_bytes=bound)
+    storage = load_plugins().open_storage(url, create=create, setting=setting)
+    return Mailbox(storage, max_file_bytes=bound)
 
 
 #: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
@@ -116,7 +117,7 @@ def _init(args: argparse.Namespace) -> int:
     plugins = load_plugins()
     options = dict(args.option)
     try:
-        plugins.open_storage(args.env, options, create=False).close()
+        plugins.open_storage(args.env, options, create=False, setting="URL").close()
         print(f"{args.env}: already an environment")
     except EnvironmentNotFound:
         plugins.open_storage(args.env, options, create=True).close()

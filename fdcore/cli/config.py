@@ -35,7 +35,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["MAX_ATTEMPTS", "load_config", "max_file_bytes_setting", "parse_config"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "declared_config",
+    "load_config",
+    "max_file_bytes_setting",
+    "parse_config",
+    "read_toml",
+]
 
 
 def parse_config(
@@ -46,14 +53,21 @@ def parse_config(
     ``plugins`` (default: the installed ones, loaded only for a file with schedules) give the
     schedules' timing keys.
     """
+    return declared_config(data, source, plugins).settings(source)
+
+
+def declared_config(
+    data: Mapping[str, Any], source: str = "<config>", plugins: Plugins | None = None
+) -> AgentToml:
+    """A parsed agent.toml as its declared tables, every default filled in (``max_file_bytes``
+    from $FDCORE_MAX_FILE_BYTES when the file does not set it)."""
     declared = structure(AgentToml, data, source)
     if declared.schedules:
         _check_schedules(source, declared.schedules, plugins or load_plugins())
-    config = declared.settings(source)
     if "max_file_bytes" not in data["agent"]:  # then the commands' bound, if set
         bound = max_file_bytes_setting(source, "[agent] max_file_bytes", None)
-        config = attrs.evolve(config, max_file_bytes=bound)
-    return config
+        declared = attrs.evolve(declared, agent=attrs.evolve(declared.agent, max_file_bytes=bound))
+    return declared
 
 
 def _check_schedules(source: str, schedules: Sequence[ScheduleTable], plugins: Plugins) -> None:
@@ -116,13 +130,17 @@ def load_config(path: str | Path, plugins: Plugins | None = None) -> AgentConfig
 
     ``plugins`` (default: the installed ones) give the schedules' timing keys.
     """
+    return parse_config(read_toml(path), str(path), plugins)
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The TOML document in ``path``; a one-line ConfigError if it cannot be read or parsed."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(source, None, f"cannot read: {exc.strerror or exc}") from None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, None, f"not valid TOML: {exc}") from None
-    return parse_config(data, source, plugins)

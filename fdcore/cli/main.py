@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fdcore import __version__
-from fdcore.cli import actions, demo, doctor, incidents, notify, retention
+from fdcore.cli import actions, config_command, demo, doctor, incidents, notify, retention
 from fdcore.cli import commands as cli_commands
 from fdcore.cli.output import format_table
 from fdcore.errors import FdcoreError, PluginError
@@ -75,6 +75,7 @@ def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
     for register in (
         cli_commands.register,
         actions.register,
+        config_command.register,
         demo.register,
         doctor.register,
         incidents.register,
