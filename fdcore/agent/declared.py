@@ -125,9 +125,8 @@ class _Reads:
 def _reads(reader: Reader) -> _Reads:
     bounds: dict[str, Any] = {}
     low = getattr(reader, "low", getattr(reader, "minimum", None))
-    if low is not None:
-        zero = getattr(reader, "zero_allowed", True) or low > 0
-        bounds["minimum" if zero else "exclusiveMinimum"] = low
+    if low is not None and (low > 0 or getattr(reader, "zero_allowed", True)):
+        bounds["minimum"] = low  # (more than 0 is said in words: draft 4 has no such keyword)
     high = getattr(reader, "high", getattr(reader, "maximum", None))
     if high is not None:
         bounds["maximum"] = high
@@ -516,6 +515,8 @@ def _json_default(field: attrs.Attribute[Any]) -> Any:
         return None
     if field.metadata.get(_DURATION) and isinstance(default, (int, float)):
         return format_duration(default)
+    if isinstance(default, tuple):
+        return list(default)
     return default if isinstance(default, (str, int, float, bool)) else None
 
 
@@ -544,9 +545,10 @@ def _class_schema(cls: type) -> dict[str, Any]:
 
 
 def json_schema(cls: type, title: str) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of files declared by ``cls``."""
+    """The JSON Schema of files declared by ``cls``: draft 7, in the keywords draft 4 has too
+    (taplo, the TOML language server of editors, reads draft 4)."""
     return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$schema": "http://json-schema.org/draft-07/schema#",
         "title": title,
         **_class_schema(cls),
     }
@@ -554,30 +556,40 @@ def json_schema(cls: type, title: str) -> dict[str, Any]:
 
 def reference(cls: type) -> Iterator[str]:
     """Markdown: one table per table of the declaration, each key with its type, default and
-    help."""
+    help (a table that keeps other keys, a plugin's options, says so last)."""
     for header, fields in _sections(cls, ""):
         yield f"`{header}`" if header else "The file"
         yield ""
         yield "| key | type | default | meaning |"
         yield "|---|---|---|---|"
         for field in fields:
-            default = _json_default(field)
-            shown = "required" if field.default is attrs.NOTHING else f"`{_toml(default)}`"
-            if default is None and field.default is not attrs.NOTHING:
-                shown = "none"
-            kind = "duration" if field.metadata.get(_DURATION) else _json_type(field)
-            help_text = str(field.metadata.get(_HELP, "")).replace("|", "\\|")
-            yield f"| `{field.name}` | {kind} | {shown} | {help_text} |"
+            yield _row(field)
         yield ""
+
+
+def _row(field: attrs.Attribute[Any]) -> str:
+    help_text = str(field.metadata.get(_HELP, "")).replace("|", "\\|")
+    if field.metadata.get(_REST):
+        return f"| any other key | string | | {help_text} |"
+    default = _json_default(field)
+    shown = f"`{_toml(default)}`"
+    if field.default is attrs.NOTHING:
+        shown = "required"
+    elif default is None:
+        shown = "none"
+    kind = "duration" if field.metadata.get(_DURATION) else _json_type(field)
+    return f"| `{field.name}` | {kind} | {shown} | {help_text} |"
 
 
 def _json_type(field: attrs.Attribute[Any]) -> str:
     schema = _field_schema(field)
     kind = schema.get("type", "")
-    return "list of strings" if kind == "array" else str(kind)
+    return {"array": "list of strings", "object": "inline table"}.get(str(kind), str(kind))
 
 
 def _toml(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -589,10 +601,12 @@ def _sections(cls: type, header: str) -> Iterator[tuple[str, list[attrs.Attribut
     own: list[attrs.Attribute[Any]] = []
     nested: list[tuple[str, type]] = []
     for field in _fields(cls):
-        if field.metadata.get(_REST) or field.metadata.get(_HEADER):
+        if field.metadata.get(_HEADER):
             continue
         kind, item = _container(field.type)
         dotted = f"{header.strip('[]')}.{field.name}" if header else field.name
+        if field.metadata.get(_REST):
+            kind, item = None, None
         if kind == "list":
             nested.append((f"[[{dotted}]]", item))
         elif kind == "dict":
@@ -602,7 +616,7 @@ def _sections(cls: type, header: str) -> Iterator[tuple[str, list[attrs.Attribut
         else:
             own.append(field)
     if own:
-        yield header, own
+        yield header, sorted(own, key=lambda field: bool(field.metadata.get(_REST)))
     for name, item in nested:
         yield from _sections(item, name)
 

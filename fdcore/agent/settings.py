@@ -74,7 +74,9 @@ class ScheduleTable:
     )
     deadline: str | None = setting(None, help='how long a slot\'s request may wait, e.g. "6h"')
     timing: dict[str, str] = setting(
-        factory=dict, help="the timing key: every, cron, daily, weekly...", rest=True
+        factory=dict,
+        help="exactly one timing key: an installed slot function (every, cron, daily, weekly or a plugin's)",
+        rest=True,
     )
 
     @staticmethod
@@ -82,8 +84,7 @@ class ScheduleTable:
         """For editors: every slot function of fdcore-slots, one of them required."""
         names = list(SLOT.ours)
         return {
-            "patternProperties": {"^[A-Za-z_][A-Za-z0-9_]*$": {"type": "string"}},
-            "additionalProperties": False,
+            "additionalProperties": {"type": "string"},
             "oneOf": [{"required": [name]} for name in names],
         }
 

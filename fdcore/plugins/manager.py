@@ -58,7 +58,7 @@ STORAGE: Kind[StorageBackend] = Kind(
     "storage backend",
     "fdcore_storage_backends",
     "[agent] environment",
-    {"file": "fdcore-localfs", "onelake": "fdcore-onelake"},
+    {"file": "fdcore-localfs", "onelake": "fdcore-onelake", "s3": "fdcore-s3"},
 )
 CLAIM: Kind[ClaimPolicy] = Kind(
     "claim policy",
