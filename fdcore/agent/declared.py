@@ -19,10 +19,12 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.cols import list_structure_factory, mapping_structure_factory
-from cattrs.errors import ForbiddenExtraKeysError
+from cattrs.errors import (
+    AttributeValidationNote,
+    ForbiddenExtraKeysError,
+    IterableValidationNote,
+)
 from cattrs.gen import make_dict_structure_fn, override
-from cattrs.cols import list_structure_factory, mapping_structure_factory
-from cattrs.errors import AttributeValidationNote, IterableValidationNote
 
 from fdcore.contract.codec import converter as _contract_converter
 from fdcore.durations import (
@@ -203,7 +205,12 @@ def _table_hook(cls: type) -> Any:
     hooks = {
         a.name: override(struct_hook=_duration_hook) for a in fields if a.metadata.get(_DURATION)
     }
-    base = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=rest is None, **hooks)
+    base: Any = make_dict_structure_fn(
+        cls,
+        converter,
+        _cattrs_forbid_extra_keys=rest is None,
+        **hooks,  # type: ignore[arg-type]
+    )
 
     def structure(value: object, _type: object) -> Any:
         if not isinstance(value, dict):
@@ -223,7 +230,7 @@ converter.register_structure_hook_factory(_is_settings, _table_hook)
 
 
 def _tuple_factory(type_: Any) -> Any:
-    items = list[get_args(type_)[0]]  # type: ignore[misc]
+    items: Any = list[get_args(type_)[0]]  # type: ignore[misc]
     base = list_structure_factory(items, converter)  # this converter's tables, not the codec's
 
     def structure(value: object, _type: object) -> Any:
@@ -235,7 +242,15 @@ def _tuple_factory(type_: Any) -> Any:
     return structure
 
 
-converter.register_structure_hook_factory(lambda t: get_origin(t) is tuple, _tuple_factory)
+def _is_tuple(type_: Any) -> bool:
+    return get_origin(type_) is tuple
+
+
+def _is_dict(type_: Any) -> bool:
+    return get_origin(type_) is dict
+
+
+converter.register_structure_hook_factory(_is_tuple, _tuple_factory)
 
 
 def _dict_factory(type_: Any) -> Any:
@@ -249,7 +264,7 @@ def _dict_factory(type_: Any) -> Any:
     return structure
 
 
-converter.register_structure_hook_factory(lambda t: get_origin(t) is dict, _dict_factory)
+converter.register_structure_hook_factory(_is_dict, _dict_factory)
 
 
 def _time_of_day(value: object, _type: object) -> time:
@@ -447,7 +462,7 @@ def _unknown_key(
     owners = [name for name, keys in tables(cls).items() if key in keys and name != here]
     if owners and not place.keys:
         return ConfigError(source, where, f"unknown key; {key!r} belongs in {' or '.join(owners)}")
-    return ConfigError.unknown_key(source, where, key, known)
+    return ConfigError.unknown_key(source, where or key, key, known)
 
 
 def tables(cls: type, header: str = "") -> dict[str, list[str]]:

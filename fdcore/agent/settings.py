@@ -75,7 +75,8 @@ class ScheduleTable:
     deadline: str | None = setting(None, help='how long a slot\'s request may wait, e.g. "6h"')
     timing: dict[str, str] = setting(
         factory=dict,
-        help="exactly one timing key: an installed slot function (every, cron, daily, weekly or a plugin's)",
+        help="exactly one timing key: an installed slot function (every, cron, daily, weekly"
+        " or a plugin's)",
         rest=True,
     )
 

@@ -141,6 +141,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(source, None, f"cannot read: {exc.strerror or exc}") from None
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, None, f"not valid TOML: {exc}") from None
+    return data

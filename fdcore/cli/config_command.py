@@ -53,8 +53,8 @@ def check_implementations(plugins: Plugins, declared: AgentToml, source: str) ->
     routes and schedules. The first missing or refused one is a one-line error."""
     config = declared.settings(source)
     plugins.storage_backend(config.environment, config.storage_backend)
-    for kind, name in ((CLAIM, config.claim), (TAKEOVER, config.takeover_policy)):
-        plugins.get(kind, name)
+    plugins.get(CLAIM, config.claim)
+    plugins.get(TAKEOVER, config.takeover_policy)
     plugins.get(LEASES, config.leases)
     plugins.get(RUNNER, config.runner)
     if config.host is not None:
@@ -108,9 +108,7 @@ def to_toml(settings: dict[str, Any], header: str = "") -> list[str]:
     lines: list[str] = []
     tables: list[tuple[str, Any]] = []
     for key, value in settings.items():
-        if isinstance(value, dict) and not (value and key == "quiet_hours"):
-            tables.append((key, value))
-        elif isinstance(value, list) and value and isinstance(value[0], dict):
+        if _is_table(key, value):
             tables.append((key, value))
         else:
             lines.append(f"{_key(key)} = {_value(value)}")
@@ -125,6 +123,13 @@ def to_toml(settings: dict[str, Any], header: str = "") -> list[str]:
             else:
                 lines += inner  # a table of tables only: its tables name it
     return lines
+
+
+def _is_table(key: str, value: Any) -> bool:
+    """A table, or an array of tables (``quiet_hours`` is an inline table of its route)."""
+    if isinstance(value, dict):
+        return not (value and key == "quiet_hours")
+    return isinstance(value, list) and bool(value) and isinstance(value[0], dict)
 
 
 def _key(key: str) -> str:
