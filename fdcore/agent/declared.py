@@ -27,6 +27,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, override
 
 from fdcore.contract.codec import converter as _contract_converter
+from fdcore.contract.codec import only
 from fdcore.durations import (
     MAX_SECONDS,
     MAX_SPAN,
@@ -232,14 +233,7 @@ converter.register_structure_hook_factory(_is_settings, _table_hook)
 def _tuple_factory(type_: Any) -> Any:
     items: Any = list[get_args(type_)[0]]  # type: ignore[misc]
     base = list_structure_factory(items, converter)  # this converter's tables, not the codec's
-
-    def structure(value: object, _type: object) -> Any:
-        # cattrs would split a string into characters; a list key needs an array.
-        if not isinstance(value, list):
-            raise TypeError(f"expected a list, got {type(value).__name__}")
-        return tuple(base(value, items))
-
-    return structure
+    return only(list, "a list", lambda value, _type: tuple(base(value, items)))
 
 
 def _is_tuple(type_: Any) -> bool:
@@ -254,14 +248,7 @@ converter.register_structure_hook_factory(_is_tuple, _tuple_factory)
 
 
 def _dict_factory(type_: Any) -> Any:
-    base = mapping_structure_factory(type_, converter)
-
-    def structure(value: object, _type: object) -> Any:
-        if not isinstance(value, dict):
-            raise TypeError(f"expected a table, got {type(value).__name__}")
-        return base(value, type_)
-
-    return structure
+    return only(dict, "a table", mapping_structure_factory(type_, converter))
 
 
 converter.register_structure_hook_factory(_is_dict, _dict_factory)
