@@ -199,7 +199,7 @@ def test_doctor_fails_a_listing_that_matches_prefixes_like_sql_like(tmp_path: Pa
         (
             "nosuch://x",
             "fdcore: error: no installed plugin provides a storage backend for 'nosuch://x' "
-            "([agent] environment; installed: ",
+            "(fdcore doctor URL; installed: ",
         ),
         ("file://otherhost/x", "fdcore: error: file://otherhost/x: a file:// URL must name"),
     ],

@@ -117,7 +117,7 @@ def _init(args: argparse.Namespace) -> int:
     plugins = load_plugins()
     options = dict(args.option)
     try:
-        plugins.open_storage(args.env, options, create=False, setting="URL").close()
+        plugins.open_storage(args.env, options, create=False, setting="fdcore init URL").close()
         print(f"{args.env}: already an environment")
     except EnvironmentNotFound:
         plugins.open_storage(args.env, options, create=True).close()
