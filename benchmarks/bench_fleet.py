@@ -72,13 +72,36 @@ class Place:
         return url, {"connection_string_env": SECRET_VARIABLE}
 
 
-def _fleet(folder: Path, poll: float, place: Place, schedule: dict[str, Any] | None) -> AgentFleet:
-    logs = folder / "tables"
-    logs.mkdir(parents=True)
-    url, storage = place.environment(folder)
-    fleet = AgentFleet(folder, url, storage)
+def noop_fleet(folder: Path, url: str, storage: dict[str, str] | None = None) -> AgentFleet:
+    """A fleet (no agents yet) whose agents can run ``noop_tables``' tables, which log their
+    runs under ``folder/tables`` (read back with :func:`_runs`)."""
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    fleet = AgentFleet(folder, url, storage or {})
     fleet.add_pythonpath(HERE)
-    fleet.env["FDCORE_BENCH_LOG"] = str(logs)
+    fleet.env["FDCORE_BENCH_LOG"] = str(folder / "tables")
+    return fleet
+
+
+def drain_fleet(fleet: AgentFleet, tables: int, what: str) -> list[dict[str, Any]]:
+    """Start the fleet's agents, wait until ``tables`` table runs are logged, stop them; the runs.
+    Stops the benchmark if they did not drain in 30 minutes or ran more or fewer tables."""
+    try:
+        for agent in fleet:
+            agent.start()
+        if not wait_until(lambda: len(_runs(fleet.folder)) >= tables, 1800, 0.05):
+            raise SystemExit(f"{what}: did not drain in 30 min")
+    finally:
+        fleet.stop_all()
+        fleet.kill_all()
+    runs = _runs(fleet.folder)
+    if len(runs) != tables:
+        raise SystemExit(f"{what}: {len(runs)} table runs, not {tables}")
+    return runs
+
+
+def _fleet(folder: Path, poll: float, place: Place, schedule: dict[str, Any] | None) -> AgentFleet:
+    url, storage = place.environment(folder)
+    fleet = noop_fleet(folder, url, storage)
     agent = {"poll_seconds": poll, "concurrency": 2, "stale_after": 30, "shutdown_grace": 20}
     for n in range(3):
         sections: dict[str, Any] = {"agent": agent, "pipeline": {"claim": "when_free"}}

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from bench_fleet import CONTAINER, HERE, RUNNER, Place, _runs, creates_per_second
+from bench_fleet import CONTAINER, RUNNER, Place, creates_per_second, drain_fleet, noop_fleet
 from fdcore_onelake.testing import Azurite
 
-from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.mailbox.submit import submit
 from fdcore.simulator import Scenario, simulate
 
@@ -42,26 +41,13 @@ def drain(agents: int, requests: int, place: Place) -> float:
     """Requests per second of ``agents`` default agents draining ``requests`` queued ones."""
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
         folder = Path(tmp)
-        (folder / "tables").mkdir()
         url, storage = place.environment(folder)
-        fleet = AgentFleet(folder, url, storage)
-        fleet.add_pythonpath(HERE)
-        fleet.env["FDCORE_BENCH_LOG"] = str(folder / "tables")
+        fleet = noop_fleet(folder, url, storage)
         for n in range(agents):
             fleet.add(f"bench-{n}", {"agent": {}, "runner": RUNNER})  # defaults: nothing tuned
         for n in range(requests):
             submit(fleet.mailbox, [f"t{n}"], request_id=f"bench-{n:05d}")
-        try:
-            for agent in fleet:
-                agent.start()
-            if not wait_until(lambda: len(_runs(folder)) >= requests, 1800, 0.05):
-                raise SystemExit(f"{agents} agents did not drain {requests} requests in 30 min")
-        finally:
-            fleet.stop_all()
-            fleet.kill_all()
-        runs = _runs(folder)
-    if len(runs) != requests:
-        raise SystemExit(f"{agents} agents: {len(runs)} table runs, not {requests}")
+        runs = drain_fleet(fleet, requests, f"{agents} agents, {requests} requests")
     span: float = max(r["end"] for r in runs) - min(r["start"] for r in runs)
     return requests / span
 

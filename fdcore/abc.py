@@ -1,10 +1,10 @@
 """Every extension protocol of fdcore, with the value types that cross it.
 
 This is the one module a plugin author reads: the storage backend, claim policy, slot function,
-takeover policy, lease provider, notifier, table runner and command protocols, each with the data
-it is given and returns. Implementations are registered through the hooks of
-:mod:`fdcore.plugins.hookspecs` and chosen by name in ``agent.toml``. The errors a protocol's
-methods raise live in :mod:`fdcore.errors`.
+takeover policy, lease provider, notifier, table runner, host admission and command protocols,
+each with the data it is given and returns (and the optional protocols a storage may add).
+Implementations are registered through the hooks of :mod:`fdcore.plugins.hookspecs` and chosen
+by name in ``agent.toml``. The errors a protocol's methods raise live in :mod:`fdcore.errors`.
 
 Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.contract`).
 """
@@ -23,6 +23,45 @@ import attrs
 from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "AgentLoad",
+    "Blob",
+    "BoundedRead",
+    "ChangeCheck",
+    "ClaimPolicy",
+    "Command",
+    "FinishReleasesLease",
+    "HeldLease",
+    "HostAdmission",
+    "HostGate",
+    "HostSlots",
+    "LeaseProvider",
+    "Listed",
+    "Notification",
+    "Notifier",
+    "NotifierChannel",
+    "Slot",
+    "SlotFunction",
+    "Storage",
+    "StorageBackend",
+    "StoreClock",
+    "TableJob",
+    "TableLeases",
+    "TableResult",
+    "TableRun",
+    "TableRunner",
+    "TakeoverPolicy",
+    "Timetable",
+    "VersionedListing",
+    "WaitableRun",
+    "WatchableStorage",
+    "check_precondition",
+    "read_mailbox_file",
+    "validate_key",
+    "validate_prefix",
+]
 
 # -- storage ----------------------------------------------------------------------------------
 #
@@ -96,9 +135,9 @@ class WatchableStorage(Protocol):
     """
 
     def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
-        """Call ``changed()`` soon after a key under ``prefix`` is created or deleted, until
-        ``stop`` is set (checked at least every second). Blocks: the runtime gives it a thread.
-        A spurious call is harmless (the agent looks once and finds nothing)."""
+        """Call ``changed()`` soon after a key under ``prefix`` is created, replaced or deleted,
+        until ``stop`` is set (checked at least every second). Blocks: the runtime gives it a
+        thread. A spurious call is harmless (the agent looks once and finds nothing)."""
 
 
 @runtime_checkable
@@ -385,13 +424,25 @@ class FinishReleasesLease(Protocol):
 
 
 @runtime_checkable
+class LeaseWaits(Protocol):
+    """Optional for :class:`TableLeases`: when the lease that kept the last ``acquire`` of a
+    table from landing runs out (its ``expires_at`` plus the grace that acquire was given), so
+    a waiting agent wakes then instead of at its next poll. None when that is not known (the
+    acquire lost a race, or its grace was infinite)."""
+
+    def free_at(self, table: str) -> datetime | None: ...
+
+
+@runtime_checkable
 class LeaseProvider(Protocol):
     """A kind of lease store (``mailbox``: lease files next to the requests)."""
 
     name: str
 
     def open(self, storage: Storage, options: dict[str, Any]) -> TableLeases:
-        """Table leases for the environment in ``storage``."""
+        """Table leases for the environment in ``storage``. ``options`` carry
+        ``max_file_bytes``, the operator's bound of a mailbox file: a provider that keeps its
+        leases in the mailbox reads and writes nothing bigger."""
 
 
 # -- notifier ---------------------------------------------------------------------------------
@@ -457,6 +508,9 @@ class TableJob:
     agent: str
     environment: str  # the environment URL
     leases: str = "mailbox"  # the lease provider's name: a fenced write checks the token there
+    # the operator's bound of a mailbox file (``[agent] max_file_bytes``): a fenced write reads
+    # and writes within it
+    max_file_bytes: int = MAX_FILE_BYTES
     # open descriptors the table process inherits: a host admission's held lane (docs/host.md),
     # so the lane stays held while the process runs (it never outlives its agent)
     inherit: tuple[int, ...] = ()
@@ -471,6 +525,7 @@ class TableJob:
             "FDCORE_AGENT": self.agent,
             "FDCORE_ENVIRONMENT": self.environment,
             "FDCORE_LEASES": self.leases,
+            "FDCORE_MAX_FILE_BYTES": str(self.max_file_bytes),
         }
 
 

@@ -20,6 +20,23 @@ from typing import Any
 
 from fdcore.errors import ConfigError, DurationError
 
+__all__ = [
+    "GRACE",
+    "MAX_SECONDS",
+    "Duration",
+    "Number",
+    "Reader",
+    "Seconds",
+    "Whole",
+    "add_flag",
+    "check_duration",
+    "check_number",
+    "check_seconds",
+    "check_whole",
+    "format_duration",
+    "parse_duration",
+]
+
 UNITS: dict[str, int] = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _UNIT_HINT = "use s, m, h, d"
 _PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)")

@@ -5,6 +5,31 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
+__all__ = [
+    "AlreadyExists",
+    "ArchiveConflict",
+    "ConfigError",
+    "DuplicateAgent",
+    "DurationError",
+    "EnvironmentNotFound",
+    "EnvironmentUnusable",
+    "FdcoreError",
+    "FileTooLarge",
+    "InvalidId",
+    "InvalidKey",
+    "LeaseLost",
+    "MailboxFileError",
+    "NotFound",
+    "PluginError",
+    "PreconditionFailed",
+    "RequestError",
+    "StaleFencingToken",
+    "StorageError",
+    "StorageUnavailable",
+    "UnknownRequest",
+    "UnreadableFile",
+]
+
 
 class FdcoreError(Exception):
     """Base of every error fdcore raises on purpose; its str() is a complete one-line message."""

@@ -10,10 +10,12 @@ import uuid
 from datetime import datetime, timedelta
 
 from fdcore.abc import TableJob
+from fdcore.agent.cancels import Cancels
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
 from fdcore.agent.settings import AgentConfig
+from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
 from fdcore.agent.work import Holdings, Work
@@ -109,23 +111,42 @@ class Environment:
         self, config: AgentConfig, gone: ProcessGone = lambda record: False
     ) -> tuple[Presence, Holdings]:
         holdings = self.holdings(config)
-        return Presence(config, self.mailbox, INSTANCE, holdings, [], gone), holdings
+        presence = Presence(
+            config, self.mailbox, INSTANCE, holdings, [], gone, skew=self.skew(config)
+        )
+        return presence, holdings
 
     def tables(self, config: AgentConfig) -> tuple[Tables, StatusChanges, Holdings]:
         holdings = self.holdings(config)
         changes = self.status_changes(config, holdings)
         tables = Tables(
-            config, self.mailbox, self.components(config), self.clock, changes, holdings
+            config,
+            self.mailbox,
+            self.components(config),
+            self.clock,
+            changes,
+            holdings,
+            skew=self.skew(config),
         )
         return tables, changes, holdings
 
     def discovery(self, config: AgentConfig) -> tuple[Discovery, Holdings]:
-        holdings = self.holdings(config)
-        changes = self.status_changes(config, holdings)
+        tables, changes, holdings = self.tables(config)
         discovery = Discovery(
-            config, self.mailbox, self.components(config), INSTANCE, changes, holdings
+            config,
+            self.mailbox,
+            self.components(config),
+            INSTANCE,
+            changes,
+            holdings,
+            skew=self.skew(config),
+            cancels=Cancels(self.mailbox, holdings, changes, tables),
         )
         return discovery, holdings
+
+    def skew(self, config: AgentConfig) -> ClockSkew:
+        """The agent's clock against the store's: measured nothing on a store without a clock."""
+        return ClockSkew(config.name, config.grace_seconds, self.clock, self.mailbox.storage)
 
     def claimed(self, changes: StatusChanges, holdings: Holdings, request_id: str) -> Work:
         """Claim a submitted request through ``changes``; the work it now holds."""

@@ -7,6 +7,8 @@ One module and a ``*.dist-info`` with an entry point in the ``fdcore`` group, in
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -31,3 +33,14 @@ def install_distribution(
     (site / f"{module}.py").write_text(textwrap.dedent(source))
     path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return {**os.environ, "PYTHONPATH": path}
+
+
+def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``fdcore ARGS`` in a new process, with ``env`` over this one's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "fdcore.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )

@@ -43,6 +43,7 @@ def _names() -> list[str]:
         "no-lost-updates",
         "no-partial-reads",
         "optional-protocols",
+        "versioned-listing",
         "cleanup",
     ]
 
@@ -143,54 +144,81 @@ def test_doctor_fails_on_a_backend_whose_create_overwrites(tmp_path: Path) -> No
     root = tmp_path / "env"
     argv = [f"broken://{root}", "--rounds", "5", "--processes", "4", "--keys", "40"]
     lines, failed = _failing_doctor(env, *argv)
-    # Its create also skips the store clock it inherits: an honest third failure.
-    assert set(failed) == {"create-existing-refused", "create-if-absent", "optional-protocols"}
+    # Its create also skips the store clock it inherits: honest third and fourth failures (after
+    # a create the clock still tells the time of an earlier write, not the listed one's).
+    assert set(failed) == {
+        "create-existing-refused",
+        "create-if-absent",
+        "optional-protocols",
+        "versioned-listing",
+    }
     assert "last_write_time() after a create gave None" in failed["optional-protocols"]
+    assert "the store clock stamped its write" in failed["versioned-listing"]
     assert "second create succeeded, expected AlreadyExists" in failed["create-existing-refused"]
     assert "FAIL create-if-absent: observed round 0: 4 winners" in failed["create-if-absent"]
     assert lines[-1].startswith("PASS cleanup: removed")
     assert _left_in(root) == []
 
 
-LIKE_BACKEND = '''
-    """A backend whose listing is SQL LIKE 'prefix%': the bug the suite once missed."""
+def _broken_localfs_backend(scheme: str, broken: str) -> str:
+    """The source of a backend serving ``<scheme>://<folder>``: a local folder wrapped in the
+    broken store ``broken`` of fdcore.testing.broken."""
+    return f'''
     from pathlib import Path
 
     from fdcore import hookimpl
-    from fdcore.testing.broken import LikeListing
+    from fdcore.testing.broken import {broken}
     from fdcore_localfs.store import LocalFolderStorage
 
 
-    class LikeBackend:
-        name = "like"
+    class BrokenBackend:
+        name = "{scheme}"
 
         def accepts(self, url):
-            return url.startswith("like://")
+            return url.startswith("{scheme}://")
 
         def open(self, url, options):
-            root = Path(url.removeprefix("like://"))
-            return LikeListing(LocalFolderStorage(root, url=url))
+            root = Path(url.removeprefix("{scheme}://"))
+            return {broken}(LocalFolderStorage(root, url=url))
 
 
     @hookimpl
     def fdcore_storage_backends():
-        return [LikeBackend()]
+        return [BrokenBackend()]
 '''
+
+
+def _doctor_around(tmp_path: Path, scheme: str, broken: str) -> tuple[list[str], dict[str, str]]:
+    """Doctor (small rounds, pages of 10) in a process on a local folder wrapped in ``broken``,
+    installed as a real distribution: it fails, and leaves nothing behind."""
+    package = f"fdcore_{scheme.replace('-', '_')}"
+    source = _broken_localfs_backend(scheme, broken)
+    env = install_distribution(tmp_path / "site", package.replace("_", "-"), package, source)
+    root = tmp_path / "env"
+    root.mkdir()
+    argv = [f"{scheme}://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
+    lines, failed = _failing_doctor(env, *argv, "--page-size", "10")
+    assert _left_in(root) == []
+    return lines, failed
 
 
 @pytest.mark.slow
 def test_doctor_fails_a_listing_that_matches_prefixes_like_sql_like(tmp_path: Path) -> None:
-    env = install_distribution(tmp_path / "site", "fdcore-like", "fdcore_like", LIKE_BACKEND)
-    root = tmp_path / "env"
-    root.mkdir()
-    argv = [f"like://{root}", "--rounds", "2", "--processes", "2", "--keys", "20"]
-    lines, failed = _failing_doctor(env, *argv, "--page-size", "10")
+    """A listing that is SQL LIKE 'prefix%': the bug the suite once missed."""
+    lines, failed = _doctor_around(tmp_path, "like", "LikeListing")
     assert set(failed) == {"exact-prefix"}, failed
     assert "list of prefix 'a' gave ['A/B.json', 'A/b/y', 'a%b/x'" in failed["exact-prefix"]
     assert "also gave ['A/B.json', 'A/b/y']" in failed["exact-prefix"]
     paging = lines[_names().index("list-paging")]
     assert paging.startswith("PASS list-paging: 21 keys listed over 3 pages of 10"), paging
-    assert _left_in(root) == []
+
+
+@pytest.mark.slow
+def test_doctor_fails_a_versioned_listing_with_stale_etags(tmp_path: Path) -> None:
+    """A versioned listing that keeps the first etag it listed for each key."""
+    _, failed = _doctor_around(tmp_path, "stale-versions", "StaleListedEtag")
+    assert set(failed) == {"versioned-listing"}, failed
+    assert "versions/a.json' was listed with etag" in failed["versioned-listing"]
 
 
 @pytest.mark.parametrize(

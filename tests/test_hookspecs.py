@@ -114,3 +114,70 @@ def test_hook_is_implemented_in_a_test_or_by_a_tested_plugin(name: str, function
         for path in TEST_FILES
     )
     assert implemented_in_tests or used_in_tests, f"no test exercises {name}"
+
+
+def _protocols() -> list[type]:
+    from fdcore import abc
+
+    return [
+        value
+        for name, value in sorted(vars(abc).items())
+        if isinstance(value, type)
+        and getattr(value, "_is_protocol", False)
+        and value.__module__ == abc.__name__
+    ]
+
+
+def member_signature(protocol: type, name: str) -> str:
+    """``name(param: type, *, flag: type = default) -> returns`` as written in fdcore/abc.py (the
+    annotations are its source text), or ``name: type`` for an attribute."""
+    member = protocol.__dict__.get(name)
+    if not callable(member):
+        return f"{name}: {inspect.get_annotations(protocol)[name]}"
+    params, keyword_only = [], False
+    for param in list(inspect.signature(member).parameters.values())[1:]:  # not self
+        if param.kind is param.KEYWORD_ONLY and not keyword_only:
+            params.append("*")
+            keyword_only = True
+        text = f"{param.name}: {param.annotation}"
+        if param.default is not param.empty:
+            default = f'"{param.default}"' if isinstance(param.default, str) else param.default
+            text += f" = {default}"
+        params.append(text)
+    return f"{name}({', '.join(params)}) -> {inspect.signature(member).return_annotation}"
+
+
+def protocol_members(protocol: type) -> list[str]:
+    own = [name for name in protocol.__dict__ if not name.startswith("_")]
+    own += [name for name in inspect.get_annotations(protocol) if name not in own]
+    return own
+
+
+def test_the_protocols_are_found() -> None:
+    names = [protocol.__name__ for protocol in _protocols()]
+    assert {"Storage", "StorageBackend", "VersionedListing", "HostGate", "Command"} <= set(names)
+    assert member_signature(StorageBackend, "open") == (
+        "open(url: str, options: dict[str, str], *, create: bool = True) -> Storage"
+    )
+
+
+@pytest.mark.parametrize("protocol", _protocols(), ids=lambda protocol: protocol.__name__)
+def test_protocol_is_documented_with_its_signatures(protocol: type) -> None:
+    """docs/plugins.md names the protocol and writes each of its members as fdcore/abc.py does."""
+    docs = (ROOT / "docs" / "plugins.md").read_text().replace("\\|", "|")  # tables escape |
+    assert f"`fdcore.abc.{protocol.__name__}`" in docs or f"**`{protocol.__name__}`**" in docs
+    missing = [
+        member_signature(protocol, name)
+        for name in protocol_members(protocol)
+        if f"`{member_signature(protocol, name)}`" not in docs
+    ]
+    assert not missing, f"docs/plugins.md lacks {protocol.__name__}: {missing}"
+
+
+def test_the_abc_docstring_names_every_kind_of_plugin() -> None:
+    """fdcore/abc.py's docstring lists every extension point a hook registers."""
+    from fdcore import abc
+
+    doc = " ".join((abc.__doc__ or "").split())
+    missing = [kind.label for kind in KINDS if kind.label not in doc]
+    assert not missing, f"fdcore/abc.py's docstring leaves out {missing}"

@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from plugin_distributions import install_distribution
+from plugin_distributions import fdcore_cli, install_distribution
 
 from fdcore import hookimpl
 from fdcore.abc import AgentLoad, ClaimPolicy, Command, Notifier, Storage, StorageBackend
@@ -20,16 +18,6 @@ from fdcore.builtin.notifiers import LogNotifier
 from fdcore.cli.main import build_parser
 from fdcore.errors import EnvironmentNotFound, PluginError
 from fdcore.plugins.manager import CLAIM, COMMAND, NOTIFIER, RUNNER, SLOT, STORAGE, load_plugins
-
-
-def fdcore_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fdcore.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-    )
 
 
 def test_plugins_lists_our_distributions_with_versions() -> None:
@@ -110,12 +98,18 @@ class _Clashing:
 
 
 def test_a_name_provided_twice_is_an_error_naming_both() -> None:
-    with pytest.raises(PluginError) as info:
-        load_plugins(extra=[("acme", _Clashing())])
-    assert str(info.value) == (
+    plugins = load_plugins(extra=[("acme", _Clashing())])  # loads: only the name is unusable
+    clash = (
         "claim policy 'always' is provided by two plugins: claim (fdcore-claim) and acme; "
         "disable one with FDCORE_DISABLE_PLUGINS"
     )
+    with pytest.raises(PluginError) as info:
+        plugins.get(CLAIM, "always")
+    assert str(info.value) == clash
+    assert plugins.get(CLAIM, "when_free").name == "when_free"  # the rest is there
+    assert set(plugins.implementations(CLAIM)) == {"when_free"}
+    for name in ("claim", "acme"):
+        assert next(i for i in plugins.infos if i.name == name).problems == [clash]
 
 
 class _Typo:
@@ -125,8 +119,12 @@ class _Typo:
 
 
 def test_a_hook_that_does_not_exist_is_refused_at_start() -> None:
-    with pytest.raises(PluginError, match="plugin 'typo' is invalid: unknown hook"):
+    with pytest.raises(PluginError) as info:
         load_plugins(extra=[("typo", _Typo())])
+    assert str(info.value) == (
+        "plugin 'typo' is invalid: unknown hook 'fdcore_claim_policy' "
+        "(did you mean 'fdcore_claim_policies'?)"
+    )
 
 
 def test_unknown_implementation_lists_what_is_installed() -> None:
@@ -230,21 +228,26 @@ class _QueueTaker:
         return [_Queue()]
 
 
-def test_a_plugin_command_may_not_take_a_name_of_fdcores(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        build_parser(load_plugins(extra=[("acme", _QueueTaker())]))
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err == (
-        "fdcore: error: command 'queue' of plugin acme is one of fdcore's own commands; "
-        "disable the plugin with FDCORE_DISABLE_PLUGINS\n"
-    )
+def test_a_plugin_command_may_not_take_a_name_of_fdcores() -> None:
+    plugins = load_plugins(extra=[("acme", _QueueTaker())])
+    assert plugins.provider(COMMAND, "queue") == "commands (fdcore)"  # fdcore's own stays
+    acme = next(info for info in plugins.infos if info.name == "acme")
+    assert acme.provides == {}
+    assert acme.problems == [
+        "command 'queue' is fdcore's own (commands (fdcore)): rename it, "
+        "or disable the plugin with FDCORE_DISABLE_PLUGINS=acme"
+    ]
+    args = build_parser(plugins).parse_args(["queue", "--env", "memory://x"])
+    assert args.run.__self__ is plugins.get(COMMAND, "queue")
 
 
 def test_a_command_provided_twice_is_an_error_naming_both() -> None:
+    plugins = load_plugins(extra=[("acme", _Greeter()), ("other", _Greeter())])
+    parser = build_parser(plugins)  # the other commands work
+    assert "greet" in parser.format_help()
+    args = parser.parse_args(["greet", "--to", "fleet"])  # whatever its arguments
     with pytest.raises(PluginError) as info:
-        load_plugins(extra=[("acme", _Greeter()), ("other", _Greeter())])
+        args.run(args)
     assert str(info.value) == (
         "command 'greet' is provided by two plugins: acme and other; "
         "disable one with FDCORE_DISABLE_PLUGINS"

@@ -187,3 +187,44 @@ def test_a_stopping_agent_has_no_due_slot(fdcore_memory_fleet: MemoryFleet) -> N
     agent.stop()
     assert agent.next_due(START) is None
     assert fleet.agent("etl-02").next_due(START) is None  # no schedules
+
+
+def test_a_request_waiting_for_a_lease_wakes_when_the_lease_runs_out(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    holder = fleet.agent("etl-01", poll_seconds=5)
+    waiter = fleet.agent("etl-02", poll_seconds=5)
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    holder.poll()
+    submit(fleet.mailbox, ["sales"], request_id="r2", now=START)
+    waiter.poll()
+    assert tables_started(fleet) == ["r1/sales"]
+    # The holder stops renewing (paused, say): its lease runs out at expiry plus the grace, so
+    # the waiter is woken then, though nothing is written and its next poll is not due.
+    held = holder.tables.leases.current("sales")
+    assert held is not None
+    free = held.expires_at + timedelta(seconds=waiter.config.grace_seconds)
+    assert waiter.next_wake(fleet.clock.now()) == free
+    fleet.clock.advance((free - fleet.clock.now()).total_seconds() + 0.001)
+    waiter.react()
+    assert tables_started(fleet) == ["r1/sales", "r2/sales"]
+    assert waiter.next_wake(fleet.clock.now()) is None  # nothing to wait for
+
+
+def test_a_lease_the_agent_frees_itself_wakes_its_waiting_request_at_once(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    agent = fleet.agent("etl-01", concurrency=2)
+    # The clock stands still: r1 (claimed first) comes first in each pass, so it is refused
+    # "sales" just before r2, later in the same pass, records it and frees the lease.
+    submit(fleet.mailbox, ["stock", "sales"], request_id="r1", now=START)
+    submit(fleet.mailbox, ["sales"], request_id="r2", now=START)
+    agent.poll()
+    assert sorted(tables_started(fleet)) == ["r1/stock", "r2/sales"]
+    fleet.finish_runs()
+    agent.react()
+    assert agent.next_wake(fleet.clock.now()) == fleet.clock.now()  # react again at once
+    agent.react()
+    assert tables_started(fleet)[-1] == "r1/sales"

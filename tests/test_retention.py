@@ -455,11 +455,16 @@ def test_retention_run_command(tmp_path: Path, capsys: pytest.CaptureFixture[str
     )
     assert main(["queue", "--env", url, "--all", "--active"]) == ERROR
     capsys.readouterr()
-    # An archived request keeps its id: submitting it again is refused.
+    # An archived request keeps its id: other work under it is refused, the same work (a
+    # submission retried after a lost answer) is the archived request, queued nothing again.
     assert main(["submit", "--env", url, "--entities", "sales", "--id", "old-1"]) == ERROR
     assert capsys.readouterr().err == (
-        "fdcore: error: fdcore submit: --id: request 'old-1' already exists (archived)\n"
+        "fdcore: error: request old-1 already exists (archived) with other work "
+        "(entities=sales,stock): submit it under another id\n"
     )
+    assert main(["submit", "--env", url, "--entities", "sales,stock", "--id", "old-1"]) == 0
+    assert capsys.readouterr().out == "old-1\n"
+    assert storage_mailbox.request("old-1") is None  # still archived only
 
 
 def _open(url: str) -> MemoryStorage:

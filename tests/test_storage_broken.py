@@ -22,6 +22,10 @@ OBSERVED = {
     "UnsortedListing": "same keys, other order or repeated",
     "FirstPageListing": "list gave 100 of 201 keys (pages of 100)",
     "StaleList": "another handle listed [], expected ['consistency/list/value.json']",
+    "StaleListedEtag": "'versions/a.json' was listed with etag",
+    "ListingTimeModified": "a second listing with no write between gave other times",
+    "NaiveModified": "expected an aware UTC time",
+    "FirstPageVersions": "list_versions gave 100 of 201 keys (pages of 100)",
     "OverwritingCreate": "second create succeeded, expected AlreadyExists",
     "CheckThenCreate": "winners (workers",
     "EtagBlindReplace": "replace with stale etag succeeded, expected PreconditionFailed",
@@ -69,7 +73,7 @@ def test_a_protocol_declared_but_missing_fails_optional_protocols() -> None:
     observation = PROBES_BY_NAME["optional-protocols"](declared)
     assert str(observation) == (
         "FAIL optional-protocols: observed a store declared to offer ['ChangeCheck'] does not "
-        "(it has [])"
+        "(it has ['VersionedListing'])"
     )
     misspelt = attrs.evolve(memory_context(), offers=("Bounded",))
     assert (

@@ -11,6 +11,7 @@ from fdcore.testing.storage_suite import StorageFactory, StorageSuite, UrlStorag
 
 class TestMemoryStorage(StorageSuite):
     multiprocess = False
+    offers = ("VersionedListing",)
 
     @pytest.fixture
     def storage_factory(self) -> StorageFactory:

@@ -11,4 +11,9 @@ simulator drive it.
 
 Layer 7: imports the layers below (errors, clock, durations, contract, abc, plugins, builtin,
 mailbox), never the simulator, the command line or ``fdcore.testing``.
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); plugins reach
+the agent only through the hooks.
 """
+
+__all__: list[str] = []

@@ -56,13 +56,16 @@ def build_components(
     """Resolve the implementations the config names; unknown names fail here, at start-up."""
     claim = plugins.get(CLAIM, config.claim)
     takeover = plugins.get(TAKEOVER, config.takeover_policy)
-    leases = plugins.get(LEASES, config.leases).open(storage, {})
+    leases = plugins.get(LEASES, config.leases).open(
+        storage, {"max_file_bytes": config.max_file_bytes}
+    )
     notify = open_routes(config, plugins)
     run = start_table or _runner(config, plugins, storage.url)
 
     def start(job: TableJob) -> TableRun:
-        # The table's fenced write checks its token with the lease provider this agent uses.
-        return run(attrs.evolve(job, leases=config.leases))
+        # The table's fenced write checks its token with the lease provider this agent uses,
+        # and reads within the agent's bound.
+        return run(attrs.evolve(job, leases=config.leases, max_file_bytes=config.max_file_bytes))
 
     gate = _host_gate(config, plugins)
     if gate is not None:

@@ -16,8 +16,9 @@ its own guard (:meth:`Agent._guarded`): nothing but a duplicate name ends the ag
 Nothing here sleeps, starts threads or reads the wall clock: time comes from the injected clock and
 table runs are polled, never waited on. The runtime shell (:mod:`fdcore.cli.runtime`) calls
 :meth:`Agent.poll` every ``poll_seconds`` and :meth:`Agent.react` whenever a table run ends, a
-slot of its schedules falls due (:meth:`Agent.next_due`) or the store reports a submission; the
-simulator calls the same code under virtual time.
+slot of its schedules falls due or a lease a request waits for runs out (:meth:`Agent.next_wake`),
+or the store reports a submission, a lease written or a status changed; the simulator calls the
+same code under virtual time.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Agent:
         self.config = config
         self.name = config.name
         self.mailbox = mailbox
-        self.parts = components
+        self.components = components
         self.clock = clock
         self.instance = instance or uuid.uuid4().hex
         self.schedules = schedules or []
@@ -75,18 +76,29 @@ class Agent:
         self.holdings = Holdings(config, components.leases, clock)
         self.skew = ClockSkew(config.name, config.grace_seconds, clock, mailbox.storage)
         self.presence = Presence(
-            config, mailbox, self.instance, self.holdings, self.schedules, previous_process_gone
+            config,
+            mailbox,
+            self.instance,
+            self.holdings,
+            self.schedules,
+            previous_process_gone,
+            skew=self.skew,
         )
-        self.presence.skew = self.skew
         self.status_changes = StatusChanges(config, mailbox, self.instance, self.holdings)
-        self.tables = Tables(config, mailbox, components, clock, self.status_changes, self.holdings)
-        self.tables.skew = self.skew
-        self.discovery = Discovery(
-            config, mailbox, components, self.instance, self.status_changes, self.holdings
+        self.tables = Tables(
+            config, mailbox, components, clock, self.status_changes, self.holdings, skew=self.skew
         )
-        self.discovery.skew = self.skew
         self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)
-        self.discovery.cancels = self.cancels
+        self.discovery = Discovery(
+            config,
+            mailbox,
+            components,
+            self.instance,
+            self.status_changes,
+            self.holdings,
+            skew=self.skew,
+            cancels=self.cancels,
+        )
         self.retention = Retention(
             config.retention,
             config.name,
@@ -96,8 +108,8 @@ class Agent:
             clock,
             warm_up=config.stale_after,
             budget=config.poll_seconds,
+            skew=self.skew,
         )
-        self.retention.skew = self.skew
         # In a spell of store errors, and the last record write that had landed when it began;
         # store errors met so far (a poll that meets none may end the spell).
         self._outage = False
@@ -188,7 +200,7 @@ class Agent:
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
-        if hint and self.parts.claim.may_claim(self.load()):
+        if hint and self.components.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
             self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)
@@ -206,6 +218,16 @@ class Agent:
             except Exception as exc:
                 self._failed(exc)
         return min(due, default=None)
+
+    def next_wake(self, now: datetime) -> datetime | None:
+        """When the agent should react though nothing is reported: its next due slot, or when
+        a table lease one of its requests waits for runs out (at once if this agent freed it
+        itself after the request was refused it). Releases by others and their finishes are
+        reported by the store's watch where it has one, else seen at the next poll."""
+        wakes = [self.next_due(now)]
+        if not self.stopping:
+            wakes.append(self.tables.next_free(now))
+        return min((at for at in wakes if at is not None), default=None)
 
     def _guarded(self, step: Callable[[], object]) -> bool:
         """Run a step; True if it completed. Nothing it raises ends the agent but a duplicate.
@@ -255,6 +277,7 @@ class Agent:
         True if a request left this agent (finished, failed or handed back): a worker freed.
         """
         before = len(self.held)
+        self.tables.new_step()
         # Running requests first, then waiting ones by age: a free worker goes to the oldest.
         for work in sorted(self.held.values(), key=lambda w: (not w.running, w.status.updated_at)):
             if not self.holdings.holds(work):

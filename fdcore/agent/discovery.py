@@ -34,15 +34,18 @@ class Discovery:
         self,
         config: AgentConfig,
         mailbox: Mailbox,
-        parts: Components,
+        components: Components,
         instance: str,
         status_changes: StatusChanges,
         holdings: Holdings,
+        *,
+        skew: ClockSkew,
+        cancels: Cancels,
     ) -> None:
         self.config = config
         self.agent = config.name
         self.mailbox = mailbox
-        self.parts = parts
+        self.components = components
         self.instance = instance
         self.status_changes = status_changes
         self.holdings = holdings
@@ -54,8 +57,8 @@ class Discovery:
         self._last_sweep: datetime | None = None
         self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
-        self.skew: ClockSkew | None = None  # this agent's clock against the store's
-        self.cancels: Cancels | None = None  # operators' cancels: never claim those
+        self.skew = skew  # this agent's clock against the store's
+        self.cancels = cancels  # operators' cancels: never claim those
 
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
@@ -131,7 +134,7 @@ class Discovery:
         # so what is left goes to the others, and no request waits on a full agent.
         for found, reason in takeable:
             status = found.value
-            if not self.parts.claim.may_claim(self.holdings.load()):
+            if not self.components.claim.may_claim(self.holdings.load()):
                 return
             request = self._request(status.request)
             if request is None or not self._may_hold(request):
@@ -163,7 +166,7 @@ class Discovery:
         return (
             record is not None
             and self._epochs[holder][0] == epoch
-            and not self.parts.takeover.is_lost(record, now, self.config.grace_seconds)
+            and not self.components.takeover.is_lost(record, now, self.config.grace_seconds)
         )
 
     def _record_of(self, holder: str, records: dict[str, AgentRecord | None]) -> AgentRecord | None:
@@ -213,10 +216,10 @@ class Discovery:
             return "handed back"
         if not self.config.take_over:
             return None
-        if self.skew is not None and self.skew.refuses_takeover:
+        if self.skew.refuses_takeover:
             return None  # a clock this far off could judge a live agent lost (ClockSkew warns)
         record = self._record_of(holder, records)
-        if not self.parts.takeover.is_lost(record, now, self.config.grace_seconds):
+        if not self.components.takeover.is_lost(record, now, self.config.grace_seconds):
             return None
         return f"agent {holder} is lost"
 
@@ -226,14 +229,14 @@ class Discovery:
         requests.sort(key=lambda r: (r.created_at, r.id))
         self.backlog = 0
         for request in requests:
-            if self.cancels is not None and self.cancels.end_unclaimed(request.id, now):
+            if self.cancels.end_unclaimed(request.id, now):
                 continue
             if request.deadline is not None and now > request.deadline:
                 self.status_changes.expire(request, now)
                 continue
             if not self._may_hold(request):
                 continue
-            if not self.parts.claim.may_claim(self.holdings.load()):
+            if not self.components.claim.may_claim(self.holdings.load()):
                 self.backlog += 1  # a worker that frees may take it at once (Agent.react)
                 continue  # keep going: later requests may still need expiring
             # With a worker free the request starts in this poll: created running at once.

@@ -59,6 +59,8 @@ class Presence:
         holdings: Holdings,
         schedules: list[Schedule],
         previous_process_gone: ProcessGone,
+        *,
+        skew: ClockSkew,
     ) -> None:
         self.config = config
         self.agent = config.name
@@ -71,7 +73,7 @@ class Presence:
         self.started_at: datetime | None = None
         self.etag: str | None = None  # of the record this process last wrote (or took over)
         self._extra: dict[str, object] = {}  # unknown fields of the record found at start
-        self.skew: ClockSkew | None = None  # measured after each write of the record
+        self.skew = skew  # measured after each write of the record
         self.written: tuple[datetime, bool] | None = None  # (updated_at, stopping) that landed
 
     def heartbeat(self, now: datetime, stopping: bool) -> None:
@@ -97,7 +99,7 @@ class Presence:
             self.started_at = now
             self._claim_name(now)
         self._write(now, stopping, stopped)
-        if self.skew is not None and self.skew.measure():
+        if self.skew.measure():
             self._write(now, stopping, stopped)
             self.skew.measure()
 
@@ -120,7 +122,7 @@ class Presence:
         self.written = (at, stopping)
 
     def _store_time(self, now: datetime) -> datetime:
-        return self.skew.store_time(now) if self.skew is not None else now
+        return self.skew.store_time(now)
 
     def write_final(self, now: datetime, stopping: bool) -> None:
         """After a clean stop: the record with ``stopped_at`` (if the mailbox can be reached)."""
@@ -188,7 +190,7 @@ class Presence:
             stopping=stopping,
             stopped_at=at if stopped else None,
             schedules=[schedule.published(now) for schedule in self.schedules],
-            clock_skew=self.skew.seconds if self.skew is not None else None,
+            clock_skew=self.skew.seconds,
         )
         record.extra = dict(self._extra)
         return record

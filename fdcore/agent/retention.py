@@ -185,6 +185,7 @@ class Retention:
         *,
         warm_up: float,
         budget: float,
+        skew: ClockSkew,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -201,7 +202,7 @@ class Retention:
         self._queue: list[str] = []  # status ids this run has yet to look at
         self._protected: set[str] | None = set()
         self.done = Tally()  # everything this agent's runs did (the simulator reports it)
-        self.skew: ClockSkew | None = None  # this agent's clock against the store's
+        self.skew = skew  # this agent's clock against the store's
 
     def step(self, now: datetime) -> None:
         """Called every poll: start a run when one is due, else go on with the current one.
@@ -264,7 +265,7 @@ class Retention:
             self._next_try = now + timedelta(seconds=self.warm_up)
         if now < self._next_try:
             return False
-        if self.skew is not None and self.skew.refuses_takeover:
+        if self.skew.refuses_takeover:
             # A clock this far ahead could judge a slot's deadline past while an agent with
             # the right time may still create its request (ClockSkew warns).
             return False

@@ -20,7 +20,7 @@ from datetime import datetime
 
 import attrs
 
-from fdcore.abc import Slot, Timetable, read_mailbox_file
+from fdcore.abc import Slot, Timetable
 from fdcore.agent.settings import AgentConfig, ScheduleConfig
 from fdcore.contract.ids import is_valid_id
 from fdcore.contract.layout import request_key
@@ -164,6 +164,6 @@ def schedule_conflicts(copies: dict[str, list[tuple[str, ScheduleInfo]]]) -> dic
 def _exists(mailbox: Mailbox, key: str) -> bool:
     """Whether ``key`` holds something: a file that is no mailbox file (a FIFO) counts."""
     try:
-        return read_mailbox_file(mailbox.storage, key) is not None
+        return mailbox.read_file(key) is not None  # within the operator's bound
     except MailboxFileError:
         return True

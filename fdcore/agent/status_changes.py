@@ -85,14 +85,10 @@ class StatusChanges:
         if unfit is not None:  # it could never be run through: it fails here, no table run
             status = self._failure(status, unfit, now)
         try:
-            etag = create_status(self.mailbox, status)
+            etag = self._create(request, status)
         except AlreadyExists:
             return  # another agent claimed it first
-        except NotFound:
-            self._moved_away(request)
-            return
-        except InvalidKey as exc:
-            self._blocked(request, exc)
+        if etag is None:
             return
         if status.state.final:
             self.holdings.final.add(request.id)
@@ -108,17 +104,24 @@ class StatusChanges:
             request.id, State.EXPIRED, f"not claimed before its deadline {deadline}", now
         )
         try:
-            create_status(self.mailbox, status)
+            if self._create(request, status) is None:
+                return
             log.info("%s: request %s expired unclaimed", self.agent, request.id)
         except AlreadyExists:
-            pass
+            pass  # another agent ended or claimed it: final or held, not ours to claim
+        self.holdings.final.add(request.id)
+
+    def _create(self, request: Request, status: Status) -> str | None:
+        """Create the first status of ``request``: its etag, or None when the request cannot
+        have one (retention moved it, or its id makes no key here), which is handled here.
+        AlreadyExists is the caller's: another agent was first."""
+        try:
+            return create_status(self.mailbox, status)
         except NotFound:
             self._moved_away(request)
-            return
         except InvalidKey as exc:
             self._blocked(request, exc)
-            return
-        self.holdings.final.add(request.id)
+        return None
 
     # -- replacing a status this agent holds -------------------------------------------------------
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from fdcore.abc import FinishReleasesLease, HeldLease, TableJob, TableResult
+from fdcore.abc import FinishReleasesLease, HeldLease, LeaseWaits, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
@@ -53,23 +53,48 @@ class Tables:
         self,
         config: AgentConfig,
         mailbox: Mailbox,
-        parts: Components,
+        components: Components,
         clock: Clock,
         status_changes: StatusChanges,
         holdings: Holdings,
+        *,
+        skew: ClockSkew,
     ) -> None:
         self.config = config
         self.agent = config.name
         self.mailbox = mailbox
-        self.leases = parts.leases
-        self.start_table = parts.start_table
+        self.leases = components.leases
+        self.start_table = components.start_table
         self.clock = clock
         self.status_changes = status_changes
         self.holdings = holdings
         # Run records a store error kept from being written, by key. Their status change
         # landed, so no poll will record the table again: they are written from here.
         self.unwritten: dict[str, RunRecord] = {}
-        self.skew: ClockSkew | None = None  # this agent's clock against the store's
+        self.skew = skew  # this agent's clock against the store's
+        # Tables whose lease a held request waits for in this step, with when the lease that
+        # refused it runs out (lease time; None if not known); and whether this agent gave one
+        # of them up after it was refused (the waiting request can start at once).
+        self.waiting: dict[str, datetime | None] = {}
+        self.freed_for_waiting = False
+
+    def new_step(self) -> None:
+        """A pass over the held requests begins: each waiting one says again what it waits for."""
+        self.waiting = {}
+        self.freed_for_waiting = False
+
+    def next_free(self, now: datetime) -> datetime | None:
+        """When a lease a held request waits for can next be free (``now``'s clock): at once
+        if this agent gave it up after the request was refused it, else when it runs out."""
+        if self.freed_for_waiting:
+            return now
+        lease_now = self.lease_now()
+        free = [now + (at - lease_now) for at in self.waiting.values() if at is not None]
+        return min(free, default=None)
+
+    def _released(self, table: str) -> None:
+        if table in self.waiting:
+            self.freed_for_waiting = True
 
     def poll_run(self, work: Work, now: datetime) -> bool:
         """Follow the request's table run: renew its lease, record it once it ended.
@@ -117,14 +142,15 @@ class Tables:
         """Give the request's table lease back, if it holds one."""
         if work.lease is not None:
             self.leases.release(work.lease, now)
+            self._released(work.lease.lease.table)
             work.lease = None
 
     def _take_lease(self, work: Work, table: str) -> bool:
         """Acquire the table's lease for the request; False while another holder's runs."""
         grace = self.config.grace_seconds
-        if self.skew is not None and self.skew.unmeasured:
+        if self.skew.unmeasured:
             return False  # which time to write the lease in is not known yet (ClockSkew)
-        if self.skew is not None and self.skew.refuses_takeover:
+        if self.skew.refuses_takeover:
             # A clock this far off could judge a live holder's lease run out: only a lease its
             # holder gave up (released, or freed by its finish) is taken.
             grace = math.inf
@@ -142,7 +168,11 @@ class Tables:
             self.mailbox.problems.report(str(exc.path), f"{exc}; cannot lease table {table}")
             return False
         if work.lease is None:
-            return False  # another holder's lease still runs: wait for it to run out
+            # Another holder's lease still runs: wait for it to be freed or to run out.
+            self.waiting[table] = (
+                self.leases.free_at(table) if isinstance(self.leases, LeaseWaits) else None
+            )
+            return False
         self._check_lease_time(work)
         return work.lease is not None
 
@@ -150,7 +180,7 @@ class Tables:
         """The time leases are written in and judged by: the store's, once this agent measured
         its clock far off it (others judge its leases by their clocks)."""
         now = self.clock.now()
-        return self.skew.store_time(now) if self.skew is not None else now
+        return self.skew.store_time(now)
 
     def _start(self, work: Work, table: str, now: datetime) -> None:
         assert work.lease is not None
@@ -267,6 +297,7 @@ class Tables:
         freed = isinstance(self.leases, FinishReleasesLease) and self.leases.finish_releases
         if not (finished and freed):
             self.leases.release(held, now)  # else its final status freed the lease already
+        self._released(table)
         work.lease = None
         work.result = None
 

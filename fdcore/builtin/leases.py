@@ -27,16 +27,10 @@ from typing import Any
 
 import attrs
 
-from fdcore.abc import HeldLease, Storage, read_mailbox_file
-from fdcore.contract.codec import MAX_FILE_BYTES, decode, encode_within
-from fdcore.contract.layout import (
-    archive_index_key,
-    archived_key,
-    fence_key,
-    lease_key,
-    status_key,
-)
-from fdcore.contract.models import ArchiveEntry, Lease, Outcome, Status
+from fdcore.abc import HeldLease, Storage
+from fdcore.contract.codec import MAX_FILE_BYTES
+from fdcore.contract.layout import fence_key, lease_key
+from fdcore.contract.models import Lease, Outcome, Status
 from fdcore.errors import (
     AlreadyExists,
     LeaseLost,
@@ -44,6 +38,8 @@ from fdcore.errors import (
     NotFound,
     PreconditionFailed,
 )
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.archive import archived_status
 
 _Found = tuple[Lease, str] | None  # a lease as stored, with its etag
 
@@ -57,14 +53,21 @@ class MailboxLeases:
     #: A request's final status frees its holder's lease (:class:`fdcore.abc.FinishReleasesLease`).
     finish_releases = True
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, max_file_bytes: int = MAX_FILE_BYTES) -> None:
         self.storage = storage
+        # Lease and status files are read and written as every mailbox file is: within the
+        # operator's bound, through the codec.
+        self.mailbox = Mailbox(storage, max_file_bytes=max_file_bytes)
+        # For each table whose last acquire a live lease refused: when that lease runs out
+        # (:class:`fdcore.abc.LeaseWaits`), so the waiting agent wakes then, not at a poll.
+        self._free_at: dict[str, datetime | None] = {}
+
+    def free_at(self, table: str) -> datetime | None:
+        return self._free_at.get(table)
 
     def _read(self, key: str) -> _Found:
-        blob = read_mailbox_file(self.storage, key)
-        if blob is None:
-            return None
-        return decode(Lease, blob.data, key), blob.etag
+        found = self.mailbox.read(Lease, key)
+        return None if found is None else (found.value, found.etag)
 
     def _read_both(self, table: str) -> tuple[_Found, _Found]:
         """The fence, then the lease: read in the order they are written."""
@@ -82,12 +85,9 @@ class MailboxLeases:
         return newest[0]
 
     def _write(self, key: str, lease: Lease, etag: str | None) -> str:
-        data = encode_within(lease, key, MAX_FILE_BYTES)  # the bound _read reads it with
-        return (
-            self.storage.create(key, data)
-            if etag is None
-            else self.storage.replace(key, data, etag)
-        )
+        if etag is None:
+            return self.mailbox.create(key, lease)
+        return self.mailbox.replace(key, lease, etag)
 
     def _write_both(
         self,
@@ -128,6 +128,7 @@ class MailboxLeases:
         # generation it names, and the fence's copy of that generation with it.
         released = max((c.generation for c in copies if c.released), default=0)
         finished: dict[tuple[str, str, int], bool] = {}  # both copies name one attempt: read once
+        self._free_at.pop(table, None)
         for copy in copies:
             # A live lease blocks, except the one this agent took for this same request: only
             # one live process may carry a name, so that holder was an earlier, dead process.
@@ -145,6 +146,8 @@ class MailboxLeases:
                 if their not in finished:
                     finished[their] = self._finished(copy)
                 if not finished[their]:
+                    if not math.isinf(grace):
+                        self._free_at[table] = expires_at + timedelta(seconds=grace)
                     return None
         generation = 1 if old is None else old.generation + 1
         lease = Lease(
@@ -187,16 +190,8 @@ class MailboxLeases:
     def _status(self, request: str) -> Status | None:
         """The request's status, live or, once retention moved it, archived: the move writes
         the index entry before it deletes the live status, so one of the two reads finds it."""
-        key = status_key(request)
-        found = read_mailbox_file(self.storage, key)
-        if found is None:
-            index = archive_index_key(request)
-            entry = read_mailbox_file(self.storage, index)
-            if entry is None:
-                return None
-            key = archived_key(decode(ArchiveEntry, entry.data, index).day, key)
-            found = read_mailbox_file(self.storage, key)
-        return decode(Status, found.data, key) if found else None
+        found = self.mailbox.status(request)
+        return found.value if found is not None else archived_status(self.mailbox, request)
 
     def renew(self, held: HeldLease, ttl: float, now: datetime) -> HeldLease:
         lease = attrs.evolve(held.lease, expires_at=now + timedelta(seconds=ttl))
@@ -262,4 +257,4 @@ class MailboxLeaseProvider:
     name = "mailbox"
 
     def open(self, storage: Storage, options: dict[str, Any]) -> MailboxLeases:
-        return MailboxLeases(storage)
+        return MailboxLeases(storage, options.get("max_file_bytes", MAX_FILE_BYTES))

@@ -7,11 +7,13 @@ see one mailbox. It is thread-safe; it is not shared across processes.
 from __future__ import annotations
 
 import bisect
+import builtins
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 
-from fdcore.abc import Blob, check_precondition, validate_key, validate_prefix
+from fdcore.abc import Blob, Listed, check_precondition, validate_key, validate_prefix
 from fdcore.errors import AlreadyExists, EnvironmentNotFound
 
 
@@ -19,6 +21,7 @@ class _Space:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.objects: dict[str, Blob] = {}
+        self.modified: dict[str, datetime] = {}  # when each key's version was written
         self.keys: list[str] = []  # sorted, for list-by-prefix
         self.counter = itertools.count(1)
 
@@ -27,11 +30,20 @@ _spaces: dict[str, _Space] = {}
 _spaces_lock = threading.Lock()
 
 
-class MemoryStorage:
-    """The :class:`fdcore.abc.Storage` protocol over a dict; etags are a global counter."""
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
 
-    def __init__(self, name: str = "default") -> None:
+
+class MemoryStorage:
+    """The :class:`fdcore.abc.Storage` protocol over a dict; etags are a global counter.
+
+    Also a :class:`fdcore.abc.VersionedListing`: each version is stamped by ``clock`` when
+    written (the process's UTC time; a simulation passes its virtual clock).
+    """
+
+    def __init__(self, name: str = "default", clock: Callable[[], datetime] = _utc_now) -> None:
         self.url = f"memory://{name}"
+        self.clock = clock
         with _spaces_lock:
             self._space = _spaces.setdefault(name, _Space())
         self.operations = 0  # counted for the simulator's store-operations figure
@@ -43,8 +55,12 @@ class MemoryStorage:
             _spaces[name] = _Space()
         return cls(name)
 
-    def _etag(self) -> str:
-        return f'"m{next(self._space.counter)}"'
+    def _write(self, key: str, data: bytes) -> Blob:
+        """Store a new version of ``key`` (the caller holds the lock)."""
+        blob = Blob(bytes(data), f'"m{next(self._space.counter)}"')
+        self._space.objects[key] = blob
+        self._space.modified[key] = self.clock()
+        return blob
 
     def read(self, key: str) -> Blob | None:
         validate_key(key)
@@ -58,8 +74,7 @@ class MemoryStorage:
         with self._space.lock:
             if key in self._space.objects:
                 raise AlreadyExists(key, "already exists")
-            blob = Blob(bytes(data), self._etag())
-            self._space.objects[key] = blob
+            blob = self._write(key, data)
             bisect.insort(self._space.keys, key)
             return blob.etag
 
@@ -68,9 +83,7 @@ class MemoryStorage:
         self.operations += 1
         with self._space.lock:
             check_precondition(key, self._space.objects.get(key), etag)
-            blob = Blob(bytes(data), self._etag())
-            self._space.objects[key] = blob
-            return blob.etag
+            return self._write(key, data).etag
 
     def delete(self, key: str, etag: str | None = None) -> None:
         validate_key(key)
@@ -78,19 +91,37 @@ class MemoryStorage:
         with self._space.lock:
             check_precondition(key, self._space.objects.get(key), etag)
             del self._space.objects[key]
+            del self._space.modified[key]
             del self._space.keys[bisect.bisect_left(self._space.keys, key)]
 
     def list(self, prefix: str = "") -> Iterator[str]:
         validate_prefix(prefix)
         self.operations += 1
-        keys = self._space.keys
         with self._space.lock:
-            if not prefix:
-                return iter(list(keys))
-            # Every key under the prefix sorts between it and the prefix with its last
-            # character bumped: two bisections instead of a test per key.
-            end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-            return iter(keys[bisect.bisect_left(keys, prefix) : bisect.bisect_left(keys, end)])
+            return iter(self._under(prefix))
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """:class:`fdcore.abc.VersionedListing`: one listing, each key with its version."""
+        validate_prefix(prefix)
+        self.operations += 1
+        space = self._space
+        with space.lock:
+            return iter(
+                [
+                    Listed(key, space.objects[key].etag, space.modified[key])
+                    for key in self._under(prefix)
+                ]
+            )
+
+    def _under(self, prefix: str) -> builtins.list[str]:
+        """The keys that start with ``prefix``, in order (the caller holds the lock)."""
+        keys = self._space.keys
+        if not prefix:
+            return keys.copy()
+        # Every key under the prefix sorts between it and the prefix with its last
+        # character bumped: two bisections instead of a test per key.
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        return keys[bisect.bisect_left(keys, prefix) : bisect.bisect_left(keys, end)]
 
     def close(self) -> None:
         pass

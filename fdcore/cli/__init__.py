@@ -8,4 +8,9 @@ a person wrote.
 
 Layer 9, the top of the core: it may import every layer below, nothing imports it but
 ``fdcore.testing``.
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); the commands are
+its interface.
 """
+
+__all__: list[str] = []

@@ -12,8 +12,8 @@ import getpass
 import json
 import socket
 from datetime import datetime, timezone
-from typing import Any
 
+from fdcore.abc import Command
 from fdcore.cli.commands import open_mailbox
 from fdcore.cli.output import format_table
 from fdcore.cli.views import RequestStory, request_story
@@ -110,6 +110,11 @@ def _time(value: datetime | None) -> str:
 
 def format_story(story: RequestStory) -> str:
     """The human form of ``fdcore show``: the request, its attempts, its runs, how it ended."""
+    return "\n".join([*_story_head(story), *_attempt_lines(story), *_run_lines(story)])
+
+
+def _story_head(story: RequestStory) -> list[str]:
+    """The request's own lines: what it asks, where it stands, and each fact it has."""
     request = story.request
     holding = "by" if story.state in FINAL_STATES else "held by"
     lines = [
@@ -119,70 +124,99 @@ def format_story(story: RequestStory) -> str:
         + (f"  (done: {', '.join(story.tables_done)})" if story.tables_done else ""),
         f"created   {_time(request.created_at)} by {request.created_by or '-'}",
     ]
-    if request.deadline:
-        lines.append(f"deadline  {_time(request.deadline)}")
-    if request.schedule:
-        lines.append(f"schedule  {request.schedule.id} slot {request.schedule.slot}")
-    if request.retry_of:
-        lines.append(f"retry of  {request.retry_of}")
-    if story.retried_as:
-        lines.append(f"retried   as {story.retried_as}")
-    if story.cancel:
-        lines.append(f"cancel    {story.cancel.describe()} at {_time(story.cancel.at)}")
-    if story.why:
-        lines.append(f"why       {story.why}")
-    for problem in story.problems:
-        lines.append(f"problem   {problem}")
-    if story.attempts:
-        lines += ["", "ATTEMPTS"]
-        table: list[tuple[str, ...]] = [("#", "AGENT", "STARTED", "ENDED", "OUTCOME", "MESSAGE")]
-        for a in story.attempts:
-            row = (str(a.number), a.agent, _time(a.started_at), _time(a.ended_at), a.outcome)
-            table.append((*row, a.message or ""))
-        lines.append(format_table(table))
-    if story.runs:
-        lines += ["", "TABLE RUNS"]
-        table = [("TABLE", "ATTEMPT", "AGENT", "TOKEN", "STARTED", "ENDED", "SECONDS", "OUTCOME")]
-        for run in story.runs:
-            outcome = run.outcome + (f" (exit {run.exit_code})" if run.exit_code else "")
-            table.append(
-                (
-                    run.table,
-                    str(run.attempt),
-                    run.agent,
-                    str(run.fencing_token),
-                    _time(run.started_at),
-                    _time(run.ended_at),
-                    f"{run.seconds:.1f}",
-                    outcome,
-                )
+    facts = [
+        ("deadline", request.deadline and _time(request.deadline)),
+        ("schedule", request.schedule and f"{request.schedule.id} slot {request.schedule.slot}"),
+        ("retry of", request.retry_of),
+        ("retried", story.retried_as and f"as {story.retried_as}"),
+        ("cancel", story.cancel and f"{story.cancel.describe()} at {_time(story.cancel.at)}"),
+        ("why", story.why),
+        *(("problem", problem) for problem in story.problems),
+    ]
+    return lines + [f"{label:<9} {text}" for label, text in facts if text]
+
+
+def _attempt_lines(story: RequestStory) -> list[str]:
+    if not story.attempts:
+        return []
+    table: list[tuple[str, ...]] = [("#", "AGENT", "STARTED", "ENDED", "OUTCOME", "MESSAGE")]
+    for a in story.attempts:
+        row = (str(a.number), a.agent, _time(a.started_at), _time(a.ended_at), a.outcome)
+        table.append((*row, a.message or ""))
+    return ["", "ATTEMPTS", format_table(table)]
+
+
+def _run_lines(story: RequestStory) -> list[str]:
+    """The table runs, then what each run said (its message and the tail of its output)."""
+    if not story.runs:
+        return []
+    table = [("TABLE", "ATTEMPT", "AGENT", "TOKEN", "STARTED", "ENDED", "SECONDS", "OUTCOME")]
+    for run in story.runs:
+        outcome = run.outcome + (f" (exit {run.exit_code})" if run.exit_code else "")
+        table.append(
+            (
+                run.table,
+                str(run.attempt),
+                run.agent,
+                str(run.fencing_token),
+                _time(run.started_at),
+                _time(run.ended_at),
+                f"{run.seconds:.1f}",
+                outcome,
             )
-        lines.append(format_table(table))
-        for run in story.runs:
-            if run.message or run.output:
-                said = f": {run.message}" if run.message else ""
-                lines += ["", f"{run.table} (attempt {run.attempt}){said}"]
-                lines += [f"  | {line}" for line in (run.output or "").splitlines()]
-    return "\n".join(lines)
+        )
+    lines = ["", "TABLE RUNS", format_table(table)]
+    for run in story.runs:
+        if run.message or run.output:
+            said = f": {run.message}" if run.message else ""
+            lines += ["", f"{run.table} (attempt {run.attempt}){said}"]
+            lines += [f"  | {line}" for line in (run.output or "").splitlines()]
+    return lines
 
 
-def register(commands: Any) -> None:
-    cancel = commands.add_parser(
-        "cancel",
-        help="cancel a request: unclaimed it ends now, running its holder stops it",
-    )
-    cancel.add_argument("--reason", help="why, kept in the cancel and the request's status")
-    retry = commands.add_parser(
-        "retry", help="run a failed, expired or cancelled request again, as a new request"
-    )
-    retry.add_argument("--from-table", help="start at this table (default: the first)")
-    show = commands.add_parser(
-        "show", help="a request's story: attempts, table runs with their output, how it ended"
-    )
-    for parser, handler in ((cancel, _cancel), (retry, _retry), (show, _show)):
-        parser.add_argument("request", metavar="REQUEST", help="the request's id")
-        parser.add_argument("--env", required=True, help="environment URL")
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
-        if parser is not show:
-            parser.add_argument("--by", help="who acts (default: user@host)")
-        parser.set_defaults(run=handler)
+def _request_arguments(parser: argparse.ArgumentParser, *, acts: bool) -> None:
+    """What ``cancel``, ``retry`` and ``show`` share: the request, its environment, --json."""
+    parser.add_argument("request", metavar="REQUEST", help="the request's id")
+    parser.add_argument("--env", required=True, help="environment URL")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    if acts:
+        parser.add_argument("--by", help="who acts (default: user@host)")
+
+
+class Cancel:
+    name = "cancel"
+    help = "cancel a request: unclaimed it ends now, running its holder stops it"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--reason", help="why, kept in the cancel and the request's status")
+        _request_arguments(parser, acts=True)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _cancel(args)
+
+
+class Retry:
+    name = "retry"
+    help = "run a failed, expired or cancelled request again, as a new request"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--from-table", help="start at this table (default: the first)")
+        _request_arguments(parser, acts=True)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _retry(args)
+
+
+class Show:
+    name = "show"
+    help = "a request's story: attempts, table runs with their output, how it ended"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _request_arguments(parser, acts=False)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _show(args)
+
+
+#: This module's commands, in the order ``fdcore --help`` lists them.
+COMMANDS: tuple[Command, ...] = (Cancel(), Retry(), Show())

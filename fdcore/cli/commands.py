@@ -11,6 +11,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from fdcore.abc import Command, TakeoverPolicy
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
     load_config,
@@ -33,7 +34,13 @@ from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
 from fdcore.durations import GRACE, Seconds, Whole, add_flag
-from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
+from fdcore.errors import (
+    AlreadyExists,
+    ConfigError,
+    EnvironmentNotFound,
+    InvalidId,
+    PluginError,
+)
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import TAKEOVER, load_plugins
@@ -129,9 +136,15 @@ def _time(value: datetime | None) -> str:
     return f"{value:%Y-%m-%d %H:%M:%S}" if value else "-"
 
 
-def _agent_rows(mailbox: Mailbox, grace: float) -> list[AgentRow]:
-    policy = load_plugins().get(TAKEOVER, "stale_record")
-    return agent_rows(mailbox, datetime.now(timezone.utc), policy, grace)
+def _agent_rows(mailbox: Mailbox, grace: float) -> tuple[list[AgentRow], list[str]]:
+    """The agents' rows, and a warning when no takeover policy can tell a lost agent: these
+    commands only read, so they run without one (fdcore-takeover), showing such agents stale."""
+    try:
+        policy: TakeoverPolicy | None = load_plugins().get(TAKEOVER, "stale_record")
+        warnings = []
+    except PluginError as exc:
+        policy, warnings = None, [f"agents are never shown lost: {exc}"]
+    return agent_rows(mailbox, datetime.now(timezone.utc), policy, grace), warnings
 
 
 def _print(
@@ -152,7 +165,7 @@ def _queue_listing(
 ) -> tuple[list[Any], list[Any], list[str]]:
     """The queue's rows, its human table and its warnings, read once."""
     rows = queue_rows(mailbox, include_final=not args.active, include_archived=args.all)
-    agents = _agent_rows(mailbox, args.grace)
+    agents, lost_unknown = _agent_rows(mailbox, args.grace)
     states = {row.name: row.state for row in agents}
     sharing = shared_by(agents)
     header = ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
@@ -173,7 +186,7 @@ def _queue_listing(
     ]
     # A malformed cancel is none: the request runs (also its "cancel_problem" in --json).
     no_cancel = [f"Not a cancel: {row.cancel_problem}" for row in rows if row.cancel_problem]
-    return rows, table, [*schedule_warnings(agents), *unreadable, *no_cancel]
+    return rows, table, [*lost_unknown, *schedule_warnings(agents), *unreadable, *no_cancel]
 
 
 def _queue(args: argparse.Namespace) -> int:
@@ -216,7 +229,8 @@ def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow
 
 
 def _agents(args: argparse.Namespace) -> int:
-    rows = _host_slots(args, _agent_rows(open_mailbox(args.env, create=False), args.grace))
+    found, lost_unknown = _agent_rows(open_mailbox(args.env, create=False), args.grace)
+    rows = _host_slots(args, found)
     table = [
         (
             "AGENT",
@@ -250,12 +264,12 @@ def _agents(args: argparse.Namespace) -> int:
                 schedules or "-",
             )
         )
-    _print(args, "agents", rows, table, schedule_warnings(rows))
+    _print(args, "agents", rows, table, [*lost_unknown, *schedule_warnings(rows)])
     return 0
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    agents = _agent_rows(open_mailbox(args.env, create=False), args.grace)
+    agents, lost_unknown = _agent_rows(open_mailbox(args.env, create=False), args.grace)
     rows = schedule_rows(agents)
     table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
     for row in rows:
@@ -269,68 +283,115 @@ def _schedules(args: argparse.Namespace) -> int:
                 ", ".join(row.agents),
             )
         )
-    _print(args, "schedules", rows, table, schedule_warnings(agents))
+    _print(args, "schedules", rows, table, [*lost_unknown, *schedule_warnings(agents)])
     return 0
 
 
-def register(commands: Any) -> None:
-    agent = commands.add_parser("agent", help="run an agent")
-    agent_commands = agent.add_subparsers(dest="agent_command", required=True, metavar="COMMAND")
-    run = agent_commands.add_parser("run", help="run an agent until SIGTERM or SIGINT")
-    run.add_argument("--config", required=True, help="path to agent.toml")
-    run.set_defaults(run=_agent_run)
+class AgentCommand:
+    name = "agent"
+    help = "run an agent"
 
-    init = commands.add_parser("init", help="create an environment (if not there yet)")
-    init.add_argument("env", help="environment URL")
-    init.add_argument(
-        "--option", action="append", default=[], type=storage_option, help="a [storage] KEY=VALUE"
-    )
-    init.set_defaults(run=_init)
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        commands = parser.add_subparsers(dest="agent_command", required=True, metavar="COMMAND")
+        run = commands.add_parser("run", help="run an agent until SIGTERM or SIGINT")
+        run.add_argument("--config", required=True, help="path to agent.toml")
 
-    submit_parser = commands.add_parser("submit", help="queue a request")
-    submit_parser.add_argument("--env", required=True, help="environment URL")
-    submit_parser.add_argument("--entities", required=True, help="tables, comma-separated")
-    submit_parser.add_argument("--id", help="request id (default: generated)")
-    add_flag(
-        submit_parser,
-        "--max-attempts",
-        Whole(1, MAX_ATTEMPTS),
-        help="attempts before it fails",
-    )
-    submit_parser.add_argument("--deadline", help="ISO 8601 time after which it expires")
-    submit_parser.set_defaults(run=_submit)
+    def run(self, args: argparse.Namespace) -> int:
+        return _agent_run(args)  # ``run``, its one subcommand
 
-    for name, handler, text in (
-        ("queue", _queue, "list requests with state, attempts and agents"),
-        ("agents", _agents, "list agents: live, stale, lost or stopped"),
-        ("schedules", _schedules, "list schedules, when they are next due and who serves them"),
-    ):
-        parser = commands.add_parser(name, help=text)
+
+class Init:
+    name = "init"
+    help = "create an environment (if not there yet)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("env", help="environment URL")
+        parser.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            type=storage_option,
+            help="a [storage] KEY=VALUE",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _init(args)
+
+
+class Submit:
+    name = "submit"
+    help = "queue a request"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--env", required=True, help="environment URL")
-        parser.add_argument("--json", action="store_true", help="stable machine-readable output")
-        add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
-        if name == "queue":
-            parser.add_argument("--active", action="store_true", help="hide finished requests")
-            add_flag(
-                parser,
-                "--watch",
-                Seconds(MIN_WATCH_SECONDS),
-                nargs="?",
-                const=2.0,
-                metavar="SECONDS",
-                help="redraw in place every SECONDS (default 2) until Ctrl-C",
-            )
-            add_flag(
-                parser, "--count", Whole(1, MAX_FRAMES), help="with --watch: stop after N redraws"
-            )
-            parser.add_argument(
-                "--all", action="store_true", help="archived requests too (docs/retention.md)"
-            )
-        if name == "agents":
-            parser.add_argument(
-                "--host", help="a host folder: show its busy/configured slots (docs/host.md)"
-            )
-            parser.add_argument(
-                "--host-admission", default="slots", help="the host admission (default: slots)"
-            )
-        parser.set_defaults(run=handler)
+        parser.add_argument("--entities", required=True, help="tables, comma-separated")
+        parser.add_argument("--id", help="request id (default: generated)")
+        add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
+        parser.add_argument("--deadline", help="ISO 8601 time after which it expires")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _submit(args)
+
+
+def _listing_arguments(parser: argparse.ArgumentParser) -> None:
+    """What ``queue``, ``agents`` and ``schedules`` share: an environment, --json, --grace."""
+    parser.add_argument("--env", required=True, help="environment URL")
+    parser.add_argument("--json", action="store_true", help="stable machine-readable output")
+    add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
+
+
+class Queue:
+    name = "queue"
+    help = "list requests with state, attempts and agents"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _listing_arguments(parser)
+        parser.add_argument("--active", action="store_true", help="hide finished requests")
+        add_flag(
+            parser,
+            "--watch",
+            Seconds(MIN_WATCH_SECONDS),
+            nargs="?",
+            const=2.0,
+            metavar="SECONDS",
+            help="redraw in place every SECONDS (default 2) until Ctrl-C",
+        )
+        add_flag(parser, "--count", Whole(1, MAX_FRAMES), help="with --watch: stop after N redraws")
+        parser.add_argument(
+            "--all", action="store_true", help="archived requests too (docs/retention.md)"
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _queue(args)
+
+
+class Agents:
+    name = "agents"
+    help = "list agents: live, stale, lost or stopped"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _listing_arguments(parser)
+        parser.add_argument(
+            "--host", help="a host folder: show its busy/configured slots (docs/host.md)"
+        )
+        parser.add_argument(
+            "--host-admission", default="slots", help="the host admission (default: slots)"
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _agents(args)
+
+
+class Schedules:
+    name = "schedules"
+    help = "list schedules, when they are next due and who serves them"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _listing_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _schedules(args)
+
+
+#: This module's commands, in the order ``fdcore --help`` lists them.
+COMMANDS: tuple[Command, ...] = (AgentCommand(), Init(), Submit(), Queue(), Agents(), Schedules())

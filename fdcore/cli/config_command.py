@@ -151,22 +151,33 @@ def _docs(_args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: Any) -> None:
-    config = commands.add_parser("config", help="agent.toml: its schema, check a file, show one")
-    sub = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
-    schema = sub.add_parser("schema", help="print the JSON Schema of agent.toml (for editors)")
-    schema.add_argument(
-        "--ours",
-        action="store_true",
-        help="only fdcore-slots' timing keys (default: the installed slot functions')",
-    )
-    schema.set_defaults(run=_schema)
-    check = sub.add_parser("check", help="check an agent.toml as an agent does at start-up")
-    check.add_argument("file", metavar="FILE")
-    check.set_defaults(run=_check)
-    show = sub.add_parser("show", help="print the settings of an agent.toml, defaults filled in")
-    show.add_argument("file", metavar="FILE")
-    show.add_argument("--json", action="store_true", help="as JSON")
-    show.set_defaults(run=_show)
-    docs = sub.add_parser("docs", help="print the settings reference of docs/agents.md")
-    docs.set_defaults(run=_docs)
+class Config:
+    """``fdcore config``: a command as any plugin's is (fdcore.abc.Command)."""
+
+    name = "config"
+    help = "agent.toml: its schema, check a file, show one"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
+        schema = sub.add_parser("schema", help="print the JSON Schema of agent.toml (for editors)")
+        schema.add_argument(
+            "--ours",
+            action="store_true",
+            help="only fdcore-slots' timing keys (default: the installed slot functions')",
+        )
+        schema.set_defaults(config_run=_schema)
+        check = sub.add_parser("check", help="check an agent.toml as an agent does at start-up")
+        check.add_argument("file", metavar="FILE")
+        check.set_defaults(config_run=_check)
+        show = sub.add_parser(
+            "show", help="print the settings of an agent.toml, defaults filled in"
+        )
+        show.add_argument("file", metavar="FILE")
+        show.add_argument("--json", action="store_true", help="as JSON")
+        show.set_defaults(config_run=_show)
+        docs = sub.add_parser("docs", help="print the settings reference of docs/agents.md")
+        docs.set_defaults(config_run=_docs)
+
+    def run(self, args: argparse.Namespace) -> int:
+        run: Any = args.config_run
+        return int(run(args))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fdcore.abc import Storage, TableJob, TableLeases
-from fdcore.cli.fleet import AgentFleet
+from fdcore.cli.fleet import AgentFleet, AgentProcess
 from fdcore.cli.views import QueueRow, queue_rows
 from fdcore.contract.models import Outcome
 from fdcore.durations import Seconds, Whole, add_flag
@@ -140,6 +140,10 @@ def _share_work(fleet: AgentFleet, agents: int, requests: int, tables: int, time
             elapsed = time.monotonic() - started
             rows = queue_rows(mailbox)
             live.show(_progress(rows, elapsed))
+            died = _exited(fleet, victim if killed and not restarted else None)
+            if died:
+                print(f"\n{died}; stopping the demo", file=sys.stderr)
+                return 1
             if victim is not None and elapsed > 3 and not killed:
                 victim.kill()
                 killed = True
@@ -158,6 +162,18 @@ def _share_work(fleet: AgentFleet, agents: int, requests: int, tables: int, time
     finally:
         codes = fleet.stop_all()
     return _report(mailbox, queue_rows(mailbox), codes)
+
+
+def _exited(fleet: AgentFleet, killed: AgentProcess | None) -> str | None:
+    """Why an agent the demo did not kill has exited (its exit code and its log's last line: a
+    start-up error is one line), or None while every such agent runs."""
+    for agent in fleet:
+        if agent is killed or agent.alive():
+            continue
+        lines = agent.output().strip().splitlines()
+        reason = lines[-1] if lines else "no output"
+        return f"{agent.name} exited with code {agent.wait(0)}: {reason}"
+    return None
 
 
 def _stop_monitor(watcher: subprocess.Popen[str]) -> None:
@@ -228,17 +244,26 @@ def _demo(args: argparse.Namespace) -> int:
         )
 
 
-def register(commands: Any) -> None:
-    parser = commands.add_parser("demo", help="run three agents sharing work on a local folder")
-    parser.add_argument("--dir", help="an empty folder to keep (default: a temporary one)")
-    add_flag(parser, "--agents", Whole(1, 16), default=3, help="agents (default 3)")
-    add_flag(parser, "--requests", Whole(1, 10_000), default=40, help="requests (default 40)")
-    add_flag(parser, "--tables", Whole(1, 1000), default=8, help="tables (default 8)")
-    add_flag(parser, "--timeout", Seconds(), default=300.0, help="seconds (default 300)")
-    parser.add_argument(
-        "--monitor", action="store_true", help="also serve fdcore monitor's page of it"
-    )
-    add_flag(
-        parser, "--monitor-port", Whole(0, 65535), default=8421, help="the monitor's port (8421)"
-    )
-    parser.set_defaults(run=_demo)
+class Demo:
+    name = "demo"
+    help = "run three agents sharing work on a local folder"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--dir", help="an empty folder to keep (default: a temporary one)")
+        add_flag(parser, "--agents", Whole(1, 16), default=3, help="agents (default 3)")
+        add_flag(parser, "--requests", Whole(1, 10_000), default=40, help="requests (default 40)")
+        add_flag(parser, "--tables", Whole(1, 1000), default=8, help="tables (default 8)")
+        add_flag(parser, "--timeout", Seconds(), default=300.0, help="seconds (default 300)")
+        parser.add_argument(
+            "--monitor", action="store_true", help="also serve fdcore monitor's page of it"
+        )
+        add_flag(
+            parser,
+            "--monitor-port",
+            Whole(0, 65535),
+            default=8421,
+            help="the monitor's port (8421)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _demo(args)

@@ -17,7 +17,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from fdcore.abc import Storage
 from fdcore.cli.config import storage_option
@@ -87,56 +86,70 @@ def _clean_up(ctx: ProbeContext) -> Observation:
 # -- the command ---------------------------------------------------------------------------------
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "doctor",
-        help="prove an environment's storage: conditional writes, races, listing, keys",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    parser.add_argument("environment", help="environment URL, e.g. file:///srv/fd or https://...")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    add_flag(
-        parser, "--rounds", Whole(1, 100_000), default=50, help="rounds of each race (default 50)"
-    )
-    add_flag(parser, "--processes", Whole(1, 256), default=16, help="racing processes (default 16)")
-    add_flag(
-        parser,
-        "--keys",
-        Whole(1, 100_000),
-        default=500,
-        help="keys written to test listing (default 500)",
-    )
-    add_flag(
-        parser,
-        "--page-size",
-        Whole(1, 100_000),
-        default=None,
-        help="keys per page of the store's listing; 2N+1 keys test paging "
-        "(default: what the backend says, else 1000)",
-    )
-    add_flag(
-        parser,
-        "--max-payload",
-        Whole(1, FILE_BYTES_RANGE[1]),
-        default=1 << 20,
-        help="largest value to round-trip, in bytes (default 1 MiB)",
-    )
-    add_flag(
-        parser,
-        "--threads",
-        Whole(1, 256),
-        default=8,
-        help="requests in flight when writing or removing many keys (default 8)",
-    )
-    parser.add_argument(
-        "--option",
-        type=storage_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a backend option, as under [storage] in agent.toml (repeatable)",
-    )
-    parser.set_defaults(run=run)
+#: ``fdcore doctor --help``: this module's first paragraph.
+DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else None
+
+
+class Doctor:
+    name = "doctor"
+    help = "prove an environment's storage: conditional writes, races, listing, keys"
+    description = DESCRIPTION
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "environment", help="environment URL, e.g. file:///srv/fd or https://..."
+        )
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        add_flag(
+            parser,
+            "--rounds",
+            Whole(1, 100_000),
+            default=50,
+            help="rounds of each race (default 50)",
+        )
+        add_flag(
+            parser, "--processes", Whole(1, 256), default=16, help="racing processes (default 16)"
+        )
+        add_flag(
+            parser,
+            "--keys",
+            Whole(1, 100_000),
+            default=500,
+            help="keys written to test listing (default 500)",
+        )
+        add_flag(
+            parser,
+            "--page-size",
+            Whole(1, 100_000),
+            default=None,
+            help="keys per page of the store's listing; 2N+1 keys test paging "
+            "(default: what the backend says, else 1000)",
+        )
+        add_flag(
+            parser,
+            "--max-payload",
+            Whole(1, FILE_BYTES_RANGE[1]),
+            default=1 << 20,
+            help="largest value to round-trip, in bytes (default 1 MiB)",
+        )
+        add_flag(
+            parser,
+            "--threads",
+            Whole(1, 256),
+            default=8,
+            help="requests in flight when writing or removing many keys (default 8)",
+        )
+        parser.add_argument(
+            "--option",
+            type=storage_option,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a backend option, as under [storage] in agent.toml (repeatable)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        return run(args)
 
 
 def run(args: argparse.Namespace) -> int:

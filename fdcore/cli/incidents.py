@@ -12,8 +12,8 @@ import argparse
 import getpass
 import json
 import os
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
 
 from fdcore.agent.components import open_environment
 from fdcore.agent.notify import open_routes
@@ -160,40 +160,54 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: Any) -> None:
-    incidents = commands.add_parser(
-        "incidents", help="list, acknowledge, resolve and evaluate incidents"
-    )
-    sub = incidents.add_subparsers(dest="incidents_command", required=True, metavar="COMMAND")
+#: What each subcommand of ``fdcore incidents`` runs.
+SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list": _list,
+    "show": _show,
+    "ack": _change,
+    "resolve": _change,
+    "note": _change,
+    "evaluate": _evaluate,
+}
 
-    def command(
-        name: str, text: str, run: Any, *, incident: bool = False
-    ) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = sub.add_parser(name, help=text)
-        parser.add_argument("--env", required=name != "evaluate", help="environment URL")
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
-        if incident:
-            parser.add_argument("incident", metavar="INCIDENT", help="incident id or key")
-        parser.set_defaults(run=run)
-        return parser
 
-    command("list", "open incidents", _list).add_argument(
-        "--all", action="store_true", help="the resolved ones too (newest first)"
-    )
-    command("show", "one incident with its deliveries and notes", _show, incident=True)
-    for name, text in (("ack", "acknowledge: a person knows"), ("resolve", "resolve by hand")):
-        command(name, text, _change, incident=True).add_argument(
-            "--by", help="who (default: the user name)"
+class Incidents:
+    name = "incidents"
+    help = "list, acknowledge, resolve and evaluate incidents"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="incidents_command", required=True, metavar="COMMAND")
+
+        def command(name: str, text: str, *, incident: bool = False) -> argparse.ArgumentParser:
+            parser: argparse.ArgumentParser = sub.add_parser(name, help=text)
+            parser.add_argument("--env", required=name != "evaluate", help="environment URL")
+            parser.add_argument("--json", action="store_true", help="machine-readable output")
+            if incident:
+                parser.add_argument("incident", metavar="INCIDENT", help="incident id or key")
+            return parser
+
+        command("list", "open incidents").add_argument(
+            "--all", action="store_true", help="the resolved ones too (newest first)"
         )
-    note = command("note", "add a note (a mitigation)", _change, incident=True)
-    note.add_argument("text", metavar="TEXT")
-    note.add_argument("--by", help="who (default: the user name)")
-    evaluate_parser = command("evaluate", "evaluate once (cron-able)", _evaluate)
-    evaluate_parser.add_argument("--config", help="agent.toml whose routes deliver the incidents")
-    add_flag(
-        evaluate_parser,
-        "--grace",
-        GRACE,
-        help="seconds past stale_after before offline",
-    )
-    evaluate_parser.add_argument("--by", help="who evaluates (recorded on incidents)")
+        command("show", "one incident with its deliveries and notes", incident=True)
+        for name, text in (("ack", "acknowledge: a person knows"), ("resolve", "resolve by hand")):
+            command(name, text, incident=True).add_argument(
+                "--by", help="who (default: the user name)"
+            )
+        note = command("note", "add a note (a mitigation)", incident=True)
+        note.add_argument("text", metavar="TEXT")
+        note.add_argument("--by", help="who (default: the user name)")
+        evaluate_parser = command("evaluate", "evaluate once (cron-able)")
+        evaluate_parser.add_argument(
+            "--config", help="agent.toml whose routes deliver the incidents"
+        )
+        add_flag(
+            evaluate_parser,
+            "--grace",
+            GRACE,
+            help="seconds past stale_after before offline",
+        )
+        evaluate_parser.add_argument("--by", help="who evaluates (recorded on incidents)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return SUBCOMMANDS[args.incidents_command](args)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import logging
 import os
 import select
@@ -12,50 +12,17 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from fdcore import __version__
-from fdcore.cli import actions, config_command, demo, doctor, incidents, notify, retention
-from fdcore.cli import commands as cli_commands
-from fdcore.cli.output import format_table
 from fdcore.errors import FdcoreError, PluginError
-from fdcore.plugins.manager import COMMAND, DISABLE_VARIABLE, Plugins, load_plugins
+from fdcore.plugins.manager import COMMAND, Plugins, load_plugins
 
 Command = Callable[[argparse.Namespace], int]
 
 
-def _plugins(args: argparse.Namespace) -> int:
-    plugins = load_plugins()
-    if args.json:
-        rows = [
-            {
-                "name": info.name,
-                "distribution": info.distribution,
-                "version": info.version,
-                "provides": info.provides,
-                "error": info.error,
-            }
-            for info in plugins.infos
-        ]
-        print(json.dumps(rows, indent=2))
-        return 0
-    table = [("PLUGIN", "DISTRIBUTION", "VERSION", "PROVIDES")]
-    for info in plugins.infos:
-        provides = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in info.provides.items())
-        table.append(
-            (
-                info.name,
-                info.distribution or "-",
-                info.version or "-",
-                f"FAILED TO LOAD: {info.error}" if info.error else provides,
-            )
-        )
-    print(format_table(table))
-    return 0
-
-
 def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
-    """The ``fdcore`` parser: fdcore's commands and those of ``plugins`` (default: installed)."""
+    """The ``fdcore`` parser: the commands of ``plugins`` (default: the installed ones), fdcore's
+    own (plugin ``commands``, fdcore/cli/plugin.py) first."""
     parser = argparse.ArgumentParser(
         prog="fdcore",
         description="Share one environment's work across a fleet of agents through a mailbox "
@@ -65,42 +32,44 @@ def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fdcore {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    listing = commands.add_parser("plugins", help="list installed plugins and what they provide")
-    listing.add_argument("--json", action="store_true", help="machine-readable output")
-    listing.set_defaults(run=_plugins)
-
-    # fdcore's own commands, each defined next to its work with ``register(commands)``; plugins
-    # add theirs through the ``fdcore_commands`` hook (``simulate`` is the simulator's)
-    for register in (
-        cli_commands.register,
-        actions.register,
-        config_command.register,
-        demo.register,
-        doctor.register,
-        incidents.register,
-        notify.register,
-        retention.register,
-    ):
-        register(commands)
-    try:
-        _add_plugin_commands(commands, plugins or load_plugins())
-    except PluginError as exc:  # the parser cannot be built: say why, as a failed command would
-        parser.exit(2, f"fdcore: error: {exc}\n")
+    plugins = plugins or load_plugins()
+    for name, command in plugins.implementations(COMMAND).items():
+        description = getattr(command, "description", None) or command.help
+        sub = commands.add_parser(name, help=command.help, description=description)
+        try:
+            command.add_arguments(sub)
+        except Exception as exc:  # one broken command must not take the others down
+            problem = f"command {name!r} of plugin {plugins.provider(COMMAND, name)} is broken"
+            commands.choices[name] = _refusing(name, f"{problem}: {type(exc).__name__}: {exc}")
+            continue
+        sub.set_defaults(run=command.run)
+    for name, clash in plugins.clashes(COMMAND).items():
+        commands.add_parser(name, help=f"unusable: {clash}")
+        commands.choices[name] = _refusing(name, clash)
     return parser
 
 
-def _add_plugin_commands(commands: Any, plugins: Plugins) -> None:
-    """The commands plugins add through ``fdcore_commands``; fdcore's own names are taken."""
-    for name, command in plugins.implementations(COMMAND).items():
-        if name in commands.choices:
-            raise PluginError(
-                f"command {name!r} of plugin {plugins.provider(COMMAND, name)} is one of "
-                f"fdcore's own commands; disable the plugin with {DISABLE_VARIABLE}"
-            )
-        parser = commands.add_parser(name, help=command.help, description=command.help)
-        command.add_arguments(parser)
-        parser.set_defaults(run=command.run)
+def _refusing(name: str, problem: str) -> argparse.ArgumentParser:
+    """A command that cannot run: whatever its arguments, it fails with ``problem``."""
+    parser = _Refusing(prog=f"fdcore {name}", add_help=False)
+    parser.set_defaults(run=functools.partial(_refuse, problem))
+    return parser
+
+
+class _Refusing(argparse.ArgumentParser):
+    """Takes every argument unread (they belong to a command that is not there)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace = namespace or argparse.Namespace()
+        for dest, value in self._defaults.items():
+            setattr(namespace, dest, value)
+        return namespace, []
+
+
+def _refuse(problem: str, args: argparse.Namespace) -> int:
+    raise PluginError(problem)
 
 
 ERROR = 2  # bad input, configuration or environment: what the one-line error says to fix

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
-from typing import Any
 
 from fdcore.abc import Notification
 from fdcore.agent.notify import open_routes
@@ -58,12 +57,17 @@ def _notify_test(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def register(commands: Any) -> None:
-    notify = commands.add_parser("notify", help="check notification routes")
-    notify_commands = notify.add_subparsers(dest="notify_command", required=True, metavar="COMMAND")
-    test = notify_commands.add_parser(
-        "test", help="send a test notification through each route of agent.toml"
-    )
-    test.add_argument("--config", required=True, help="path to agent.toml")
-    test.add_argument("--route", help="only this route (default: every route)")
-    test.set_defaults(run=_notify_test)
+class Notify:
+    name = "notify"
+    help = "check notification routes"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        commands = parser.add_subparsers(dest="notify_command", required=True, metavar="COMMAND")
+        test = commands.add_parser(
+            "test", help="send a test notification through each route of agent.toml"
+        )
+        test.add_argument("--config", required=True, help="path to agent.toml")
+        test.add_argument("--route", help="only this route (default: every route)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _notify_test(args)  # ``test``, its one subcommand

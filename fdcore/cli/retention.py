@@ -59,26 +59,33 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: Any) -> None:
-    retention = commands.add_parser("retention", help="move finished requests to the archive")
-    sub = retention.add_subparsers(dest="retention_command", required=True, metavar="COMMAND")
-    run = sub.add_parser("run", help="archive (or delete) finished requests older than --keep")
-    run.add_argument("--env", required=True, help="environment URL")
-    add_flag(
-        run,
-        "--keep",
-        Duration(),
-        # the declared default, read by the reader as a typed value is
-        default=format_duration(default_of(RetentionConfig, "keep")),
-        help='age of a finished request (default "%(default)s")',
-    )
-    run.add_argument("--delete", action="store_true", help="delete instead of archiving")
-    run.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
-    add_flag(
-        run,
-        "--grace",
-        GRACE,
-        help="seconds past a deadline before its request may go (default %(default)g)",
-    )
-    run.add_argument("--json", action="store_true", help="machine-readable output")
-    run.set_defaults(run=_run)
+class Retention:
+    name = "retention"
+    help = "move finished requests to the archive"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="retention_command", required=True, metavar="COMMAND")
+        run = sub.add_parser("run", help="archive (or delete) finished requests older than --keep")
+        run.add_argument("--env", required=True, help="environment URL")
+        add_flag(
+            run,
+            "--keep",
+            Duration(),
+            # the declared default, read by the reader as a typed value is
+            default=format_duration(default_of(RetentionConfig, "keep")),
+            help='age of a finished request (default "%(default)s")',
+        )
+        run.add_argument("--delete", action="store_true", help="delete instead of archiving")
+        run.add_argument(
+            "--dry-run", action="store_true", help="say what would move; change nothing"
+        )
+        add_flag(
+            run,
+            "--grace",
+            GRACE,
+            help="seconds past a deadline before its request may go (default %(default)g)",
+        )
+        run.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _run(args)  # ``run``, its one subcommand

@@ -12,6 +12,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 
 import attrs
@@ -22,7 +23,7 @@ from fdcore.agent.core import Agent
 from fdcore.agent.schedules import build_schedules
 from fdcore.agent.settings import AgentConfig
 from fdcore.clock import Clock, SystemClock
-from fdcore.contract.layout import REQUESTS
+from fdcore.contract.layout import LEASES, REQUESTS, STATUS
 from fdcore.contract.models import AgentRecord
 from fdcore.incidents.watch import watch_incidents
 from fdcore.mailbox.access import Mailbox, ProblemLog
@@ -48,7 +49,7 @@ def same_host_process_gone(record: AgentRecord) -> bool:
 
 # A table run that cannot be waited on (a plugin runner without ``wait``) is looked at this often.
 RUN_TICK_SECONDS = 0.02
-# Woken for a due slot this long after it, so the slot is due on the agent's clock too.
+# Woken for a due slot (or a lease's end) this long after it, so it is due on the agent's clock too.
 DUE_MARGIN_SECONDS = 0.001
 
 
@@ -57,8 +58,9 @@ class AgentRuntime:
 
     The agent polls every ``poll_seconds``; between polls the runtime sleeps until something
     happens and then lets the agent react at once (:meth:`Agent.react`): a table run ended (a
-    thread waits on each), a schedule's slot fell due, or the storage saw a request submitted
-    (backends that can watch, see docs/agents.md).
+    thread waits on each), a schedule's slot fell due, a table lease a request waits for ran
+    out, or the storage saw a request submitted, a lease written or a status changed (backends
+    that can watch, see docs/agents.md). Nothing else wakes it.
     """
 
     def __init__(
@@ -88,7 +90,7 @@ class AgentRuntime:
         self._stop_requested_at: float | None = None
         # [incidents] enabled: evaluation and delivery on a thread of their own (docs/incidents.md)
         self.incidents = watch_incidents(
-            config, plugins, clock or SystemClock(), self.agent.parts.notify
+            config, plugins, clock or SystemClock(), self.agent.components.notify
         )
 
     def request_stop(self, *_: object) -> None:
@@ -123,27 +125,37 @@ class AgentRuntime:
         self._new_work.set()
         self._wake.set()
 
-    def _watch_requests(self) -> None:
-        """Have the storage say when a request is submitted, if it can (else polls find it)."""
+    def _watch_mailbox(self) -> None:
+        """Have the storage say when a request is submitted, and when a lease is written or a
+        status changes (a lease a request here waits for may be free: released, or freed by
+        its request's finish), if it can; else polls find them."""
         if not isinstance(self.storage, WatchableStorage):
             return
         storage = self.storage
 
-        def watch() -> None:
+        def watch(prefix: str, changed: Callable[[], None], what: str) -> None:
             try:
-                storage.watch(REQUESTS, self._on_submitted, self._closing)
+                storage.watch(prefix, changed, self._closing)
             except Exception as exc:
-                log.warning("%s: not watching for new requests: %s", self.config.name, exc)
+                log.warning("%s: not watching for %s: %s", self.config.name, what, exc)
 
-        threading.Thread(target=watch, name="fdcore-watch", daemon=True).start()
+        for prefix, changed, what in (
+            (REQUESTS, self._on_submitted, "new requests"),
+            (LEASES, self._wake.set, "freed leases"),
+            (STATUS, self._wake.set, "finished requests"),
+        ):
+            threading.Thread(
+                target=watch, args=(prefix, changed, what), name=f"watch-{prefix}", daemon=True
+            ).start()
 
     def _sleep_seconds(self, next_poll: float) -> float:
-        """Until the next poll, the next due slot, or a tick while an unwaitable run runs."""
+        """Until the next poll, the next due slot or lease a request waits for running out, or
+        a tick while an unwaitable run runs."""
         seconds = next_poll - time.monotonic()
-        due = self.agent.next_due(self.clock.now())
-        if due is not None:
-            until_due = (due - self.clock.now()).total_seconds() + DUE_MARGIN_SECONDS
-            seconds = min(seconds, until_due)
+        wake = self.agent.next_wake(self.clock.now())
+        if wake is not None:
+            until = (wake - self.clock.now()).total_seconds() + DUE_MARGIN_SECONDS
+            seconds = min(seconds, until)
         held = self.agent.held.values()
         if any(w.run is not None and not isinstance(w.run, WaitableRun) for w in held):
             seconds = min(seconds, RUN_TICK_SECONDS)
@@ -155,7 +167,7 @@ class AgentRuntime:
         log.info("%s: running on %s", self.config.name, self.storage.url)
         if self.incidents is not None:
             self.incidents.start()
-        self._watch_requests()
+        self._watch_mailbox()
         next_poll = time.monotonic()
         while True:
             # Cleared before the step: a run ending during it wakes the next wait at once.

@@ -93,13 +93,14 @@ def with_host_folder(rows: list[AgentRow], host: str, admission: str) -> list[Ag
 
 
 def agent_state(
-    record: AgentRecord | None, now: datetime, policy: TakeoverPolicy, grace: float
+    record: AgentRecord | None, now: datetime, policy: TakeoverPolicy | None, grace: float
 ) -> str:
+    """Without a takeover ``policy`` (none installed) an agent is never judged lost."""
     if record is None:
         return "unreadable"
     if record.stopped_at is not None:
         return "stopped"
-    if policy.is_lost(record, now, grace):
+    if policy is not None and policy.is_lost(record, now, grace):
         return "lost"
     if now > record.updated_at + timedelta(seconds=record.stale_after):
         return "stale"
@@ -107,7 +108,7 @@ def agent_state(
 
 
 def agent_rows(
-    mailbox: Mailbox, now: datetime, policy: TakeoverPolicy, grace: float
+    mailbox: Mailbox, now: datetime, policy: TakeoverPolicy | None, grace: float
 ) -> list[AgentRow]:
     rows = []
     for name in sorted(mailbox.agent_names()):

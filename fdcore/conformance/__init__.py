@@ -5,4 +5,9 @@ functions of :mod:`.probes`, so what the suite proves on a laptop is what doctor
 tenant.
 
 Layer 6: imports the layers below it (errors, abc, plugins); no pytest.
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); vendors run
+these probes through :mod:`fdcore.testing.storage_suite`.
 """
+
+__all__: list[str] = []

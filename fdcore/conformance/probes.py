@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from functools import partial
 from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any, TypeVar
@@ -35,8 +36,10 @@ from fdcore.abc import (
     Blob,
     BoundedRead,
     ChangeCheck,
+    Listed,
     Storage,
     StoreClock,
+    VersionedListing,
     WatchableStorage,
     read_mailbox_file,
 )
@@ -969,19 +972,29 @@ def probe_list_paging(ctx: ProbeContext) -> str:
     # beside the prefix on both sides: a listing that pages past its end would show them
     beside = [f"{base}im/x", f"{base}in.x", f"{base}in0", f"{base}io/x"]
     for_each_key(ctx, [*inside, *beside], lambda store, key: store.create(key, b"p"))
+    also = ""
     with _opened(ctx) as store:
-        listed = list(store.list(f"{base}in/"))
+        _check_pages("list", list(store.list(f"{base}in/")), inside, page)
+        if isinstance(store, VersionedListing):
+            versions = [one.key for one in store.list_versions(f"{base}in/")]
+            _check_pages("list_versions", versions, inside, page)
+            also = " (and by list_versions)"
+    return (
+        f"{len(inside)} keys listed over 3 pages of {page}{also}, and none from beside the prefix"
+    )
+
+
+def _check_pages(how: str, listed: list[str], inside: list[str], page: int) -> None:
     _expect(
         len(listed) == len(inside),
-        f"list gave {len(listed)} of {len(inside)} keys (pages of {page}): a listing must follow "
-        "every page of the store's listing",
+        f"{how} gave {len(listed)} of {len(inside)} keys (pages of {page}): a listing must "
+        "follow every page of the store's listing",
     )
     _expect(
         listed == inside,
-        f"list over {len(inside) // page + 1} pages of {page} gave the "
+        f"{how} over {len(inside) // page + 1} pages of {page} gave the "
         "keys out of order, repeated or from outside the prefix",
     )
-    return f"{len(inside)} keys listed over 3 pages of {page}, and none from beside the prefix"
 
 
 #: Pairs of keys that differ only by case or Unicode form: different keys, never one.
@@ -1164,6 +1177,7 @@ OPTIONAL_PROTOCOLS: dict[str, type] = {
     "BoundedRead": BoundedRead,
     "ChangeCheck": ChangeCheck,
     "StoreClock": StoreClock,
+    "VersionedListing": VersionedListing,
     "WatchableStorage": WatchableStorage,
 }
 
@@ -1198,6 +1212,93 @@ def probe_optional_protocols(ctx: ProbeContext) -> str:
     return f"offers {', '.join(offered)}" if offered else "offers no optional protocol"
 
 
+@_probe("versioned-listing")
+def probe_versioned_listing(ctx: ProbeContext) -> str:
+    """A listing with versions (:class:`VersionedListing`) lists the keys ``list`` does, each
+    with the etag a read returns (a new one after a replace, and after delete and create again)
+    and the store's time of its write: aware UTC, the same in every listing until the key is
+    written again, never going back, and the store clock's ``last_write_time()`` of that write
+    within its ``clock_resolution`` where the store has one. (Paging: list-paging.)"""
+    base = ctx.key("versions/")
+    first, second = base + "a.json", base + "b/c.json"
+    with _opened(ctx) as store, _opened(ctx) as other:
+        if not isinstance(other, VersionedListing):
+            return "no versioned listing (readers read every file they need)"
+        etags = {first: store.create(first, b"a0")}
+        written = {first: _write_time(store)}
+        etags[second] = store.create(second, b"c0")
+        written[second] = _write_time(store)
+        before = _check_versions(store, other, base, etags, written)
+        again = {one.key: one.modified for one in other.list_versions(base)}
+        _expect(
+            again == {key: one.modified for key, one in before.items()},
+            f"a second listing with no write between gave other times: {again}, first "
+            f"{ {key: one.modified for key, one in before.items()} } (modified is the time of "
+            "the write, by the store's clock, not the time of the listing)",
+        )
+        etags[first] = store.replace(first, b"a1", etags[first])
+        written[first] = _write_time(store)
+        store.delete(second)
+        etags[second] = store.create(second, b"c1")
+        written[second] = _write_time(store)
+        after = _check_versions(store, other, base, etags, written)
+        for key, what in ((first, "a replace"), (second, "a delete and a create")):
+            _expect(
+                after[key].etag != before[key].etag,
+                f"{key!r} was listed with etag {before[key].etag} before and after {what}",
+            )
+            _expect(
+                after[key].modified >= before[key].modified,
+                f"{key!r} was listed as modified at {after[key].modified} after {what}, earlier "
+                f"than before it ({before[key].modified})",
+            )
+    clock = "; modified within the store clock's resolution" if written[first] else ""
+    return (
+        "each key listed as list lists it, with the etag a read returns (new after a replace "
+        f"and after delete and create) and a stable, aware UTC modified time{clock}"
+    )
+
+
+def _write_time(store: Storage) -> datetime | None:
+    """The store's time of its last write, where it tells (StoreClock)."""
+    return store.last_write_time() if isinstance(store, StoreClock) else None
+
+
+def _check_versions(
+    store: Storage,
+    other: VersionedListing,
+    base: str,
+    etags: dict[str, str],
+    written: dict[str, datetime | None],
+) -> dict[str, Listed]:
+    """List ``base`` with versions from ``other`` and check each key against what was written."""
+    listed = list(other.list_versions(base))
+    keys = [one.key for one in listed]
+    plain = list(store.list(base))
+    _expect(keys == plain, f"list_versions gave keys {keys}, list gave {plain}")
+    _expect(keys == sorted(etags), f"list_versions gave keys {keys}, expected {sorted(etags)}")
+    resolution = timedelta(seconds=float(getattr(store, "clock_resolution", 0.0) or 0.0))
+    for one in listed:
+        blob = store.read(one.key)
+        _expect(
+            blob is not None and one.etag == blob.etag == etags[one.key],
+            f"{one.key!r} was listed with etag {one.etag}; a read gave "
+            f"{'nothing' if blob is None else blob.etag}, the write {etags[one.key]}",
+        )
+        modified = one.modified
+        _expect(
+            isinstance(modified, datetime) and modified.utcoffset() == timedelta(0),
+            f"{one.key!r} was listed as modified at {modified!r}, expected an aware UTC time",
+        )
+        stamped = written[one.key]
+        _expect(
+            stamped is None or abs(modified - stamped) <= resolution,
+            f"{one.key!r} was listed as modified at {modified}, the store clock stamped its "
+            f"write {stamped} (resolution {resolution.total_seconds()} s)",
+        )
+    return {one.key: one for one in listed}
+
+
 #: Every probe, in the order doctor runs them (cheap first, so a broken store fails fast).
 PROBES: tuple[Probe, ...] = (
     probe_create_read_delete,
@@ -1221,4 +1322,5 @@ PROBES: tuple[Probe, ...] = (
     probe_no_lost_updates,
     probe_no_partial_reads,
     probe_optional_protocols,
+    probe_versioned_listing,
 )

@@ -25,6 +25,21 @@ from cattrs.v import format_exception
 from fdcore.contract.models import IncidentState, Outcome, State
 from fdcore.errors import FileTooLarge, InvalidId, MailboxFileError
 
+__all__ = [
+    "EARLIEST",
+    "FILE_BYTES_RANGE",
+    "LATEST",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "converter",
+    "decode",
+    "encode",
+    "encode_within",
+    "format_time",
+    "parse_time",
+    "to_dict",
+]
+
 T = TypeVar("T")
 
 converter = cattrs.Converter(detailed_validation=True)

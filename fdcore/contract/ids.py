@@ -6,6 +6,12 @@ import re
 
 from fdcore.errors import InvalidId
 
+__all__ = [
+    "ID_PATTERN",
+    "is_valid_id",
+    "validate_id",
+]
+
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

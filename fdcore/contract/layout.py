@@ -26,6 +26,34 @@ from datetime import datetime, timezone
 
 from fdcore.contract.ids import validate_id
 
+__all__ = [
+    "AGENTS",
+    "ARCHIVE",
+    "ARCHIVE_INDEX",
+    "CANCELS",
+    "FENCES",
+    "INCIDENTS",
+    "LEASES",
+    "REQUESTS",
+    "RETRIES",
+    "RUNS",
+    "STATUS",
+    "TABLES",
+    "agent_key",
+    "archive_day",
+    "archive_index_key",
+    "archived_key",
+    "archived_runs_prefix",
+    "cancel_key",
+    "fence_key",
+    "lease_key",
+    "request_key",
+    "retry_key",
+    "run_key",
+    "status_key",
+    "table_key",
+]
+
 REQUESTS = "requests/"
 STATUS = "status/"
 AGENTS = "agents/"

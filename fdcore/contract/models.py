@@ -16,6 +16,30 @@ import attrs
 from fdcore.contract.ids import validate_id
 from fdcore.durations import MAX_SECONDS
 
+__all__ = [
+    "MAX_OUTPUT_BYTES",
+    "MAX_SECONDS",
+    "AgentRecord",
+    "ArchiveEntry",
+    "Attempt",
+    "Cancel",
+    "Incident",
+    "IncidentDelivery",
+    "IncidentDocument",
+    "IncidentNote",
+    "IncidentState",
+    "Lease",
+    "Outcome",
+    "Request",
+    "Retry",
+    "RunRecord",
+    "ScheduleInfo",
+    "ScheduleRef",
+    "State",
+    "Status",
+    "output_tail",
+]
+
 
 def _id(what: str) -> Any:
     def check(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:

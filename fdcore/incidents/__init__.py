@@ -10,4 +10,9 @@
 
 Layer: above :mod:`fdcore.agent` (it uses its settings and notification routes), below the
 simulator and the command line.
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); notifiers get a
+:class:`fdcore.abc.Notification`.
 """
+
+__all__: list[str] = []

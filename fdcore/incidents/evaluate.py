@@ -58,6 +58,12 @@ class Evaluation:
     problems: list[str] = attrs.field(factory=list)
     statuses: list[Status] = attrs.field(factory=list)  # every status read
 
+    def unreadable(self, key: str, path: str, exc: Exception) -> None:
+        """The file at ``path`` could not be read: incident ``key`` is neither opened nor
+        resolved, and the problem is noted."""
+        self.unknown.add(key)
+        self.problems.append(f"{path}: {exc}")
+
 
 @attrs.frozen
 class Outcome:
@@ -101,8 +107,7 @@ def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluat
         try:
             found = mailbox.agent(name)
         except (MailboxFileError, StorageUnavailable) as exc:
-            seen.unknown.add(f"{AGENT_OFFLINE}:{name}")
-            seen.problems.append(f"{agent_key(name)}: {exc}")
+            seen.unreadable(f"{AGENT_OFFLINE}:{name}", agent_key(name), exc)
             all_read = False  # its schedules are unknown too
             continue
         if found is None:
@@ -150,8 +155,7 @@ def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> bool:
         try:
             found = mailbox.status(request_id)
         except (MailboxFileError, StorageUnavailable) as exc:
-            seen.unknown.add(f"{REQUEST_FAILED}:{request_id}")
-            seen.problems.append(f"{status_key(request_id)}: {exc}")
+            seen.unreadable(f"{REQUEST_FAILED}:{request_id}", status_key(request_id), exc)
             slots_read = False  # we cannot tell which slot it was for
             continue
         if found is None:

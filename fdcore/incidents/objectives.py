@@ -24,16 +24,6 @@ def objective_key(objective: Objective) -> str:
     return f"{OBJECTIVE}:{objective.subject}"
 
 
-def _runs(mailbox: Mailbox, status: Status) -> list[RunRecord]:
-    """The request's run log; raises if any record cannot be read (unlike Mailbox.runs)."""
-    records = []
-    for key in mailbox.storage.list(f"runs/{status.request}/"):
-        found = mailbox.read(RunRecord, key)
-        if found is not None:
-            records.append(found.value)
-    return records
-
-
 def _schedule_of(mailbox: Mailbox, status: Status) -> str | None:
     found = mailbox.request(status.request)
     if found is None or found.value.schedule is None:
@@ -53,63 +43,88 @@ def look_at_objectives(
     longest = max(max(o.window if o.success_rate else 0, o.freshness or 0) for o in objectives)
     recent = [s for s in statuses if s.updated_at >= now - timedelta(seconds=longest)]
     problems: list[str] = []
-    runs: list[RunRecord] | None = None
+    runs = None
     if any(o.table is not None for o in objectives):
-        runs = []
-        for status in recent:
-            try:
-                runs.extend(_runs(mailbox, status))
-            except (MailboxFileError, StorageUnavailable) as exc:
-                problems.append(f"run log of {status.request} unreadable: {exc}")
-                runs = None
-                break
-    by_schedule: dict[str, list[Status]] | None = None
+        runs = _recent_runs(mailbox, recent, problems)
+    by_schedule = None
     if any(o.schedule is not None for o in objectives):
-        by_schedule = {}
-        for status in recent:
-            if not status.state.final:
-                continue
-            try:
-                schedule = _schedule_of(mailbox, status)
-            except (MailboxFileError, StorageUnavailable) as exc:
-                problems.append(f"request {status.request} unreadable: {exc}")
-                by_schedule = None
-                break
-            if schedule is not None:
-                by_schedule.setdefault(schedule, []).append(status)
+        by_schedule = _ended_by_schedule(mailbox, recent, problems)
     findings, judged = [], set()
     for objective in objectives:
-        if objective.table is not None:
-            if runs is None:
-                continue
-            ended = [
-                (run.ended_at, run.outcome is Outcome.SUCCEEDED)
-                for run in runs
-                if run.table == objective.table and run.outcome is not Outcome.RUNNING
-            ]
-        else:
-            if by_schedule is None:
-                continue
-            ended = [
-                (status.updated_at, status.state is State.SUCCEEDED)
-                for status in by_schedule.get(str(objective.schedule), [])
-            ]
+        ended = _ended(objective, runs, by_schedule)
+        if ended is None:
+            continue  # what it is judged from could not be read: neither opened nor resolved
         judged.add(objective_key(objective))
         breaches = breached(objective, ended, now)
         if breaches:
-            what = (
-                f"Table {objective.table}" if objective.table else f"Schedule {objective.schedule}"
-            )
-            findings.append(
-                Finding(
-                    OBJECTIVE,
-                    objective.subject,
-                    f"{what} misses its objective",
-                    "; ".join(breaches),
-                    severity="warning",
-                )
-            )
+            findings.append(_finding(objective, breaches))
     return findings, judged, problems
+
+
+def _recent_runs(
+    mailbox: Mailbox, recent: Sequence[Status], problems: list[str]
+) -> list[RunRecord] | None:
+    """The run logs of the recent requests; None (and the problem noted) if one is unreadable."""
+    runs: list[RunRecord] = []
+    for status in recent:
+        try:
+            runs.extend(mailbox.runs(status.request, strict=True))
+        except (MailboxFileError, StorageUnavailable) as exc:
+            problems.append(f"run log of {status.request} unreadable: {exc}")
+            return None
+    return runs
+
+
+def _ended_by_schedule(
+    mailbox: Mailbox, recent: Sequence[Status], problems: list[str]
+) -> dict[str, list[Status]] | None:
+    """The recent final statuses by their request's schedule; None (and the problem noted) if a
+    request is unreadable."""
+    by_schedule: dict[str, list[Status]] = {}
+    for status in recent:
+        if not status.state.final:
+            continue
+        try:
+            schedule = _schedule_of(mailbox, status)
+        except (MailboxFileError, StorageUnavailable) as exc:
+            problems.append(f"request {status.request} unreadable: {exc}")
+            return None
+        if schedule is not None:
+            by_schedule.setdefault(schedule, []).append(status)
+    return by_schedule
+
+
+def _ended(
+    objective: Objective,
+    runs: list[RunRecord] | None,
+    by_schedule: dict[str, list[Status]] | None,
+) -> list[tuple[datetime, bool]] | None:
+    """(ended at, succeeded) of each of the objective's runs or requests; None if unread."""
+    if objective.table is not None:
+        if runs is None:
+            return None
+        return [
+            (run.ended_at, run.outcome is Outcome.SUCCEEDED)
+            for run in runs
+            if run.table == objective.table and run.outcome is not Outcome.RUNNING
+        ]
+    if by_schedule is None:
+        return None
+    return [
+        (status.updated_at, status.state is State.SUCCEEDED)
+        for status in by_schedule.get(str(objective.schedule), [])
+    ]
+
+
+def _finding(objective: Objective, breaches: list[str]) -> Finding:
+    what = f"Table {objective.table}" if objective.table else f"Schedule {objective.schedule}"
+    return Finding(
+        OBJECTIVE,
+        objective.subject,
+        f"{what} misses its objective",
+        "; ".join(breaches),
+        severity="warning",
+    )
 
 
 def breached(

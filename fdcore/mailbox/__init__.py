@@ -3,5 +3,11 @@
 :mod:`.access` reads and writes the contract's files with their etags and reports malformed ones
 once; :mod:`.submit` queues a request; :mod:`.fencing` is the table writer's fenced write.
 
-Layer 5: imports the layers below (errors, contract, abc, plugins, builtin).
+Layer 4: imports the layers below (errors, contract, abc, plugins).
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); plugins read the
+files through :mod:`fdcore.contract`. One function here is for table processes:
+:func:`.fencing.fenced_write_from_env` (docs/agents.md).
 """
+
+__all__: list[str] = []

@@ -276,10 +276,13 @@ class Mailbox:
         """The requests an operator cancelled: one listing, whatever their number."""
         return self.ids(CANCELS)
 
-    def runs(self, request_id: str) -> list[RunRecord]:
+    def runs(self, request_id: str, *, strict: bool = False) -> list[RunRecord]:
+        """The request's run log: a malformed record is reported and left out, or with
+        ``strict`` raises MailboxFileError (a reader that must not judge from part of it)."""
+        read = self.read if strict else self.read_or_report
         records = []
         for key in self.storage.list(f"{RUNS}{validate_id(request_id, 'request id')}/"):
-            found = self.read_or_report(RunRecord, key)
+            found = read(RunRecord, key)
             if found is not None:
                 records.append(found.value)
         return records

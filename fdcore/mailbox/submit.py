@@ -1,8 +1,10 @@
 """Submitting a request: one create-if-absent of ``requests/<id>.json``; and retrying one.
 
-An id given by the caller is first looked up in the archive index: a request retention moved
-away keeps its id (a second request under it would run again, and hide behind the archived one
-in ``fdcore queue --all``).
+Submitting with an id is idempotent: a caller that lost the answer and submits again with the
+same id and the same work gets the request that is there (live or archived by retention), and
+nothing is queued twice; the same id naming other work is refused. The archive index is looked
+up first: a request retention moved away keeps its id (a second request under it would run
+again, and hide behind the archived one in ``fdcore queue --all``).
 
 A retry is a new request (requests never change), linked both ways: it names the old request in
 ``retry_of``, and ``retries/<old id>.json`` names it. The link is created first, with
@@ -16,12 +18,13 @@ from __future__ import annotations
 import secrets
 from datetime import datetime, timezone
 
+from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
-from fdcore.contract.layout import archive_index_key, request_key, retry_key
+from fdcore.contract.layout import request_key, retry_key
 from fdcore.contract.models import Request, Retry, State
 from fdcore.errors import AlreadyExists, RequestError
 from fdcore.mailbox.access import Mailbox
-from fdcore.mailbox.archive import archive_entry
+from fdcore.mailbox.archive import archive_entry, find_request_files
 from fdcore.mailbox.cancel import known_request
 
 #: The final states a request may be retried from (a succeeded one has nothing to run again).
@@ -44,13 +47,13 @@ def submit(
 ) -> Request:
     """Write a new request into the mailbox (create-if-absent); return it.
 
-    Raises AlreadyExists if a request of that id is live or archived, and RequestError if its
+    With ``request_id`` of a request that exists (live or archived) and names the same work
+    (:data:`WORK_FIELDS`), return that request: a submission retried after a lost answer queues
+    nothing twice. Raises :class:`RequestError` if it names other work, or if the new request's
     status could not hold every table done within the mailbox's size bound (an agent with that
-    bound would fail it at once).
+    bound would fail it at once); MailboxFileError if the request there is malformed.
     """
     now = now or datetime.now(timezone.utc)
-    if request_id is not None and archive_entry(mailbox, request_id) is not None:
-        raise AlreadyExists(archive_index_key(request_id), "archived by retention")
     request = Request(
         id=request_id or new_request_id(now),
         entities=entities,
@@ -59,9 +62,64 @@ def submit(
         deadline=deadline,
         max_attempts=max_attempts,
     )
+    if request_id is not None:
+        standing = _standing(mailbox, request)
+        if standing is not None:
+            return standing
     _refuse_unfit(mailbox, request)
-    mailbox.create(request_key(request.id), request)
+    try:
+        mailbox.create(request_key(request.id), request)
+    except AlreadyExists:
+        # Created since the look above (or gone again, archived): decide on what is there now.
+        standing = _standing(mailbox, request)
+        if standing is None:
+            raise
+        return standing
     return request
+
+
+#: What makes two requests of one id the same work; who submitted it and when do not count.
+WORK_FIELDS = ("entities", "deadline", "max_attempts", "schedule", "affinity", "retry_of")
+
+
+def work_differences(one: Request, other: Request) -> list[str]:
+    """The fields of :data:`WORK_FIELDS` in which ``other`` differs from ``one``, each as
+    ``field=<other's value>``; empty if they name the same work."""
+    return [
+        f"{name}={_shown(getattr(other, name))}"
+        for name in WORK_FIELDS
+        if getattr(one, name) != getattr(other, name)
+    ]
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, datetime):
+        return format_time(value)
+    return str(value)
+
+
+def _standing(mailbox: Mailbox, request: Request) -> Request | None:
+    """The request already under ``request.id`` (live, else archived) if it names the same
+    work; None if there is none; RequestError if it names other work."""
+    live = mailbox.request(request.id)
+    if live is not None:
+        standing, where = live.value, ""
+    elif archive_entry(mailbox, request.id) is not None:
+        files = find_request_files(mailbox, request.id)
+        if files is None or files.request is None:
+            raise RequestError(f"request {request.id} is archived without its request file")
+        standing, where = files.request, " (archived)"
+    else:
+        return None
+    differences = work_differences(request, standing)
+    if differences:
+        raise RequestError(
+            f"request {request.id} already exists{where} with other work "
+            f"({' '.join(differences)}): submit it under another id"
+        )
+    return standing
 
 
 def _refuse_unfit(mailbox: Mailbox, request: Request) -> None:

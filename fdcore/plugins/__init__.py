@@ -5,6 +5,9 @@
 asks for an implementation by kind and name.
 
 Layer 3: imports :mod:`fdcore.errors`, :mod:`fdcore.contract` and :mod:`fdcore.abc`.
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); plugins mark
+hooks with ``fdcore.hookimpl`` and read the hooks' reference in docs/plugins.md.
 """
 
 from fdcore.plugins.hookspecs import hookimpl, hookspec

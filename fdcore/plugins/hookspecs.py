@@ -112,10 +112,11 @@ def fdcore_host_admissions() -> Sequence[HostAdmission]:
 
 @hookspec
 def fdcore_commands() -> Sequence[Command]:
-    """Return the subcommands this plugin adds to the ``fdcore`` command line (``simulate``).
+    """Return the subcommands this plugin adds to the ``fdcore`` command line (``simulate``;
+    fdcore's own, ``agent``, ``queue``..., come from the core's plugin ``commands``).
 
     Called once, when ``fdcore`` builds its argument parser (so on every ``fdcore`` invocation,
     before the arguments are read). The commands of every plugin are collected; a command name
-    that two plugins provide, or that is one of fdcore's own commands (``agent``, ``queue``...),
-    is an error naming the plugin(s).
+    that two plugins provide runs as the error naming both, and one of fdcore's own names is
+    refused (``fdcore plugins`` shows why).
     """

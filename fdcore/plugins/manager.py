@@ -36,9 +36,11 @@ from fdcore.errors import PluginError
 from fdcore.plugins import hookspecs
 
 ENTRY_POINT_GROUP = "fdcore"
-# Named, not imported: the built-in implementations sit in a layer above the plugin manager
-# (as pytest names its default plugins).
-BUILTIN_PLUGIN = "fdcore.builtin.plugin"
+# Named, not imported: the core's own plugins sit in layers above the plugin manager (as pytest
+# names its default plugins): ``builtin``, the implementations in the core (memory store,
+# runners...), and ``commands``, fdcore's own commands (``queue``, ``agent``...). Neither can be
+# disabled.
+BUILTIN_PLUGINS = {"builtin": "fdcore.builtin.plugin", "commands": "fdcore.cli.plugin"}
 DISABLE_VARIABLE = "FDCORE_DISABLE_PLUGINS"
 
 T = TypeVar("T")
@@ -130,6 +132,7 @@ class PluginInfo:
     version: str | None
     provides: dict[str, list[str]]  # kind label -> implementation names
     error: str | None = None  # why it failed to load, if it did
+    problems: list[str] = attrs.field(factory=list)  # names refused, each with the fix
 
 
 class Plugins:
@@ -139,6 +142,8 @@ class Plugins:
         self.manager = manager
         self.infos = infos
         self._impls: dict[str, dict[str, tuple[Any, PluginInfo]]] = {}
+        # A name two plugins provide is nobody's: asking for it is this error, naming both.
+        self._clashes: dict[str, dict[str, str]] = {}
         for index, info in enumerate(infos):
             if info.error:
                 continue
@@ -149,18 +154,41 @@ class Plugins:
                 infos[index] = attrs.evolve(info, error=_one_line(exc))
                 continue
             for kind in KINDS:
-                table = self._impls.setdefault(kind.label, {})
-                for impl in provided[kind.label]:
-                    if impl.name in table:
-                        other = table[impl.name][1]
-                        raise PluginError(
-                            f"{kind.label} {impl.name!r} is provided by two plugins: "
-                            f"{_describe(other)} and {_describe(info)}; "
-                            f"disable one with {DISABLE_VARIABLE}"
-                        )
-                    table[impl.name] = (impl, info)
-                if provided[kind.label]:
-                    info.provides[kind.label] = [impl.name for impl in provided[kind.label]]
+                kept = [impl for impl in provided[kind.label] if self._add(kind, impl, info)]
+                if kept:
+                    info.provides[kind.label] = [impl.name for impl in kept]
+
+    def _add(self, kind: Kind[Any], impl: Any, info: PluginInfo) -> bool:
+        """Record ``info``'s implementation ``impl``; False if its name is already taken (by
+        fdcore's own plugins: theirs stays; by another plugin: the name becomes a clash)."""
+        table = self._impls.setdefault(kind.label, {})
+        clashes = self._clashes.setdefault(kind.label, {})
+        found = table.get(impl.name)
+        if found is not None and found[1].name in BUILTIN_PLUGINS:
+            info.problems.append(
+                f"{kind.label} {impl.name!r} is fdcore's own ({_describe(found[1])}): rename it, "
+                f"or disable the plugin with {DISABLE_VARIABLE}={_id(info)}"
+            )
+            return False
+        if impl.name in clashes:  # a third plugin with the name
+            info.problems.append(clashes[impl.name])
+            return False
+        if found is not None:
+            other = found[1]
+            problem = clashes[impl.name] = (
+                f"{kind.label} {impl.name!r} is provided by two plugins: {_describe(other)} and "
+                f"{_describe(info)}; disable one with {DISABLE_VARIABLE}"
+            )
+            del table[impl.name]
+            names = other.provides.get(kind.label, [])
+            other.provides[kind.label] = [n for n in names if n != impl.name]
+            if not other.provides[kind.label]:
+                del other.provides[kind.label]
+            other.problems.append(problem)
+            info.problems.append(problem)
+            return False
+        table[impl.name] = (impl, info)
+        return True
 
     def _provided_by(self, name: str, kind: Kind[Any]) -> list[Any]:
         """What the plugin called ``name`` returns from ``kind``'s hook, called through pluggy."""
@@ -173,7 +201,12 @@ class Plugins:
         return found
 
     def implementations(self, kind: Kind[T]) -> dict[str, T]:
+        """Every usable implementation of ``kind`` by name (a clashing name is none of them)."""
         return {name: impl for name, (impl, _) in self._impls.get(kind.label, {}).items()}
+
+    def clashes(self, kind: Kind[Any]) -> dict[str, str]:
+        """The names of ``kind`` two plugins provide, each with the error that names both."""
+        return dict(self._clashes.get(kind.label, {}))
 
     def provider(self, kind: Kind[Any], name: str) -> str:
         """The plugin (and its distribution) that provides ``kind`` ``name``, for messages."""
@@ -185,6 +218,9 @@ class Plugins:
         if found is not None:
             impl: T = found[0]
             return impl
+        clash = self._clashes.get(kind.label, {}).get(name)
+        if clash is not None:
+            raise PluginError(clash)
         raise PluginError(self._missing(kind, name, f"{kind.label} {name!r}"))
 
     def _missing(self, kind: Kind[Any], name: str, what: str, setting: str | None = None) -> str:
@@ -252,6 +288,11 @@ def _describe(info: PluginInfo) -> str:
     return f"{info.name} ({info.distribution})" if info.distribution else info.name
 
 
+def _id(info: PluginInfo) -> str:
+    """What ``FDCORE_DISABLE_PLUGINS`` takes to disable the plugin: its distribution, if any."""
+    return info.distribution or info.name
+
+
 def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
@@ -274,38 +315,95 @@ def load_plugins(
     loaded. A plugin that fails to import, or whose hook raises, is recorded with its error, not
     raised: it shows in ``fdcore plugins`` and in the error for anything only it would provide.
     """
-    builtin = importlib.import_module(BUILTIN_PLUGIN)
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     infos: list[PluginInfo] = []
-    manager.register(builtin, name="builtin")
-    infos.append(PluginInfo("builtin", "fdcore", _version("fdcore"), {}))
+    for name, module in BUILTIN_PLUGINS.items():
+        manager.register(importlib.import_module(module), name=name)
+        infos.append(PluginInfo(name, "fdcore", _version("fdcore"), {}))
     disabled = _disabled_names()
     for ep in _entry_points() if use_entry_points else ():
         distribution = ep.dist.name if ep.dist else None
         if ep.name in disabled or distribution in disabled:
             continue
-        version = ep.dist.version if ep.dist else None
+        info = PluginInfo(ep.name, distribution, ep.dist.version if ep.dist else None, {})
         try:
             plugin = ep.load()
         except Exception as exc:  # any import failure must not take the core down
-            infos.append(PluginInfo(ep.name, distribution, version, {}, _one_line(exc)))
+            infos.append(attrs.evolve(info, error=_one_line(exc)))
             continue
         try:
             manager.register(plugin, name=ep.name)
-        except pluggy.PluginValidationError as exc:
-            infos.append(PluginInfo(ep.name, distribution, version, {}, str(exc).splitlines()[0]))
-            continue
-        infos.append(PluginInfo(ep.name, distribution, version, {}))
+        except (ValueError, pluggy.PluginValidationError) as exc:  # nor a registration failure
+            error = _registration_error(manager, infos, ep.name, plugin, exc, given=False)
+            info = attrs.evolve(info, error=error)
+            if manager.get_plugin(ep.name) is plugin:  # pluggy left it half registered
+                manager.unregister(name=ep.name)
+        infos.append(info)
     for name, plugin in extra:
-        manager.register(plugin, name=name)
+        try:
+            manager.register(plugin, name=name)
+        except ValueError as exc:  # given, so the caller's mistake: one line saying which
+            error = _registration_error(manager, infos, name, plugin, exc, given=True)
+            raise PluginError(f"load_plugins(extra=...): {error}") from None
         infos.append(PluginInfo(name, None, None, {}))
-    try:
-        manager.check_pending()
-    except pluggy.PluginValidationError as exc:
-        name = manager.get_name(exc.plugin) or repr(exc.plugin)
-        raise PluginError(f"plugin {name!r} is invalid: {exc}".splitlines()[0]) from None
+    _leave_out_unknown_hooks(manager, infos, [name for name, _ in extra])
     return Plugins(manager, infos)
+
+
+def _registration_error(
+    manager: pluggy.PluginManager,
+    infos: list[PluginInfo],
+    name: str,
+    plugin: object,
+    exc: Exception,
+    *,
+    given: bool,
+) -> str:
+    """Why ``plugin`` could not be registered as ``name``, as one line naming the plugin already
+    there and the fix (``given``: passed to ``load_plugins(extra=...)``, else an entry point)."""
+    if not isinstance(exc, ValueError):  # a hook whose arguments its hookspec does not have
+        return _one_line(exc)
+    if manager.has_plugin(name):
+        there = _describe(next(info for info in infos if info.name == name))
+        if given:
+            fix = f"pass another name, or disable it with {DISABLE_VARIABLE}"
+            return f"the name {name!r} is taken by plugin {there}: {fix}"
+        return f"entry point name {name!r} is taken by plugin {there}: rename one of the two"
+    # the module is registered already, under another name
+    there = _describe(next(info for info in infos if info.name == manager.get_name(plugin)))
+    if given:
+        fix = f"leave it out, or disable the installed one with {DISABLE_VARIABLE}"
+        return f"{name!r} is already loaded as plugin {there}: {fix}"
+    return f"its module is already loaded as plugin {there}: remove one of the two entry points"
+
+
+def _leave_out_unknown_hooks(
+    manager: pluggy.PluginManager, infos: list[PluginInfo], given: list[str]
+) -> None:
+    """A plugin implementing a hook that does not exist (a misspelt ``fdcore_claim_policy``) is
+    left out with that error, or, when passed to ``load_plugins(extra=...)``, refused."""
+    hooks = [name for name in vars(hookspecs) if name.startswith("fdcore_")]
+    while True:
+        try:
+            manager.check_pending()
+            return
+        except pluggy.PluginValidationError as exc:
+            name = manager.get_name(exc.plugin) or repr(exc.plugin)
+            unknown = [
+                caller.name
+                for caller in manager.get_hookcallers(exc.plugin) or []
+                if not caller.has_spec()
+            ]
+            error = f"unknown hook {unknown[0]!r}" if unknown else _one_line(exc)
+            close = difflib.get_close_matches(unknown[0], hooks, n=1) if unknown else []
+            if close:
+                error += f" (did you mean {close[0]!r}?)"
+            if name in given:
+                raise PluginError(f"plugin {name!r} is invalid: {error}") from None
+            manager.unregister(exc.plugin)
+            index = next(i for i, info in enumerate(infos) if info.name == name)
+            infos[index] = attrs.evolve(infos[index], error=error)
 
 
 def _version(distribution: str) -> str | None:

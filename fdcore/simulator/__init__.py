@@ -6,11 +6,14 @@ the command line), :mod:`.plan` (what the seed fixes), :mod:`.trace` (what happe
 :mod:`.store` (each agent's faulty view of the store), :mod:`.world` (plays a plan out),
 :mod:`.invariants` and :mod:`.schedules` (the checkers that judge it), :mod:`.report`,
 :mod:`.simulation` (a run put together) and :mod:`.cli`. No module imports this package.
+
+Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); ``fdcore
+simulate`` is its interface.
 """
 
 from __future__ import annotations
 
-from fdcore.simulator.cli import register
+from fdcore.simulator.cli import Simulate
 from fdcore.simulator.invariants import Checker, Violation
 from fdcore.simulator.report import Report
 from fdcore.simulator.scenario import Scenario
@@ -21,10 +24,10 @@ __all__ = [
     "Checker",
     "Report",
     "Scenario",
+    "Simulate",
     "Violation",
     "World",
     "default_checkers",
-    "register",
     "simulate",
     "simulate_world",
 ]

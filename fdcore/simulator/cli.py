@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from typing import Any
 
 from fdcore.durations import Whole, add_flag
 from fdcore.simulator.options import add_options, scenario_from_args
@@ -57,19 +56,27 @@ def _line(report: Report) -> str:
     )
 
 
-def register(commands: Any) -> None:
-    parser = commands.add_parser(
-        "simulate",
-        help="run real agents under a seeded simulator and check the invariants",
-        description="Run N real agents against one in-memory store under virtual time, with "
-        "seeded crashes, pauses, clock skew, store latency and store errors; print the figures "
-        "and every invariant violation. Exits 1 if any invariant broke; the seed reproduces it.",
+class Simulate:
+    """``fdcore simulate``, a command of the core's ``simulator`` plugin."""
+
+    name = "simulate"
+    help = "run real agents under a seeded simulator and check the invariants"
+    description = (
+        "Run N real agents against one in-memory store under virtual time, with seeded crashes, "
+        "pauses, clock skew, store latency and store errors; print the figures and every "
+        "invariant violation. Exits 1 if any invariant broke; the seed reproduces it."
     )
-    add_flag(parser, "--seed", Whole(0, 2**63), default=0, help="seed of the (first) run")
-    add_flag(parser, "--runs", Whole(1, 100_000), default=1, help="run this many seeds from --seed")
-    parser.add_argument(
-        "--take-over", action="store_true", help="agents take over lost agents' requests"
-    )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    add_options(parser)
-    parser.set_defaults(run=_simulate)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_flag(parser, "--seed", Whole(0, 2**63), default=0, help="seed of the (first) run")
+        add_flag(
+            parser, "--runs", Whole(1, 100_000), default=1, help="run this many seeds from --seed"
+        )
+        parser.add_argument(
+            "--take-over", action="store_true", help="agents take over lost agents' requests"
+        )
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        add_options(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return _simulate(args)

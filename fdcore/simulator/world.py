@@ -496,7 +496,7 @@ class World:
             return
         store = host.store
         store.begin_poll()
-        free_before = agent.parts.claim.may_claim(agent.load())
+        free_before = agent.components.claim.may_claim(agent.load())
         stale_held = self._stale_held(host.name, agent)
         seq_start = self.next_seq()
         failure: Exception | None = None

@@ -6,6 +6,8 @@ plugin").
   ``fdcore_environment`` and ``fdcore_storage_options`` (where they run), ``fdcore_memory_fleet``
   (agents in this process on a memory store, manual clocks), ``fdcore_plugins`` and
   ``fdcore_quiet_agents``.
+* :mod:`fdcore.testing.fleet`: :class:`AgentFleet` (behind ``fdcore_fleet``), ``wait_until`` and
+  ``submit``: what tests drive real agents with.
 * :mod:`fdcore.testing.memory_fleet`: :class:`MemoryFleet`, behind ``fdcore_memory_fleet``.
 * :mod:`fdcore.testing.tables`: table functions for real agents that log every write with its
   fencing token, and :func:`table_writes` to read the log.

@@ -16,6 +16,15 @@ from fdcore.contract.models import Attempt, Outcome, State
 from fdcore.mailbox.access import Mailbox
 from fdcore.testing.tables import TableWrite
 
+__all__ = [
+    "assert_each_table_succeeded_once",
+    "assert_no_double_writers",
+    "assert_taken_over",
+    "double_writers",
+    "holder",
+    "successful_runs",
+]
+
 
 def double_writers(
     writes: Iterable[TableWrite], *, rejected_too: bool = False

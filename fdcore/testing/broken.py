@@ -18,13 +18,53 @@ import re
 import time
 import unicodedata
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import ClassVar
 
 import attrs
 
-from fdcore.abc import Blob, Storage, check_precondition, validate_key, validate_prefix
+from fdcore.abc import (
+    Blob,
+    Listed,
+    Storage,
+    VersionedListing,
+    check_precondition,
+    validate_key,
+    validate_prefix,
+)
 from fdcore.conformance.probes import PROBES_BY_NAME, Observation, ProbeContext, StorageFactory
 from fdcore.errors import AlreadyExists, InvalidKey, NotFound, PreconditionFailed
+
+__all__ = [
+    "BROKEN_STORES",
+    "RACE_WINDOW",
+    "BrokenFactory",
+    "BrokenStorage",
+    "CappedValues",
+    "CaseFoldingKeys",
+    "CheckThenCreate",
+    "CheckThenReplace",
+    "EtagBlindDelete",
+    "EtagBlindReplace",
+    "FirstPageListing",
+    "FirstPageVersions",
+    "FolderListing",
+    "GlobListing",
+    "LaxKeys",
+    "LikeListing",
+    "ListingTimeModified",
+    "NaiveModified",
+    "NormalisingKeys",
+    "OverwritingCreate",
+    "SameEtagAfterReplace",
+    "StaleList",
+    "StaleListedEtag",
+    "StaleRead",
+    "TornReplace",
+    "UnboundedRead",
+    "UnsortedListing",
+    "catch",
+]
 
 #: How long a check-then-act wrapper waits between its check and its act: long enough for
 #: racers in other processes to pass the same check.
@@ -36,6 +76,8 @@ class BrokenStorage:
 
     #: The property (probe and doctor line) this store breaks.
     promise: ClassVar[str] = ""
+    #: The optional protocols (by name) the wrapped store must offer for this one to break.
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, inner: Storage) -> None:
         self.inner = inner
@@ -132,6 +174,64 @@ class StaleList(BrokenStorage):
         if prefix not in self._listed:
             self._listed[prefix] = builtins.list(self.inner.list(prefix))
         return iter(self._listed[prefix])
+
+
+# -- versioned listing ---------------------------------------------------------------------------
+
+
+class _BrokenVersions(BrokenStorage):
+    """Offers a versioned listing over the inner store's (which must have one)."""
+
+    requires = ("VersionedListing",)
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        assert isinstance(self.inner, VersionedListing), "wrap a store with a versioned listing"
+        return iter([self.version(one) for one in self.inner.list_versions(prefix)])
+
+    def version(self, listed: Listed) -> Listed:
+        return listed
+
+
+class StaleListedEtag(_BrokenVersions):
+    """Lists each key with the first etag it ever listed for it (a cache never refreshed)."""
+
+    promise = "versioned-listing"
+
+    def __init__(self, inner: Storage) -> None:
+        super().__init__(inner)
+        self._first: dict[str, str] = {}
+
+    def version(self, listed: Listed) -> Listed:
+        return attrs.evolve(listed, etag=self._first.setdefault(listed.key, listed.etag))
+
+
+class ListingTimeModified(_BrokenVersions):
+    """Lists each key as modified when it was listed, by the reader's clock."""
+
+    promise = "versioned-listing"
+
+    def version(self, listed: Listed) -> Listed:
+        return attrs.evolve(listed, modified=datetime.now(timezone.utc))
+
+
+class NaiveModified(_BrokenVersions):
+    """Lists modified times without a time zone (the reader's local time of the write)."""
+
+    promise = "versioned-listing"
+
+    def version(self, listed: Listed) -> Listed:
+        return attrs.evolve(listed, modified=listed.modified.astimezone().replace(tzinfo=None))
+
+
+class FirstPageVersions(_BrokenVersions):
+    """Its listing comes in pages of 100 keys; ``list`` follows them, ``list_versions`` does
+    not."""
+
+    promise = "list-paging"
+    list_page_size = 100
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        return itertools.islice(super().list_versions(prefix), self.list_page_size)
 
 
 # -- conditional writes --------------------------------------------------------------------------
@@ -347,6 +447,10 @@ BROKEN_STORES: tuple[type[BrokenStorage], ...] = (
     UnsortedListing,
     FirstPageListing,
     StaleList,
+    StaleListedEtag,
+    ListingTimeModified,
+    NaiveModified,
+    FirstPageVersions,
     OverwritingCreate,
     CheckThenCreate,
     EtagBlindReplace,

@@ -30,6 +30,13 @@ from fdcore.clock import Clock, ManualClock
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import Plugins, load_plugins
 
+__all__ = [
+    "START",
+    "ManualRun",
+    "MemoryFleet",
+    "SkewedClock",
+]
+
 #: Where a fleet's clock starts unless told otherwise: on the hour, so hourly slots start there.
 START = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)
 

@@ -28,6 +28,16 @@ from fdcore.plugins.manager import Plugins, load_plugins
 from fdcore.testing.memory_fleet import MemoryFleet
 from fdcore.testing.tables import log_table_writes
 
+__all__ = [
+    "fdcore_environment",
+    "fdcore_fleet",
+    "fdcore_memory_fleet",
+    "fdcore_plugins",
+    "fdcore_quiet_agents",
+    "fdcore_storage_options",
+    "pytest_configure",
+]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

@@ -30,6 +30,13 @@ from fdcore.testing.assertions import (
 )
 from fdcore.testing.tables import table_writes
 
+__all__ = [
+    "Sections",
+    "drained",
+    "outage_mid_run",
+    "takeover_after_sigkill",
+]
+
 Sections = dict[str, Any]
 
 

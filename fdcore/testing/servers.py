@@ -18,6 +18,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
+__all__ = [
+    "ServerProcess",
+    "free_port",
+]
+
 S = TypeVar("S", bound="ServerProcess")
 
 

@@ -27,6 +27,7 @@ import pickle
 import pytest
 
 from fdcore.conformance.probes import (
+    OPTIONAL_PROTOCOLS,
     Observation,
     ProbeContext,
     StorageFactory,
@@ -52,6 +53,7 @@ from fdcore.conformance.probes import (
     probe_size_bound,
     probe_stale_etag_refused,
     probe_unusual_keys,
+    probe_versioned_listing,
 )
 from fdcore.testing.broken import BROKEN_STORES, BrokenStorage, catch
 
@@ -71,6 +73,10 @@ __all__ = [
     "StorageTestsBase",
     "UrlStorageFactory",
 ]
+
+
+def _offers(store: object, protocol: str) -> bool:
+    return isinstance(store, OPTIONAL_PROTOCOLS[protocol])
 
 
 def _require(observation: Observation) -> None:
@@ -104,7 +110,8 @@ class StorageTestsBase:
     #: Rounds of the delete-if-match race.
     delete_rounds: int = 10
     #: The optional protocols your store offers, by name ("BoundedRead", "ChangeCheck",
-    #: "StoreClock", "WatchableStorage"): one that goes missing then fails the suite.
+    #: "StoreClock", "VersionedListing", "WatchableStorage"): one that goes missing then fails
+    #: the suite.
     offers: tuple[str, ...] = ()
 
     @pytest.fixture
@@ -259,12 +266,15 @@ class RaceTests(StorageTestsBase):
 
 
 class OptionalProtocolTests(StorageTestsBase):
-    """The optional protocols a backend implements (``StoreClock``, ``ChangeCheck``) keep their
-    contracts; one it does not implement is not tested, unless ``offers`` names it.
-    Flags: ``offers``."""
+    """The optional protocols a backend implements (``StoreClock``, ``ChangeCheck``,
+    ``VersionedListing``) keep their contracts; one it does not implement is not tested, unless
+    ``offers`` names it. Flags: ``offers``."""
 
     def test_optional_protocols(self, probe_context: ProbeContext) -> None:
         _require(probe_optional_protocols(probe_context))
+
+    def test_versioned_listing(self, probe_context: ProbeContext) -> None:
+        _require(probe_versioned_listing(probe_context))
 
 
 # pytest collects a base class's tests before its subclass's: listed last, the quick
@@ -291,6 +301,13 @@ class BrokenBackendTests(StorageTestsBase):
 
     @pytest.mark.parametrize("broken", BROKEN_STORES, ids=lambda kind: kind.__name__)
     def test_suite_catches(self, probe_context: ProbeContext, broken: type[BrokenStorage]) -> None:
+        store = probe_context.factory()
+        try:
+            lacking = [name for name in broken.requires if not _offers(store, name)]
+        finally:
+            store.close()
+        if lacking:
+            pytest.skip(f"{broken.__name__} breaks {lacking[0]}, which the store does not offer")
         observation = catch(probe_context, broken)
         assert not observation.passed, (
             f"the suite passed {broken.__name__}, which breaks {broken.promise} "

@@ -29,6 +29,18 @@ from fdcore.errors import StaleFencingToken, StorageUnavailable
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import LEASES, load_plugins
 
+__all__ = [
+    "LOG_VARIABLE",
+    "STORAGE_OPTIONS_VARIABLE",
+    "TableWrite",
+    "kill_agent",
+    "log_table_writes",
+    "poison_or_write",
+    "sleep_table",
+    "table_writes",
+    "write_table",
+]
+
 LOG_VARIABLE = "FDCORE_TEST_LOG"
 STORAGE_OPTIONS_VARIABLE = "FDCORE_TEST_STORAGE_OPTIONS"
 

@@ -16,6 +16,13 @@ from typing import Any
 
 import attrs
 
+__all__ = [
+    "Answer",
+    "Post",
+    "RecordingWebhook",
+    "recording_webhook",
+]
+
 
 @attrs.frozen
 class Answer:

@@ -54,7 +54,7 @@ def test_a_plugin_that_raises_costs_its_step_and_is_logged_once(
     fleet = fdcore_memory_fleet
     submit(fleet.mailbox, ["a"], request_id="r1", now=START)
     agent = fleet.agent("etl-01", stale_after=4.0, poll_seconds=1.0)  # a heartbeat every second
-    monkeypatch.setattr(agent.parts.claim, "may_claim", broken_may_claim)
+    monkeypatch.setattr(agent.components.claim, "may_claim", broken_may_claim)
     with caplog.at_level(logging.ERROR, logger="fdcore.agent"):
         for _ in range(3):
             agent.poll()  # raises nothing

@@ -364,7 +364,8 @@ def test_a_lease_that_took_too_long_to_write_is_let_go_before_the_table_starts(
     changes = env.status_changes(config, holdings)
     work = env.claimed(changes, holdings, "r1")
     slow = SlowStore(START, step=56)  # the lease is written 56 s into its 60: under a poll left
-    tables = Tables(config, env.mailbox, env.components(config), slow, changes, holdings)
+    skew = env.skew(config)
+    tables = Tables(config, env.mailbox, env.components(config), slow, changes, holdings, skew=skew)
     tables.next_table(work, START)
     assert env.runs == [] and work.lease is None
     lease = env.leases.current("sales")

@@ -71,7 +71,7 @@ class HostCommand:
         return 0
 
     def _probe(self, host: Host, *, as_json: bool) -> None:
-        probe = host.probe()
+        slots = host.slots()
         leases = host.leases()
         if as_json:
             rows = [
@@ -82,16 +82,16 @@ class HostCommand:
                 for lease in leases
             ]
             document = {
-                "configured_slots": probe.configured_slots,
-                "busy_slots": probe.busy_slots,
-                "free": probe.free,
+                "configured_slots": slots.configured,
+                "busy_slots": slots.busy,
+                "free": slots.free > 0,
                 "leases": rows,
             }
             print(json.dumps(document))
             return
-        print(f"configured_slots {probe.configured_slots}")
-        print(f"busy_slots {probe.busy_slots}")
-        print(f"free {'yes' if probe.free else 'no'}")
+        print(f"configured_slots {slots.configured}")
+        print(f"busy_slots {slots.busy}")
+        print(f"free {'yes' if slots.free else 'no'}")
         for lease in leases:
             print(
                 f"slot {lease.slot}: {lease.scope} request {lease.request} table {lease.table} "

@@ -31,7 +31,7 @@ class SlotGate:
 
     def slots(self) -> HostSlots | None:
         try:
-            probe = self.host.probe()
+            slots = self.host.slots()
         except (HostSlotError, OSError) as exc:
             if str(exc) != self._problem:
                 log.warning("%s: host admits nothing: %s", self.agent, exc)
@@ -40,7 +40,7 @@ class SlotGate:
         if self._problem:
             log.info("%s: host usable again", self.agent)
             self._problem = ""
-        return HostSlots(probe.configured_slots, probe.busy_slots)
+        return slots
 
     def admit(self, job: TableJob, start: StartTable) -> TableRun:
         return AdmittedRun(self, job, start)
@@ -131,5 +131,5 @@ class Slots:
 
     def open(self, host: str, options: dict[str, Any]) -> HostGate:
         folder = Host(host)
-        folder.probe()  # refuse a host folder that cannot be used now, at start-up
+        folder.slots()  # refuse a host folder that cannot be used now, at start-up
         return SlotGate(folder, str(options["agent"]), float(options["lease_seconds"]))

@@ -30,6 +30,7 @@ from typing import Any
 
 import attrs
 
+from fdcore.abc import HostSlots
 from fdcore_hostslots.errors import (
     CapacityBusy,
     CapacityInvalid,
@@ -73,22 +74,6 @@ class SlotLease:
 
     def expired(self, now: float) -> bool:
         return now > self.renewed_at + self.lease_seconds
-
-
-@attrs.frozen
-class Probe:
-    """What ``fdcore host probe`` shows: a host is free while one of its slots is."""
-
-    configured_slots: int
-    busy_slots: int
-
-    @property
-    def free_slots(self) -> int:
-        return max(0, self.configured_slots - self.busy_slots)
-
-    @property
-    def free(self) -> bool:
-        return self.busy_slots < self.configured_slots
 
 
 def _stamp(seconds: float) -> str:
@@ -180,11 +165,12 @@ class Host:
             (self.path / f"slots/{lease.slot}/lease.json").unlink(missing_ok=True)
             (self.path / f"slots/{lease.slot}/scope.json").unlink(missing_ok=True)
 
-    def probe(self) -> Probe:
+    def slots(self) -> HostSlots:
+        """Configured and busy slots (``fdcore host probe``): free while one slot is."""
         with self._locked("capacity.lock"):
             self._check_layout()
             count = self.slot_count()
-            return Probe(count, len(self._live_leases(count, self.clock())))
+            return HostSlots(count, len(self._live_leases(count, self.clock())))
 
     def leases(self) -> list[SlotLease]:
         """The live leases, by slot (what ``fdcore host probe`` lists)."""

@@ -55,7 +55,7 @@ def test_with_a_host_claims_see_its_free_slots_and_tables_wait_for_one(tmp_path:
     idle = AgentLoad(concurrency=4, running=0, waiting=0)
     assert parts.claim.name == "when_free" and parts.claim.may_claim(idle)
     first = parts.start_table(TableJob("r1", "t1", 1, 1, "a1", "memory://x"))
-    assert first.poll() is None and len(started) == 1 and host.probe().busy_slots == 1
+    assert first.poll() is None and len(started) == 1 and host.slots().busy == 1
     assert not parts.claim.may_claim(idle)  # the agent's workers are free, the host is not
     second = parts.start_table(TableJob("r2", "t2", 1, 1, "a1", "memory://x"))
     assert second.poll() is None and len(started) == 1  # waits for the slot

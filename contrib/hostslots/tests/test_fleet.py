@@ -103,7 +103,7 @@ def test_agents_never_run_more_tables_than_the_host_has_slots(
     print(f"table runs {len(intervals)}, agents SIGKILLed {len(killed_at)}, most at once {peak}")
     assert len(intervals) >= 200
     assert peak == 3  # all three slots used, never a fourth table
-    assert host.probe().busy_slots == 0
+    assert host.slots().busy == 0
 
 
 def test_a_killed_agents_slot_is_free_again_after_its_lease_time(
@@ -114,11 +114,11 @@ def test_a_killed_agents_slot_is_free_again_after_its_lease_time(
     fleet.env["HOSTSLOTS_TEST_TABLE_SECONDS"] = "60"
     submit(fleet.mailbox, ["long"])
     add_agent(fleet, "a1", host)
-    assert wait_until(lambda: host.probe().busy_slots == 1, 30)
+    assert wait_until(lambda: host.slots().busy == 1, 30)
     [lease] = host.leases()
     assert lease.process.pid == fleet.agents["a1"].pid
     fleet.agents["a1"].kill()
     killed = time.monotonic()
-    assert host.probe().busy_slots == 1  # not recovered before its lease time
-    assert wait_until(lambda: host.probe().busy_slots == 0, LEASE + 5)
+    assert host.slots().busy == 1  # not recovered before its lease time
+    assert wait_until(lambda: host.slots().busy == 0, LEASE + 5)
     assert time.monotonic() - killed >= LEASE - (time.time() - lease.renewed_at) - 0.5

@@ -21,6 +21,8 @@ from fdcore_hostslots.errors import (
 from fdcore_hostslots.host import Host
 from fdcore_hostslots.liveness import Holder
 
+from fdcore.abc import HostSlots
+
 
 class Clock:
     def __init__(self) -> None:
@@ -62,7 +64,7 @@ def test_init_writes_the_layout_with_one_slot_and_only_once(tmp_path: Path, cloc
     assert json.loads((tmp_path / "h/capacity.json").read_text()) == {"slot_count": 1}
     host.set_slots(3)
     assert not host.init()  # a second init never resets the capacity
-    assert host.probe().configured_slots == 3
+    assert host.slots().configured == 3
 
 
 @pytest.mark.parametrize("count", [1, 8])
@@ -82,7 +84,7 @@ def test_set_slots_refuses_counts_outside_1_to_8(
     host = make_host(tmp_path, clock)
     with pytest.raises(CapacityInvalid, match="HOST_SLOT_CAPACITY_INVALID"):
         host.set_slots(count)
-    assert host.probe().configured_slots == 1
+    assert host.slots().configured == 1
 
 
 @pytest.mark.parametrize(
@@ -101,7 +103,7 @@ def test_missing_or_invalid_capacity_fails_closed(
     with pytest.raises(CapacityInvalid, match="HOST_SLOT_CAPACITY_INVALID"):
         take(host, "r1")
     with pytest.raises(CapacityInvalid):
-        host.probe()
+        host.slots()
     host.set_slots(2)  # the operator's fix
     assert take(host, "r1").slot == 0
 
@@ -120,7 +122,7 @@ def test_canonical_ids_0_and_7_are_slot_folders(tmp_path: Path, clock: Clock) ->
     host = make_host(tmp_path, clock, slots=8)
     (tmp_path / "slots" / "0").mkdir(exist_ok=True)
     (tmp_path / "slots" / "7").mkdir()
-    assert host.probe().busy_slots == 0
+    assert host.slots().busy == 0
 
 
 def test_a_live_lease_above_the_slot_count_fails_closed(tmp_path: Path, clock: Clock) -> None:
@@ -131,7 +133,7 @@ def test_a_live_lease_above_the_slot_count_fails_closed(tmp_path: Path, clock: C
     # written behind set-slots' back: capacity says 2 while slot 2 is live
     write(tmp_path / "capacity.json", {"slot_count": 2})
     with pytest.raises(SlotIdInvalid, match="slots/2 holds a live lease"):
-        host.probe()
+        host.slots()
 
 
 def test_shrink_is_refused_while_a_live_lease_is_at_or_above_the_new_count(
@@ -143,7 +145,7 @@ def test_shrink_is_refused_while_a_live_lease_is_at_or_above_the_new_count(
     assert high.slot == 1
     with pytest.raises(ShrinkRefused, match=r"HOST_SLOT_SHRINK_REFUSED.*slot 1"):
         host.set_slots(1)
-    assert host.probe().configured_slots == 3
+    assert host.slots().configured == 3
     lease = host.leases()
     assert [(lease.slot, lease.request) for lease in lease] == [(0, "r0"), (1, "r1")]  # not moved
     assert host.set_slots(2) == 2  # the live leases are below 2: allowed
@@ -157,7 +159,7 @@ def test_all_idle_shrink_is_allowed_and_leftover_folders_are_not_occupancy(
         host.release(lease.request, lease.token)
     assert sorted(p.name for p in (tmp_path / "slots").iterdir()) == ["0", "1", "2"]
     host.set_slots(1)
-    assert host.probe().busy_slots == 0
+    assert host.slots().busy == 0
     take(host, "r3")
     with pytest.raises(CapacityBusy, match="CAPACITY_BUSY"):
         take(host, "r4")
@@ -173,22 +175,17 @@ def test_task_scope_conflicts_on_the_same_table_job_scope_never(
     take(host, "r3", table="stock", scope="task")  # another table
     take(host, "r4", table="sales", scope="job")  # a job never conflicts
     take(host, "r5", table="sales", scope="job")
-    assert host.probe().busy_slots == 4
+    assert host.slots().busy == 4
 
 
 def test_one_busy_slot_does_not_make_the_host_busy(tmp_path: Path, clock: Clock) -> None:
     host = make_host(tmp_path, clock, slots=3)
     take(host, "r1")
-    probe = host.probe()
-    assert (probe.configured_slots, probe.busy_slots, probe.free_slots, probe.free) == (
-        3,
-        1,
-        2,
-        True,
-    )
+    assert host.slots() == HostSlots(3, 1)
+    assert host.slots().free == 2
     take(host, "r2")
     take(host, "r3")
-    assert not host.probe().free
+    assert not host.slots().free
 
 
 def test_a_lease_is_found_by_request_and_token(tmp_path: Path, clock: Clock) -> None:
@@ -202,9 +199,9 @@ def test_a_lease_is_found_by_request_and_token(tmp_path: Path, clock: Clock) -> 
     clock.now += 5
     assert host.renew("r1", first.token).renewed_at == clock.now
     host.release("r1", "not-the-token")  # not ours: left alone
-    assert host.probe().busy_slots == 2
+    assert host.slots().busy == 2
     host.release("r1", first.token)
-    assert host.probe().busy_slots == 1
+    assert host.slots().busy == 1
 
 
 def test_a_dead_holders_lease_is_recovered_after_its_lease_time(
@@ -242,9 +239,9 @@ def test_an_older_layout_is_refused_until_migrated(tmp_path: Path, clock: Clock)
     with pytest.raises(LayoutOutdated, match="HOST_LAYOUT_OUTDATED"):
         take(host, "r1")
     with pytest.raises(LayoutOutdated):
-        host.probe()
+        host.slots()
     assert "2 slot(s)" in host.migrate()
-    assert host.probe().configured_slots == 2
+    assert host.slots().configured == 2
     assert json.loads((tmp_path / "capacity.json").read_text()) == {"slot_count": 2}
     assert host.migrate() == "already at layout 2"
 
@@ -287,7 +284,7 @@ def test_migrate_resumes_from_its_residue_after_a_crash(tmp_path: Path, clock: C
         take(host, "r1")
     host.migrate()
     assert not (tmp_path / "migrate.residue").exists()
-    assert host.probe().configured_slots == 3
+    assert host.slots().configured == 3
 
 
 def test_a_mismatched_layout_without_residue_is_refused(tmp_path: Path, clock: Clock) -> None:
@@ -298,7 +295,7 @@ def test_a_mismatched_layout_without_residue_is_refused(tmp_path: Path, clock: C
         host.migrate()
     write(tmp_path / "layout.json", {"version": 3})
     with pytest.raises(LayoutUnknown, match="HOST_LAYOUT_UNKNOWN"):
-        host.probe()
+        host.slots()
 
 
 @pytest.mark.parametrize(

@@ -48,8 +48,8 @@ def test_entry_point_names_this_package() -> None:
 
 def test_only_the_core_and_this_plugin_are_loaded(template_only: dict[str, str]) -> None:
     plugins = load_plugins()
-    assert [info.name for info in plugins.infos] == ["builtin", "plugin-template"]
-    assert plugins.infos[1].provides == {
+    assert [info.name for info in plugins.infos] == ["builtin", "commands", "plugin-template"]
+    assert plugins.infos[-1].provides == {
         "claim policy": ["one_at_a_time"],
         "slot function": ["monthly"],
         "notifier": ["jsonl"],
@@ -222,7 +222,11 @@ def _fdcore(template_only: dict[str, str], *args: str) -> subprocess.CompletedPr
 
 def test_fdcore_runs_the_plugins_subcommand(template_only: dict[str, str]) -> None:
     listed = _fdcore(template_only, "plugins", "--json")
-    assert [row["name"] for row in json.loads(listed.stdout)] == ["builtin", "plugin-template"]
+    assert [row["name"] for row in json.loads(listed.stdout)] == [
+        "builtin",
+        "commands",
+        "plugin-template",
+    ]
     result = _fdcore(
         template_only,
         "monthly-slots",

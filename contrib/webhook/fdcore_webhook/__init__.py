@@ -30,7 +30,7 @@ import attrs
 
 from fdcore import hookimpl
 from fdcore.abc import Notification, Notifier
-from fdcore.builtin.webhook import WEBHOOK_OPTIONS, Webhook, secret_from, webhook_from
+from fdcore.webhook import WEBHOOK_OPTIONS, Webhook, secret_from, webhook_from
 
 OPTIONS = (*WEBHOOK_OPTIONS, "secret_env")
 SIGNATURE = "X-Fdcore-Signature"

@@ -23,13 +23,21 @@ import hashlib
 import os
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from fdcore.abc import MAX_KEY_LENGTH, Blob, check_precondition, validate_key, validate_prefix
+from fdcore.abc import (
+    MAX_KEY_LENGTH,
+    Blob,
+    Listed,
+    check_precondition,
+    validate_key,
+    validate_prefix,
+)
 from fdcore.errors import (
     AlreadyExists,
     ConfigError,
@@ -45,6 +53,14 @@ from fdcore_localfs.watch import watch_folder
 INTERNAL = ".fdcore"  # scratch files and lock stripes; dot names are never keys
 LOCK_STRIPES = 256
 LINK_ATTEMPTS = 20  # a create retries while concurrent deletes prune the folder it links into
+# A versioned listing hashes a file it has not seen in this version (the etag holds a hash of
+# the content) only up to this size; a bigger one gets an etag no read returns, so a reader
+# reads it (and a bounded read refuses it).
+LISTED_HASH_BOUND = 16 << 20
+LISTED_MEMORY = 200_000  # versions a store remembers from its listings before it starts over
+# A version is remembered only once its times are this much in the past ("racy git"): a file
+# written in the same clock tick as the one before it, on a reused inode, can match its stat.
+SETTLED_NS = 2_000_000_000
 
 
 def path_from_url(url: str) -> Path:
@@ -65,6 +81,17 @@ def path_from_url(url: str) -> Path:
 def _etag(data: bytes, stat: os.stat_result) -> str:
     digest = hashlib.blake2b(data, digest_size=8).hexdigest()
     return f'"{stat.st_ino:x}-{stat.st_mtime_ns:x}-{digest}"'
+
+
+def _unread_etag(found: os.stat_result) -> str:
+    """The etag a listing gives a file it did not read: never equal to a read's."""
+    return f'"{found.st_ino:x}-{found.st_mtime_ns:x}-unread"'
+
+
+def _signature(found: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes with every version of a file (a replace links a new inode, an edit in
+    place moves the times or the size)."""
+    return (found.st_ino, found.st_mtime_ns, found.st_ctime_ns, found.st_size)
 
 
 def _mode(path: Path) -> int | None:
@@ -114,6 +141,8 @@ class LocalFolderStorage:
         self._internal = self.root / INTERNAL
         self._scratch_time: datetime | None = None
         self._write_time: datetime | None = None  # of the last create or replace that landed
+        # etags a versioned listing worked out, by key, with the stat they belong to
+        self._listed: dict[str, tuple[tuple[int, int, int, int], str]] = {}
         self._open_root(create)
         # What must still be a folder for the environment not to have vanished (_check_root):
         # ``.fdcore`` tells a mounted share from the empty mount point, the root is all a
@@ -356,20 +385,79 @@ class LocalFolderStorage:
             folder = folder.parent
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        return iter([key for key, _ in self._entries(prefix)])
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """:class:`fdcore.abc.VersionedListing`: the listing's pass, with each entry's ``stat``.
+
+        A file's etag holds a hash of its content (so a reused inode stamped in the same clock
+        tick is never taken for the old version), which a ``stat`` cannot give: the store hashes
+        a file the first time it lists that version and, once its times are two seconds old,
+        remembers the etag by the file's inode, times and size. A reader that lists again pays
+        one ``stat`` per unchanged file.
+        """
+        listed: builtins.list[Listed] = []
+        if len(self._listed) > LISTED_MEMORY:
+            self._listed.clear()
+        for key, entry in self._entries(prefix):
+            try:
+                found = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # deleted since the folder was scanned
+            except OSError as exc:
+                raise self._unavailable(key, exc) from None
+            known = self._listed.get(key)
+            if known is not None and known[0] == _signature(found):
+                etag = known[1]
+            else:
+                etag, found = self._hashed(entry.path, found)
+                if time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) > SETTLED_NS:
+                    self._listed[key] = (_signature(found), etag)
+            listed.append(Listed(key, etag, datetime.fromtimestamp(found.st_mtime, timezone.utc)))
+        return iter(listed)
+
+    def _hashed(self, path: str, found: os.stat_result) -> tuple[str, os.stat_result]:
+        """The etag a read of the file at ``path`` returns now, with the stat it was made from;
+        an etag no read returns for what a read refuses or a listing does not read."""
+        if not stat.S_ISREG(found.st_mode) or found.st_size > LISTED_HASH_BOUND:
+            return _unread_etag(found), found
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return _unread_etag(found), found  # gone or replaced since: the next look tells
+        try:
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode) or opened.st_size > LISTED_HASH_BOUND:
+                return _unread_etag(opened), opened
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                return _etag(handle.read(), opened), opened
+        except OSError:
+            return _unread_etag(found), found
+        finally:
+            os.close(fd)
+
+    def _entries(self, prefix: str) -> builtins.list[tuple[str, os.DirEntry[str]]]:
+        """Every key under ``prefix`` with its directory entry, sorted by key."""
         validate_prefix(prefix)
         folder, _, _ = prefix.rpartition("/")
         start = self.root / folder if folder else self.root
         self._check_root(prefix or ".")
-        keys: builtins.list[str] = []
+        entries: builtins.list[tuple[str, os.DirEntry[str]]] = []
         try:
-            self._walk(start, folder, prefix, keys)
+            self._walk(start, folder, prefix, entries)
         except OSError as exc:
             raise self._unavailable(prefix or None, exc) from None
-        keys.sort()
-        return iter(keys)
+        entries.sort(key=lambda pair: pair[0])
+        return entries
 
-    def _walk(self, directory: Path, relative: str, prefix: str, keys: builtins.list[str]) -> None:
-        """Collect the keys under ``directory`` that start with ``prefix``.
+    def _walk(
+        self,
+        directory: Path,
+        relative: str,
+        prefix: str,
+        keys: builtins.list[tuple[str, os.DirEntry[str]]],
+    ) -> None:
+        """Collect the keys under ``directory`` that start with ``prefix``, with their entries.
 
         Iterative, and never deeper than a key can be long: a stray tree of nested folders
         thousands deep (made by hand or by a runaway script) costs one bounded walk, never a
@@ -392,7 +480,7 @@ class LocalFolderStorage:
                     if key.startswith(prefix) or prefix.startswith(key + "/"):
                         pending.append((Path(entry.path), key))
                 elif key.startswith(prefix):
-                    keys.append(key)
+                    keys.append((key, entry))
 
     def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
         """Call ``changed()`` soon after keys under ``prefix`` appear or go (inotify)."""

@@ -15,7 +15,7 @@ from fdcore.testing.storage_suite import (
 
 
 class TestLocalFolderStorage(StorageSuite):
-    offers = ("BoundedRead", "ChangeCheck", "StoreClock", "WatchableStorage")
+    offers = ("BoundedRead", "ChangeCheck", "StoreClock", "VersionedListing", "WatchableStorage")
 
     @pytest.fixture
     def storage_factory(self, tmp_path: Path) -> StorageFactory:

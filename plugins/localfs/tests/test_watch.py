@@ -1,13 +1,18 @@
-"""The local folder tells a watching agent at once that a request was submitted."""
+"""The local folder tells a watching agent at once that a request was submitted.
+
+Each test runs on both watches: inotify through libc (Linux) and ``watchfiles`` (elsewhere).
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fdcore_localfs import watch as watch_module
 from fdcore_localfs.store import LocalFolderStorage
 
 from fdcore.abc import WatchableStorage
@@ -37,8 +42,14 @@ class Watching:
         return False
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> LocalFolderStorage:
+@pytest.fixture(params=["inotify", "watchfiles"])
+def storage(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> LocalFolderStorage:
+    if request.param == "watchfiles":
+        monkeypatch.setattr(watch_module, "_libc", lambda: None)
+    elif watch_module._libc() is None:
+        pytest.skip("no inotify here")
     return LocalFolderStorage(tmp_path / "env")
 
 
@@ -90,3 +101,54 @@ def test_a_pruned_folder_is_watched_again(storage: LocalFolderStorage, watching:
     seen = watching.calls
     storage.create("requests/b.json", b"{}")
     assert watching.called_within(2, more_than=seen)
+
+
+def test_a_replaced_key_is_seen(storage: LocalFolderStorage, watching: Watching) -> None:
+    # A lease released or renewed is a replace: an agent waiting for that lease is told.
+    etag = storage.create("requests/a.json", b"{}")
+    assert watching.called_within(2)
+    time.sleep(0.3)
+    seen = watching.calls
+    storage.replace("requests/a.json", b"{ }", etag)
+    assert watching.called_within(2, more_than=seen)
+
+
+def test_the_watch_logs_nothing_for_a_change(
+    storage: LocalFolderStorage, watching: Watching, caplog: pytest.LogCaptureFixture
+) -> None:
+    # watchfiles logged "1 change detected" at INFO for every submission, in every agent.
+    with caplog.at_level(logging.INFO):
+        storage.create("requests/a.json", b"{}")
+        assert watching.called_within(2)
+        time.sleep(0.3)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("watchfiles")] == []
+
+
+class CountingStop(threading.Event):
+    """A stop event that counts how often the watch looks at it: once per wake-up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return super().is_set()
+
+
+def test_an_idle_inotify_watch_sleeps(tmp_path: Path) -> None:
+    if watch_module._libc() is None:
+        pytest.skip("no inotify here")
+    storage = LocalFolderStorage(tmp_path / "env")
+    storage.create("requests/a.json", b"{}")
+    stop = CountingStop()
+    thread = threading.Thread(target=storage.watch, args=("requests/", lambda: None, stop))
+    thread.start()
+    try:
+        time.sleep(2.5)
+        checks = stop.checks
+    finally:
+        stop.set()
+        thread.join(5)
+    # Once a second to see the stop, not every few milliseconds (watchfiles: about 500).
+    assert checks <= 6, checks

@@ -24,7 +24,6 @@ import os
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -40,17 +39,17 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import BlobClient, BlobServiceClient
 
-from fdcore.abc import Blob, validate_key, validate_prefix
+import fdcore.retry as settle
+from fdcore.abc import Blob, Listed, validate_key, validate_prefix
 from fdcore.errors import (
     AlreadyExists,
     InvalidKey,
     NotFound,
-    PreconditionFailed,
     StorageError,
     StorageUnavailable,
     UnreadableFile,
 )
-from fdcore.retry import RetryPolicy
+from fdcore.retry import Failure, RetryPolicy, StoredVersion
 from fdcore_onelake.credentials import Credential, default_azure_credential, resolve_credential
 from fdcore_onelake.urls import Location, parse_location, redact
 
@@ -136,12 +135,6 @@ def open_storage(
     )
 
 
-@attrs.frozen
-class _Version:
-    etag: str
-    write_id: str | None
-
-
 def _status(exc: HttpResponseError) -> int:
     return int(exc.status_code or 0)
 
@@ -166,6 +159,21 @@ def _total_size(content_range: str | None, downloaded: int) -> int:
 
 def _is_folder(metadata: Mapping[str, str] | None) -> bool:
     return (metadata or {}).get(FOLDER_MARK, "").lower() == "true"
+
+
+def _quoted(etag: str) -> str:
+    """An etag as a read's ``ETag`` header has it: a listing's XML may leave out the quotes."""
+    etag = str(etag)
+    return etag if etag.startswith('"') else f'"{etag}"'
+
+
+def _utc(stamp: datetime) -> datetime:
+    """A service time in UTC (the SDK's are aware; a naive one is taken as UTC)."""
+    return (
+        stamp.replace(tzinfo=timezone.utc)
+        if stamp.tzinfo is None
+        else stamp.astimezone(timezone.utc)
+    )
 
 
 def _retry_after(exc: HttpResponseError) -> float | None:
@@ -223,37 +231,27 @@ class OneLakeStorage:
         return self._container.get_blob_client(name)
 
     def _run(self, what: str, key: str | None, attempt: Callable[[bool], T]) -> T:
-        """Call ``attempt(maybe_landed)`` until it returns, retrying transient failures.
+        """Call ``attempt(maybe_landed)`` until it returns, retrying transient failures."""
+        where, sleep, rng = self._where, self._sleep, self._rng
+        return self.retry.run(attempt, self._transient, what, key, where, sleep, rng)
 
-        ``maybe_landed`` is true once an earlier try failed after its request may have reached
-        the service (anything but a connection that was never made).
-        """
-        maybe_landed = False
-        problem = ""
-        for tries in range(1, self.retry.attempts + 1):
-            retry_after = None
-            try:
-                return attempt(maybe_landed)
-            except ClientAuthenticationError as exc:
-                if not exc.status_code:  # no token at all: azure-identity found no credential
-                    raise StorageUnavailable(
-                        key, f"{what} on {self._where}: no credential: {_describe(exc)}"
-                    ) from None
+    def _transient(self, what: str, key: str | None, exc: Exception) -> Failure | None:
+        """A failure worth another try; raise the error an unusable store is; None otherwise."""
+        if isinstance(exc, ClientAuthenticationError):
+            if not exc.status_code:  # no token at all: azure-identity found no credential
+                raise StorageUnavailable(
+                    key, f"{what} on {self._where}: no credential: {_describe(exc)}"
+                ) from None
+            raise self._unusable(what, key, exc) from None
+        if isinstance(exc, ServiceRequestError):  # no request was sent (refused, DNS, TLS)
+            return Failure(_describe(exc), maybe_landed=False)
+        if isinstance(exc, (ServiceResponseError, IncompleteReadError)):  # sent, answer lost
+            return Failure(_describe(exc), maybe_landed=True)
+        if isinstance(exc, HttpResponseError):
+            if _status(exc) not in TRANSIENT_STATUS:
                 raise self._unusable(what, key, exc) from None
-            except ServiceRequestError as exc:  # no request was sent (refused, DNS, TLS)
-                problem = _describe(exc)
-            except (ServiceResponseError, IncompleteReadError) as exc:  # sent, answer lost
-                problem, maybe_landed = _describe(exc), True
-            except HttpResponseError as exc:
-                if _status(exc) not in TRANSIENT_STATUS:
-                    raise self._unusable(what, key, exc) from None
-                problem, maybe_landed = _describe(exc), True
-                retry_after = _retry_after(exc)
-            if tries < self.retry.attempts:
-                self._sleep(self.retry.delay(tries, retry_after, self._rng))
-        raise StorageUnavailable(
-            key, f"{what} on {self._where} failed {self.retry.attempts} times; last: {problem}"
-        )
+            return Failure(_describe(exc), maybe_landed=True, retry_after=_retry_after(exc))
+        return None
 
     def _unusable(self, what: str, key: str | None, exc: HttpResponseError) -> StorageError:
         status = _status(exc)
@@ -265,7 +263,7 @@ class OneLakeStorage:
             hint = "refused by the service"
         return StorageUnavailable(key, f"{what} on {self._where}: {hint}: {_describe(exc)}")
 
-    def _version(self, name: str) -> _Version | None:
+    def _version(self, name: str) -> StoredVersion | None:
         """The current version's etag and write id, or None if there is no blob (one HEAD)."""
         try:
             props = self._blob(name).get_blob_properties()
@@ -275,7 +273,7 @@ class OneLakeStorage:
             raise
         if _is_folder(props.metadata):
             return None
-        return _Version(props.etag, (props.metadata or {}).get(WRITE_ID))
+        return StoredVersion(props.etag, (props.metadata or {}).get(WRITE_ID))
 
     def _put(self, name: str, data: bytes, write_id: str, **condition: Any) -> str:
         result = self._blob(name).upload_blob(
@@ -288,12 +286,8 @@ class OneLakeStorage:
         )
         written = result.get("last_modified")
         if isinstance(written, datetime):
-            self._write_time = written if written.tzinfo else written.replace(tzinfo=timezone.utc)
+            self._write_time = _utc(written)
         return str(result["etag"])
-
-    def _check_size(self, key: str, data: bytes) -> None:
-        if len(data) > MAX_VALUE_BYTES:
-            raise StorageError(key, f"value of {len(data)} bytes exceeds {MAX_VALUE_BYTES} bytes")
 
     # -- the protocol --------------------------------------------------------------------------
 
@@ -346,12 +340,7 @@ class OneLakeStorage:
     def unchanged(self, key: str, etag: str) -> bool:
         """:class:`fdcore.abc.ChangeCheck`: one HEAD instead of a download of up to the bound."""
         name = self._name(key)
-
-        def attempt(_: bool) -> bool:
-            current = self._version(name)
-            return current is not None and current.etag == etag
-
-        return self._run("read", key, attempt)
+        return self._run("read", key, lambda _: settle.holds(self._version(name), etag))
 
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the service's ``Last-Modified`` of the last blob this
@@ -360,8 +349,7 @@ class OneLakeStorage:
 
     def create(self, key: str, data: bytes) -> str:
         name = self._name(key)
-        self._check_size(key, data)
-        write_id = uuid.uuid4().hex
+        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
 
         def attempt(maybe_landed: bool) -> str:
             try:
@@ -369,20 +357,18 @@ class OneLakeStorage:
             except HttpResponseError as exc:
                 if _status(exc) not in (409, 412):  # 409 from Azurite, 412 from Azure
                     raise
-            if maybe_landed:
-                current = self._version(name)
-                if current is not None and current.write_id == write_id:
-                    return current.etag  # our own earlier try landed; its answer was lost
-            raise AlreadyExists(key, "already exists")
+                refusal = _describe(exc)
+            if not maybe_landed:  # no earlier try could have written it: no HEAD needed
+                raise AlreadyExists(key, "already exists")
+            return settle.refused_create(key, write_id, self._version(name), refusal)
 
         return self._run("create", key, attempt)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         name = self._name(key)
-        self._check_size(key, data)
-        write_id = uuid.uuid4().hex
+        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
 
-        def attempt(maybe_landed: bool) -> str:
+        def attempt(_: bool) -> str:
             try:
                 return self._put(
                     name,
@@ -396,12 +382,9 @@ class OneLakeStorage:
                     raise NotFound(key, "does not exist") from None
                 if _status(exc) != 412:
                     raise
-            current = self._version(name)  # 412: stale etag, or (on some services) no blob
-            if current is None:
-                raise NotFound(key, "does not exist")
-            if maybe_landed and current.write_id == write_id:
-                return current.etag
-            raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+                refusal = _describe(exc)
+            # 412: stale etag, or (on some services) no blob
+            return settle.refused_replace(key, etag, write_id, self._version(name), refusal)
 
         return self._run("replace", key, attempt)
 
@@ -422,21 +405,23 @@ class OneLakeStorage:
                     current = self._version(name)
                 else:
                     raise
-            if current is None:
-                if maybe_landed:
-                    return  # an earlier try whose answer was lost most likely removed it
-                raise NotFound(key, "does not exist")
-            raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+                refusal = _describe(exc)
+            settle.refused_delete(key, etag, maybe_landed, current, refusal)
 
         self._run("delete", key, attempt)
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        return iter([listed.key for listed in self.list_versions(prefix)])
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """:class:`fdcore.abc.VersionedListing`: the blob listing gives each blob's etag and
+        ``Last-Modified`` (the service's clock, whole seconds) in the same pages."""
         validate_prefix(prefix)
         folder = self.location.prefix
 
-        def attempt(_: bool) -> builtins.list[str]:
-            keys = [
-                props.name[len(folder) :]
+        def attempt(_: bool) -> builtins.list[Listed]:
+            listed = [
+                Listed(props.name[len(folder) :], _quoted(props.etag), _utc(props.last_modified))
                 for props in self._container.list_blobs(
                     name_starts_with=folder + prefix,
                     include=["metadata"],
@@ -444,8 +429,9 @@ class OneLakeStorage:
                 )
                 if not _is_folder(props.metadata)
             ]
-            keys.sort()  # the service lists in order; sorting costs little and makes it ours
-            return keys
+            # the service lists in order; sorting costs little and makes it ours
+            listed.sort(key=lambda one: one.key)
+            return listed
 
         return iter(self._run("list", prefix or None, attempt))
 

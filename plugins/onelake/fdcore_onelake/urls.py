@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import attrs
 
@@ -79,27 +79,9 @@ def looks_like_azure(url: str) -> bool:
 
 def parse_location(url: str) -> Location:
     """The Blob location of environment ``url``; a ConfigError naming the problem otherwise."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise _bad(url, f"not a valid URL ({exc})") from None
-    if parts.query or parts.fragment:
-        # A SAS token pasted into the URL would end up in logs and the mailbox's own records.
-        raise _bad(url, "must not carry a query or fragment (put a SAS in connection_string_env)")
-    if parts.scheme not in ("https", "http", "abfss"):
-        hint = "use https://, abfss://, or http:// for Azurite"
-        raise _bad(url, f"unsupported scheme {parts.scheme!r} ({hint})")
+    parts, port = _split(url)
     host = (parts.hostname or "").lower()
-    path = [unquote(segment) for segment in parts.path.split("/")]
-    path = [segment for segment in path if segment]  # tolerate doubled and trailing slashes
-    if parts.scheme == "abfss":
-        if not parts.username or parts.password is not None:
-            raise _bad(url, "abfss:// needs <container or workspace>@<host>")
-        path.insert(0, unquote(parts.username))
-    elif parts.username is not None:
-        raise _bad(url, "only abfss:// URLs name a container before '@'")
-
+    path = _path(url, parts)
     if onelake := _ONELAKE_HOST.match(host):
         if parts.scheme == "http":
             raise _bad(url, "OneLake is served over https only")
@@ -121,6 +103,35 @@ def parse_location(url: str) -> Location:
         f"host {host or '(none)'!r} is not OneLake (onelake.dfs.fabric.microsoft.com), "
         "an Azure Storage account (<account>.dfs.core.windows.net) or an emulator address",
     )
+
+
+def _split(url: str) -> tuple[SplitResult, int | None]:
+    """``url``'s parts and port, for a URL of a scheme this backend serves, with no query."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise _bad(url, f"not a valid URL ({exc})") from None
+    if parts.query or parts.fragment:
+        # A SAS token pasted into the URL would end up in logs and the mailbox's own records.
+        raise _bad(url, "must not carry a query or fragment (put a SAS in connection_string_env)")
+    if parts.scheme not in ("https", "http", "abfss"):
+        hint = "use https://, abfss://, or http:// for Azurite"
+        raise _bad(url, f"unsupported scheme {parts.scheme!r} ({hint})")
+    return parts, port
+
+
+def _path(url: str, parts: SplitResult) -> list[str]:
+    """The path's segments, an abfss:// URL's container or workspace (before '@') first."""
+    path = [unquote(segment) for segment in parts.path.split("/")]
+    path = [segment for segment in path if segment]  # tolerate doubled and trailing slashes
+    if parts.scheme == "abfss":
+        if not parts.username or parts.password is not None:
+            raise _bad(url, "abfss:// needs <container or workspace>@<host>")
+        path.insert(0, unquote(parts.username))
+    elif parts.username is not None:
+        raise _bad(url, "only abfss:// URLs name a container before '@'")
+    return path
 
 
 def _onelake(url: str, endpoint: str, path: list[str]) -> Location:

@@ -16,7 +16,7 @@ class TestOneLakeAzurite(StorageSuite):
     create_rounds = 100
     replace_rounds = 50
     listing_size = 2_000
-    offers = ("BoundedRead", "ChangeCheck", "StoreClock")
+    offers = ("BoundedRead", "ChangeCheck", "StoreClock", "VersionedListing")
 
     @pytest.fixture
     def storage_factory(self, environment_url: str) -> StorageFactory:

@@ -21,36 +21,25 @@ import builtins
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
-import attrs
 import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
     NoCredentialsError,
-    ReadTimeoutError,
 )
 
-from fdcore.abc import Blob, validate_key, validate_prefix
-from fdcore.errors import (
-    AlreadyExists,
-    InvalidKey,
-    NotFound,
-    PreconditionFailed,
-    StorageError,
-    StorageUnavailable,
-    UnreadableFile,
-)
-from fdcore.retry import RetryPolicy
+import fdcore.retry as settle
+from fdcore.abc import Blob, Listed, validate_key, validate_prefix
+from fdcore.errors import InvalidKey, NotFound, StorageError, StorageUnavailable, UnreadableFile
+from fdcore.retry import Failure, RetryPolicy, StoredVersion
 from fdcore_s3.location import Location
 
 T = TypeVar("T")
@@ -92,12 +81,6 @@ def make_client(location: Location, retry: RetryPolicy) -> Any:
     )
 
 
-@attrs.frozen
-class _Version:
-    etag: str
-    write_id: str | None
-
-
 def _status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
@@ -124,10 +107,19 @@ def _server_time(response: dict[str, Any]) -> datetime | None:
         return None
 
 
+def _utc(stamp: datetime) -> datetime:
+    """A listed time in UTC (botocore's are aware; a naive one is taken as UTC)."""
+    return (
+        stamp.replace(tzinfo=timezone.utc)
+        if stamp.tzinfo is None
+        else stamp.astimezone(timezone.utc)
+    )
+
+
 class S3Storage:
     """The :class:`fdcore.abc.Storage` protocol over one folder of an S3 bucket, with the
-    optional :class:`~fdcore.abc.BoundedRead`, :class:`~fdcore.abc.ChangeCheck` and
-    :class:`~fdcore.abc.StoreClock`."""
+    optional :class:`~fdcore.abc.BoundedRead`, :class:`~fdcore.abc.ChangeCheck`,
+    :class:`~fdcore.abc.StoreClock` and :class:`~fdcore.abc.VersionedListing`."""
 
     def __init__(
         self,
@@ -161,37 +153,25 @@ class S3Storage:
         return getattr(self._client, operation)(Bucket=self.location.bucket, **params)
 
     def _run(self, what: str, key: str | None, attempt: Callable[[bool], T]) -> T:
-        """Call ``attempt(maybe_landed)`` until it returns, retrying transient failures.
+        """Call ``attempt(maybe_landed)`` until it returns, retrying transient failures."""
+        where, sleep, rng = self._where, self._sleep, self._rng
+        return self.retry.run(attempt, self._transient, what, key, where, sleep, rng)
 
-        ``maybe_landed`` is true once an earlier try failed after its request may have reached
-        the store (anything but a connection that was never made).
-        """
-        maybe_landed = False
-        problem = ""
-        for tries in range(1, self.retry.attempts + 1):
-            try:
-                return attempt(maybe_landed)
-            except NoCredentialsError:
-                raise StorageUnavailable(
-                    key, f"{what} on {self._where}: no credentials in boto3's standard chain"
-                ) from None
-            except (EndpointConnectionError, ConnectTimeoutError) as exc:  # never sent
-                problem = _describe(exc)
-            except (ReadTimeoutError, ConnectionClosedError) as exc:  # sent, answer lost
-                problem, maybe_landed = _describe(exc), True
-            except ClientError as exc:
-                if _status(exc) not in TRANSIENT_STATUS and _code(exc) not in TRANSIENT_CODES:
-                    raise self._unusable(what, key, exc) from None
-                problem, maybe_landed = _describe(exc), True
-            except _Again as again:  # a 409 whose condition still held: try once more
-                problem, maybe_landed = again.problem, True
-            except BotoCoreError as exc:  # any other transport failure: sent or not, unknown
-                problem, maybe_landed = _describe(exc), True
-            if tries < self.retry.attempts:
-                self._sleep(self.retry.delay(tries, None, self._rng))
-        raise StorageUnavailable(
-            key, f"{what} on {self._where} failed {self.retry.attempts} times; last: {problem}"
-        )
+    def _transient(self, what: str, key: str | None, exc: Exception) -> Failure | None:
+        """A failure worth another try; raise the error an unusable store is; None otherwise."""
+        if isinstance(exc, NoCredentialsError):
+            raise StorageUnavailable(
+                key, f"{what} on {self._where}: no credentials in boto3's standard chain"
+            ) from None
+        if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):  # never sent
+            return Failure(_describe(exc), maybe_landed=False)
+        if isinstance(exc, ClientError):
+            if _status(exc) not in TRANSIENT_STATUS and _code(exc) not in TRANSIENT_CODES:
+                raise self._unusable(what, key, exc) from None
+            return Failure(_describe(exc), maybe_landed=True)
+        if isinstance(exc, BotoCoreError):  # an answer lost, or any other transport failure
+            return Failure(_describe(exc), maybe_landed=True)
+        return None
 
     def _unusable(self, what: str, key: str | None, exc: ClientError) -> StorageError:
         if _code(exc) == "NoSuchBucket":
@@ -202,7 +182,7 @@ class S3Storage:
             hint = "refused by the store"
         return StorageUnavailable(key, f"{what} on {self._where}: {hint}: {_describe(exc)}")
 
-    def _version(self, name: str) -> _Version | None:
+    def _version(self, name: str) -> StoredVersion | None:
         """The current object's etag and write id, or None if there is none (one HEAD)."""
         try:
             head = self._call("head_object", Key=name)
@@ -210,7 +190,7 @@ class S3Storage:
             if _status(exc) == 404:  # a HEAD answer has no body: no code tells key from bucket
                 return None
             raise
-        return _Version(str(head["ETag"]), (head.get("Metadata") or {}).get(WRITE_ID))
+        return StoredVersion(str(head["ETag"]), (head.get("Metadata") or {}).get(WRITE_ID))
 
     def _put(self, name: str, data: bytes, write_id: str, **condition: str) -> str:
         response = self._call(
@@ -218,10 +198,6 @@ class S3Storage:
         )
         self._write_time = _server_time(response) or self._write_time
         return str(response["ETag"])
-
-    def _check_size(self, key: str, data: bytes) -> None:
-        if len(data) > MAX_VALUE_BYTES:
-            raise StorageError(key, f"value of {len(data)} bytes exceeds {MAX_VALUE_BYTES} bytes")
 
     def _get(self, name: str, max_bytes: int | None) -> tuple[bytes, str, int] | None:
         """The object's first ``max_bytes + 1`` bytes (all, if None), etag and whole size."""
@@ -278,12 +254,7 @@ class S3Storage:
     def unchanged(self, key: str, etag: str) -> bool:
         """:class:`fdcore.abc.ChangeCheck`: one HEAD instead of a download."""
         name = self._name(key)
-
-        def attempt(_: bool) -> bool:
-            current = self._version(name)
-            return current is not None and current.etag == etag
-
-        return self._run("read", key, attempt)
+        return self._run("read", key, lambda _: settle.holds(self._version(name), etag))
 
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the ``Date`` of the store's answer to our last write."""
@@ -291,31 +262,24 @@ class S3Storage:
 
     def create(self, key: str, data: bytes) -> str:
         name = self._name(key)
-        self._check_size(key, data)
-        write_id = uuid.uuid4().hex
+        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
 
-        def attempt(maybe_landed: bool) -> str:
+        def attempt(_: bool) -> str:
             try:
                 return self._put(name, data, write_id, IfNoneMatch="*")
             except ClientError as exc:
                 if _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            current = self._version(name)
-            if current is None:  # a 409 for a write in flight that did not land: try again
-                raise _Again(refusal)
-            if maybe_landed and current.write_id == write_id:
-                return current.etag  # our own earlier try landed; its answer was lost
-            raise AlreadyExists(key, "already exists")
+            return settle.refused_create(key, write_id, self._version(name), refusal)
 
         return self._run("create", key, attempt)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         name = self._name(key)
-        self._check_size(key, data)
-        write_id = uuid.uuid4().hex
+        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
 
-        def attempt(maybe_landed: bool) -> str:
+        def attempt(_: bool) -> str:
             try:
                 return self._put(name, data, write_id, IfMatch=etag)
             except ClientError as exc:
@@ -324,14 +288,7 @@ class S3Storage:
                 if _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            current = self._version(name)
-            if current is None:
-                raise NotFound(key, "does not exist")
-            if maybe_landed and current.write_id == write_id:
-                return current.etag
-            if current.etag == etag:  # a 409 while the condition held: nothing was written
-                raise _Again(refusal)
-            raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+            return settle.refused_replace(key, etag, write_id, self._version(name), refusal)
 
         return self._run("replace", key, attempt)
 
@@ -355,28 +312,28 @@ class S3Storage:
                 if _code(exc) not in MISSING_KEY and _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            current = self._version(name)
-            if current is None:
-                if maybe_landed:
-                    return
-                raise NotFound(key, "does not exist")
-            if current.etag == etag:
-                raise _Again(refusal)
-            raise PreconditionFailed(key, f"etag {etag} is stale (now {current.etag})")
+            settle.refused_delete(key, etag, maybe_landed, self._version(name), refusal)
 
         self._run("delete", key, attempt)
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        return iter([listed.key for listed in self.list_versions(prefix)])
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """:class:`fdcore.abc.VersionedListing`: ListObjectsV2 gives each object's ``ETag``
+        (as GetObject does) and ``LastModified`` (the store's clock, whole seconds on AWS)."""
         validate_prefix(prefix)
         folder = self.location.folder
 
-        def attempt(_: bool) -> builtins.list[str]:
-            keys: builtins.list[str] = []
+        def attempt(_: bool) -> builtins.list[Listed]:
+            listed: builtins.list[Listed] = []
             params: dict[str, Any] = {"Prefix": folder + prefix, "MaxKeys": self.list_page_size}
             while True:
                 page = self._call("list_objects_v2", **params)
-                keys.extend(
-                    item["Key"][len(folder) :]
+                listed.extend(
+                    Listed(
+                        item["Key"][len(folder) :], str(item["ETag"]), _utc(item["LastModified"])
+                    )
                     for item in page.get("Contents", ())
                     if not item["Key"].endswith("/")  # a console's "folder" marker is no key
                 )
@@ -384,8 +341,9 @@ class S3Storage:
                 if not page.get("IsTruncated") or not token:
                     break
                 params["ContinuationToken"] = token
-            keys.sort()  # S3 lists in UTF-8 byte order, as we do; other stores may not
-            return keys
+            # S3 lists in UTF-8 byte order, as we do; other stores may not
+            listed.sort(key=lambda one: one.key)
+            return listed
 
         return iter(self._run("list", prefix or None, attempt))
 
@@ -393,11 +351,3 @@ class S3Storage:
         if self._client is not None:
             self._client.close()
             self._client = None
-
-
-class _Again(Exception):
-    """A refused condition that still holds (409 for a conflicting write): retry it."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem

@@ -16,7 +16,7 @@ class TestS3Emulator(StorageSuite):
     create_rounds = 25
     replace_rounds = 15
     listing_size = 500
-    offers = ("BoundedRead", "ChangeCheck", "StoreClock")
+    offers = ("BoundedRead", "ChangeCheck", "StoreClock", "VersionedListing")
 
     @pytest.fixture
     def storage_factory(self, environment_url: str, s3: S3Emulator) -> StorageFactory:

@@ -21,7 +21,7 @@ from typing import Any
 
 from fdcore import hookimpl
 from fdcore.abc import Notification, Notifier
-from fdcore.builtin.webhook import WEBHOOK_OPTIONS, Webhook, WebhookRefused, webhook_from
+from fdcore.webhook import WEBHOOK_OPTIONS, Webhook, WebhookRefused, webhook_from
 from fdcore_teams.card import envelope
 
 

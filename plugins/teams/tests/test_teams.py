@@ -10,8 +10,8 @@ import pytest
 from fdcore_teams import TeamsNotifier
 
 from fdcore.abc import Notification
-from fdcore.builtin.webhook import WebhookRefused, WebhookUnavailable, retry_after
 from fdcore.testing.webhook import Answer, recording_webhook
+from fdcore.webhook import WebhookRefused, WebhookUnavailable, retry_after
 
 VARIABLE = "FDCORE_TEST_TEAMS_WEBHOOK"
 SEEN = datetime(2026, 9, 1, 3, 0, tzinfo=timezone.utc)

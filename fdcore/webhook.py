@@ -24,6 +24,16 @@ from typing import Any
 from fdcore.durations import parse_duration
 from fdcore.errors import DurationError
 
+__all__ = [
+    "WEBHOOK_OPTIONS",
+    "Webhook",
+    "WebhookRefused",
+    "WebhookUnavailable",
+    "retry_after",
+    "secret_from",
+    "webhook_from",
+]
+
 #: Waits between attempts without a Retry-After (seconds).
 BACKOFF = (1.0, 2.0, 4.0, 8.0)
 
