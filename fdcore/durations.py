@@ -92,9 +92,14 @@ def format_duration(seconds: float) -> str:
 
 # -- numbers a person types: agent.toml's values and every command's flags --------------------
 
-#: Every duration is finite and within these seconds: a month bounds what an operator means,
-#: and keeps times computed from it (now + stale_after) far from any overflow.
-MAX_SECONDS = 30 * 24 * 3600.0
+#: Every duration a person types, and every span of seconds a mailbox file states, is finite and
+#: at most ten years: the longest ``[retention] keep`` an operator may want (any longer, turn
+#: retention off), and far below what times computed from it need (now + ten years is nowhere
+#: near the codec's year-9000 bound, nor a thread wait's limit). One bound, so a value an agent
+#: may write (``stale_after`` in its record) is always one every reader accepts.
+MAX_SECONDS = 10 * 365 * 86400
+#: :data:`MAX_SECONDS` in words, for the errors.
+MAX_SPAN = "10 years"
 
 
 def check_seconds(
@@ -112,7 +117,7 @@ def check_seconds(
     if not math.isfinite(value):
         raise ConfigError(source, key, f"must be a finite number of seconds, got {value!r}")
     if value > maximum:
-        span = " (30 days)" if maximum == MAX_SECONDS else ""
+        span = f" ({MAX_SPAN})" if maximum == MAX_SECONDS else ""
         raise ConfigError(source, key, f"must be at most {maximum:g}{span}, got {value:g}")
     if zero_allowed and value == 0:
         return value
@@ -144,7 +149,7 @@ def check_whole(source: str, key: str | None, value: object, low: int, high: int
 
 
 def check_duration(
-    source: str, key: str | None, text: object, maximum: float = MAX_SECONDS, span: str = ""
+    source: str, key: str | None, text: object, maximum: float = MAX_SECONDS, span: str = MAX_SPAN
 ) -> float:
     """A duration text (``"15m"``) of more than 0 and at most ``maximum`` seconds (``span``
     says it in words); a ConfigError naming ``source`` and ``key`` otherwise."""
@@ -170,6 +175,8 @@ class Reader:
 
     source = "fdcore"
     flag: str | None = None
+    #: The value a flag declared with this reader takes when not given (None: no default).
+    default: Any = None
 
     def bind(self, source: str, flag: str | None) -> Reader:
         bound = copy.copy(self)
@@ -239,7 +246,7 @@ class Whole(Reader):
 class Duration(Reader):
     """A duration text (``--keep 7d``), checked as :func:`check_duration` checks it."""
 
-    def __init__(self, maximum: float = MAX_SECONDS, span: str = "") -> None:
+    def __init__(self, maximum: float = MAX_SECONDS, span: str = MAX_SPAN) -> None:
         self.maximum, self.span = maximum, span
 
     def parse(self, text: str) -> str:
@@ -249,12 +256,20 @@ class Duration(Reader):
         return check_duration(self.source, self.flag, value, self.maximum, self.span)
 
 
-#: A grace in seconds: ``[pipeline] grace_seconds`` and every command's ``--grace``.
-GRACE = Seconds(zero_allowed=True)
+class _Grace(Seconds):
+    default = 60.0
+
+
+#: A grace in seconds: ``[pipeline] grace_seconds`` and every command's ``--grace``, with its
+#: default (the one place 60 s is written).
+GRACE: Seconds = _Grace(zero_allowed=True)
 
 
 def add_flag(
     parser: argparse.ArgumentParser, name: str, reader: Reader, **options: Any
 ) -> argparse.Action:
-    """Declare the number flag (or positional) ``name`` of ``parser``, read by ``reader``."""
+    """Declare the number flag (or positional) ``name`` of ``parser``, read by ``reader`` (and
+    defaulting to the reader's default, if it has one)."""
+    if reader.default is not None:
+        options.setdefault("default", reader.default)
     return parser.add_argument(name, type=reader.bind(parser.prog, name), **options)

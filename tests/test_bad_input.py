@@ -136,7 +136,7 @@ def test_bad_lease_file_is_reported_and_the_table_waits(
         ('[agent]\nenvironment = "x"\n', "[agent] name: missing (required)"),
         (
             '[agent]\nname = "a"\nenvironment = "x"\n[pipline]\n',
-            "[pipline]: unknown key; did you mean '[pipeline]'?",
+            "[pipline]: unknown table; did you mean '[pipeline]'?",
         ),
         (
             '[agent]\nname = "a"\nenvironment = "x"\n[pipeline]\ntake_over = "yes"\n',

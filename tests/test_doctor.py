@@ -227,7 +227,7 @@ def test_doctor_fails_a_versioned_listing_with_stale_etags(tmp_path: Path) -> No
         (
             "nosuch://x",
             "fdcore: error: no installed plugin provides a storage backend for 'nosuch://x' "
-            "([agent] environment; installed: ",
+            "(fdcore doctor URL; installed: ",
         ),
         ("file://otherhost/x", "fdcore: error: file://otherhost/x: a file:// URL must name"),
     ],

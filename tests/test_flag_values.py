@@ -235,7 +235,7 @@ def test_a_grace_without_meaning_is_one_line_once_an_agent_and_a_request_exist(
     assert capsys.readouterr().err == (
         f"fdcore: error: fdcore {prog}: --grace: must be a finite number of seconds, got {value}\n"
         if value != "1e308"
-        else f"fdcore: error: fdcore {prog}: --grace: must be at most 2.592e+06 (30 days), "
+        else f"fdcore: error: fdcore {prog}: --grace: must be at most 3.1536e+08 (10 years), "
         "got 1e+308\n"
     )
 

@@ -74,7 +74,10 @@ def test_routes_are_read_in_order_with_their_options(tmp_path: Path) -> None:
         ('[notify.routes.oncall]\nkind = "log"\n', "[notify.routes.oncall] notifier: missing"),
         ("[notify.routes.oncall]\nnotifier = 1\n", "[notify.routes.oncall] notifier: expected a"),
         ('[notify.routes."../x"]\nnotifier = "log"\n', "invalid route name '../x'"),
-        ('[notify.routes]\noncall = "log"\n', "[notify.routes.oncall]: must be a table"),
+        (
+            '[notify.routes]\noncall = "log"\n',
+            "[notify.routes.oncall]: expected a table, got 'log'",
+        ),
     ],
 )
 def test_a_bad_route_is_one_line_naming_file_and_key(

@@ -45,7 +45,7 @@ def test_disabled_localfs_names_the_distribution(tmp_path: Path) -> None:
     message = result.stderr.strip()
     assert message.startswith(
         "fdcore: error: no installed plugin provides a storage backend for "
-        f"'{(tmp_path / 'env').as_uri()}' ([agent] environment; installed: memory"
+        f"'{(tmp_path / 'env').as_uri()}' (--env; installed: memory"
     )
     assert message.endswith("); fdcore-localfs is disabled by FDCORE_DISABLE_PLUGINS")
     assert "\n" not in message

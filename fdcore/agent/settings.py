@@ -1,29 +1,104 @@
-"""What an agent is told: its settings and schedules, typed (``agent.toml`` parsed, validated).
+"""What an agent is told: ``agent.toml``, declared once, and the settings the agent reads.
 
-Parsing and validating the TOML file is the command line's job (:mod:`fdcore.cli.config`); the
-agent and the simulator only ever see these values.
+:class:`AgentToml` declares the file, table by table (``[agent]``, ``[storage]``,
+``[pipeline]``, ``[runner]``, ``[[schedules]]``, ``[notify.routes.<name>]``, ``[incidents]``,
+``[retention]``): each key with its default, its checks and its help (:mod:`fdcore.agent.declared`).
+:meth:`AgentToml.settings` gives the agent's :class:`AgentConfig`, whose defaults are the
+declared ones. Reading the file is the command line's job (:mod:`fdcore.cli.config`); the agent
+and the simulator only ever see these values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import time
-from typing import Any
+from typing import Any, ClassVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 
-from fdcore.contract.codec import MAX_FILE_BYTES
+from fdcore.agent.declared import Invalid, OneOf, Span, default_of, setting
+from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
+from fdcore.contract.ids import validate_id
+from fdcore.contract.models import INCIDENT_KINDS
+from fdcore.durations import GRACE, Seconds, Whole, format_duration
+from fdcore.errors import ConfigError, InvalidId
+from fdcore.plugins.manager import SLOT
+
+MIN_POLL_SECONDS = 0.01
+MIN_STALE_AFTER = 0.1
+POLLS_PER_STALE = 3  # a heartbeat may be missed twice before its agent looks lost
+POLLS_PER_LEASE = 3  # a lease is renewed at half its time, and at least one poll before that
+#: The most attempts a request may be given ([pipeline] max_attempts, ``submit --max-attempts``).
+MAX_ATTEMPTS = 1000
+MAX_CONCURRENCY = 1024
+MIN_RETENTION_EVERY = 60.0
+MAX_RETENTION_BATCH = 10_000
+
+
+def _an_id(what: str) -> Any:
+    def check(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+        for item in [value] if isinstance(value, str) else value:
+            try:
+                validate_id(item, what)
+            except InvalidId as exc:
+                raise Invalid((attribute.name,), str(exc)) from None
+
+    return check
+
+
+def _time_zone(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is None:
+        return
+    try:
+        ZoneInfo(value)
+    except (ValueError, TypeError, OSError, ZoneInfoNotFoundError):
+        raise Invalid((attribute.name,), f"unknown IANA time zone {value!r}") from None
+
+
+# -- the tables the agent reads as they are ------------------------------------------------------
+
+
+@attrs.frozen
+class ScheduleTable:
+    """One ``[[schedules]]`` table: its requests, and exactly one timing key (the name of an
+    installed slot function: every, cron, daily, weekly, or a plugin's)."""
+
+    id: str = setting(help="the schedule's id (names its requests)", check=_an_id("schedule id"))
+    shared: bool = setting(False, help="true: one request per slot for every agent that has it")
+    entities: tuple[str, ...] = setting(
+        (), help="its tables; empty: one run for every table", check=_an_id("table name")
+    )
+    timezone: str | None = setting(
+        None, help='the slot function\'s time zone, e.g. "Europe/Berlin"'
+    )
+    deadline: str | None = setting(None, help='how long a slot\'s request may wait, e.g. "6h"')
+    timing: dict[str, str] = setting(
+        factory=dict,
+        help="exactly one timing key: an installed slot function (every, cron, daily, weekly"
+        " or a plugin's)",
+        rest=True,
+    )
+
+    @staticmethod
+    def schema_extra() -> dict[str, Any]:
+        """For editors: every slot function of fdcore-slots, one of them required."""
+        names = list(SLOT.ours)
+        return {
+            "additionalProperties": {"type": "string"},
+            "oneOf": [{"required": [name]} for name in names],
+        }
 
 
 @attrs.frozen
 class ScheduleConfig:
-    """One ``[[schedules]]`` table."""
+    """One schedule, as the agent runs it (its timing key split into ``timing`` and ``spec``)."""
 
     id: str
     entities: tuple[str, ...]
     timing: str  # the slot function's name (every, cron, daily, weekly or a plugin's)
     spec: str  # its value, e.g. "1h"
-    shared: bool = False
+    shared: bool = default_of(ScheduleTable, "shared")
     options: Mapping[str, Any] = attrs.field(factory=dict)  # timezone, deadline
 
 
@@ -32,9 +107,11 @@ class QuietHours:
     """``quiet_hours = {start = "22:00", end = "07:00", timezone = "Europe/Berlin"}``: posts due
     inside are deferred to ``end`` (a span past midnight wraps)."""
 
-    start: time
-    end: time
-    timezone: str = "UTC"
+    inline: ClassVar[bool] = True  # an inline table of a route, not a table of its own
+
+    start: time = setting(help='"HH:MM"', expects='a time such as "22:00"')
+    end: time = setting(help='"HH:MM"', expects='a time such as "22:00"')
+    timezone: str = setting("UTC", help="an IANA time zone", check=_time_zone)
 
 
 @attrs.frozen
@@ -45,13 +122,23 @@ class RouteConfig:
     incidents the route gets and when; fdcore applies them, the notifier never sees them.
     """
 
-    name: str
-    notifier: str
-    options: Mapping[str, Any] = attrs.field(factory=dict)  # the notifier's keys
-    kinds: tuple[str, ...] = ()  # incident kinds it gets; empty: every kind
-    escalate_after: float | None = None  # seconds open and unacknowledged before it posts
-    quiet_hours: QuietHours | None = None
-    digest: float | None = None  # seconds: what falls due within one interval is one post
+    name: str = setting(help="the route's name", header=True)
+    notifier: str = setting(help='the notifier: "log", or an installed one such as "teams"')
+    options: Mapping[str, Any] = setting(
+        factory=dict, help="the notifier's options (never secrets)", rest=True
+    )
+    kinds: tuple[str, ...] = setting(
+        (),
+        help="incident kinds it gets; empty: every kind",
+        check=OneOf(INCIDENT_KINDS, "incident kind"),
+    )
+    escalate_after: float | None = setting(
+        None, help="open and unacknowledged this long before it posts", duration=True, check=Span()
+    )
+    quiet_hours: QuietHours | None = setting(None, help="posts due inside wait until its end")
+    digest: float | None = setting(
+        None, help="what falls due within this interval is one post", duration=True, check=Span()
+    )
 
 
 @attrs.frozen
@@ -62,11 +149,34 @@ class Objective:
     ``window``, at least this share succeeded. ``freshness``: the last success is no older.
     """
 
-    table: str | None = None
-    schedule: str | None = None
-    success_rate: float | None = None
-    window: float = 86400.0
-    freshness: float | None = None
+    table: str | None = setting(None, help="the table judged (its run log)")
+    schedule: str | None = setting(None, help="the schedule judged (its requests)")
+    success_rate: float | None = setting(None, help="the share that must succeed, in (0, 1]")
+    window: float = setting(86400.0, help="the success rate's window", duration=True, check=Span())
+    freshness: float | None = setting(
+        None, help="the last success is at most this old", duration=True, check=Span()
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if (self.table is None) == (self.schedule is None):
+            raise Invalid((), "needs exactly one of table, schedule")
+        which = "table" if self.table is not None else "schedule"
+        _an_id(f"{which} {'name' if which == 'table' else 'id'}")(
+            self, attrs.fields_dict(Objective)[which], getattr(self, which)
+        )
+        if self.success_rate is None and self.freshness is None:
+            raise Invalid((), "needs success_rate (with window) or freshness")
+        rate = self.success_rate
+        if rate is not None and not 0 < rate <= 1:
+            raise Invalid(("success_rate",), f"must be in (0, 1], got {rate!r}")
+
+    @staticmethod
+    def schema_extra() -> dict[str, Any]:
+        return {
+            "additionalProperties": False,
+            "oneOf": [{"required": ["table"]}, {"required": ["schedule"]}],
+            "anyOf": [{"required": ["success_rate"]}, {"required": ["freshness"]}],
+        }
 
     @property
     def subject(self) -> str:
@@ -77,10 +187,17 @@ class Objective:
 class IncidentsConfig:
     """``[incidents]``: whether this agent evaluates the environment and delivers incidents."""
 
-    enabled: bool = False  # off: an upgraded agent starts no new writes or posts by itself
-    every: float = 60.0  # seconds between evaluations
-    lookback: float = 86400.0  # older failures and missed slots open no incident
-    objectives: tuple[Objective, ...] = ()
+    enabled: bool = setting(
+        False, help="evaluate the environment and post incidents (off: no new writes or posts)"
+    )
+    every: float = setting(60.0, help="between evaluations", duration=True, check=Span())
+    lookback: float = setting(
+        86400.0,
+        help="an older failure or missed slot opens no incident",
+        duration=True,
+        check=Span(),
+    )
+    objectives: tuple[Objective, ...] = setting((), help="what tables and schedules keep up")
 
 
 @attrs.frozen
@@ -89,40 +206,292 @@ class RetentionConfig:
     (docs/retention.md). On by default, archiving: nothing is deleted unless ``archive = false``.
     """
 
-    enabled: bool = True
-    keep: float = 7 * 86400.0  # seconds since a request's status became final
-    archive: bool = True  # move to archive/YYYY/MM/DD/ (False: delete)
-    every: float = 3600.0  # seconds between runs, across the environment (the retention lease)
-    batch: int = 100  # requests looked at per poll while a run is under way
+    enabled: bool = setting(True, help="move finished requests out of the live folders")
+    keep: float = setting(
+        7 * 86400.0,
+        help="age of a finished request (since its final status) before it is moved",
+        duration=True,
+        check=Span(),
+    )
+    archive: bool = setting(
+        True,
+        help="true: move to archive/YYYY/MM/DD/; false: delete",
+        expects="true (move to archive/) or false (delete)",
+    )
+    every: float = setting(
+        3600.0,
+        help="one run per interval across the environment (at least 1m)",
+        duration=True,
+        check=Span(MIN_RETENTION_EVERY),
+    )
+    batch: int = setting(
+        100, help="requests looked at per poll during a run", check=Whole(1, MAX_RETENTION_BATCH)
+    )
+
+
+# -- the tables the agent reads as one flat AgentConfig -------------------------------------------
+
+
+def _polls_within_stale(instance: Any, _attribute: Any, stale: float) -> None:
+    poll = instance.poll_seconds
+    if poll * POLLS_PER_STALE > stale:
+        raise Invalid(
+            ("poll_seconds",),
+            f"must be at most stale_after / {POLLS_PER_STALE} ({stale / POLLS_PER_STALE:g}),"
+            f" got {poll:g}: a busy agent would look lost",
+        )
+
+
+def check_file_bound(source: str, key: str | None, value: object) -> int:
+    """A mailbox read's size bound: within FILE_BYTES_RANGE (a bigger file is never read)."""
+    low, high = FILE_BYTES_RANGE
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(source, key, f"must be {low}..{high} bytes, got {value!r}")
+    return value
+
+
+def _file_bound(_instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    try:
+        check_file_bound("", None, value)
+    except ConfigError as exc:
+        raise Invalid((attribute.name,), exc.message) from None
+
+
+_file_bound.bounds = {"minimum": FILE_BYTES_RANGE[0], "maximum": FILE_BYTES_RANGE[1]}  # type: ignore[attr-defined]
+
+
+@attrs.frozen
+class AgentTable:
+    """``[agent]``: who the agent is, where its environment is, how often it polls."""
+
+    name: str = setting(help="unique in the environment", check=_an_id("agent name"))
+    environment: str = setting(help="the environment's URL: any storage URL a plugin serves")
+    poll_seconds: float = setting(
+        5.0,
+        help="seconds between polls (at most stale_after / 3)",
+        check=Seconds(MIN_POLL_SECONDS),
+    )
+    stale_after: float = setting(
+        60.0,
+        help="seconds without a heartbeat before it looks stale",
+        check=[Seconds(MIN_STALE_AFTER), _polls_within_stale],
+    )
+    concurrency: int = setting(
+        1, help="workers: requests run at once", check=Whole(1, MAX_CONCURRENCY)
+    )
+    shutdown_grace: float = setting(
+        300.0,
+        help="seconds running tables get to finish on SIGTERM",
+        check=Seconds(zero_allowed=True),
+    )
+    host: str | None = setting(
+        None,
+        help="the host folder whose execution slots it shares (docs/host.md)",
+        expects="a folder path",
+    )
+    host_admission: str = setting("slots", help="the host admission plugin: slots or lanes")
+    max_file_bytes: int = setting(
+        MAX_FILE_BYTES,
+        help="a bigger mailbox file is reported, never read (default: $FDCORE_MAX_FILE_BYTES,"
+        " else 1 MiB)",
+        check=_file_bound,
+    )
+    create: bool = setting(False, help="create the environment if it is not there")
+
+
+@attrs.frozen
+class StorageTable:
+    """``[storage]``: the storage backend's options (never secrets: name the variables)."""
+
+    backend: str | None = setting(None, help="force a backend instead of choosing by URL")
+    options: dict[str, str] = setting(
+        factory=dict, help="the backend's options, e.g. connection_string_env", rest=True
+    )
+
+
+@attrs.frozen
+class PipelineTable:
+    """``[pipeline]``: how requests are claimed, taken over, attempted and leased."""
+
+    claim: str = setting("always", help='the claim policy: "always" or "when_free"')
+    take_over: bool = setting(False, help="take over requests of lost agents")
+    takeover_policy: str = setting("stale_record", help="the takeover policy")
+    grace_seconds: float = setting(
+        GRACE.default, help="seconds past stale_after before an agent is lost", check=GRACE
+    )
+    max_attempts: int = setting(
+        3, help="lost attempts before a request fails", check=Whole(1, MAX_ATTEMPTS)
+    )
+    leases: str = setting("mailbox", help="the table lease provider")
+    lease_seconds: float | None = setting(
+        None, help="a table lease's time (at least 3 x poll_seconds; default: stale_after)"
+    )
+
+
+def _command(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not value:
+        raise Invalid((attribute.name,), "expected a non-empty list of strings")
+
+
+@attrs.frozen
+class RunnerTable:
+    """``[runner]``: what runs a table."""
+
+    kind: str = setting("command", help='the table runner: "command" or "python"')
+    command: list[str] | None = setting(
+        None,
+        help="command: the program and its arguments, run once per table",
+        check=_command,
+        expects="a non-empty list of strings",
+    )
+    function: str | None = setting(
+        None,
+        help='python: the table function, "module:attribute"',
+        expects="a string 'module:attribute'",
+    )
+    cwd: str | None = setting(None, help="the folder it runs in")
+
+
+@attrs.frozen
+class NotifyTable:
+    """``[notify]``: the notification routes."""
+
+    routes: dict[str, RouteConfig] = setting(
+        factory=dict,
+        help="the routes, [notify.routes.<name>]",
+        check=_an_id("route name"),
+        expects="a table of routes, [notify.routes.<name>]",
+    )
+
+
+def _lease_outlasts_polls(instance: AgentToml, attribute: Any, pipeline: PipelineTable) -> None:
+    """A lease is renewed at half its time, at least one poll before it runs out."""
+    if pipeline.lease_seconds is None:
+        return
+    least = Seconds(instance.agent.poll_seconds * POLLS_PER_LEASE)
+    try:
+        least.check(pipeline.lease_seconds)
+    except ConfigError as exc:
+        raise Invalid((attribute.name, "lease_seconds"), exc.message) from None
+
+
+def _keep_covers_incidents(instance: AgentToml, attribute: Any, retention: RetentionConfig) -> None:
+    """``keep`` must cover what incident evaluation reads back in time."""
+    incidents = instance.incidents
+    needed = [("[incidents] lookback", incidents.lookback)]
+    for number, objective in enumerate(incidents.objectives, start=1):
+        needed.append((f"[[incidents.objectives]] #{number} window", objective.window))
+        if objective.freshness is not None:
+            needed.append((f"[[incidents.objectives]] #{number} freshness", objective.freshness))
+    for key, seconds in needed:
+        if retention.keep < seconds:
+            raise Invalid(
+                (attribute.name, "keep"),
+                f"{format_duration(retention.keep)} is shorter than {key} "
+                f"({format_duration(seconds)}): incidents would judge requests retention has "
+                "moved away",
+            )
+
+
+@attrs.frozen
+class AgentToml:
+    """agent.toml: one agent's settings (docs/agents.md)."""
+
+    agent: AgentTable = setting(help="who the agent is and where")
+    storage: StorageTable = setting(factory=StorageTable, help="the storage backend's options")
+    pipeline: PipelineTable = setting(
+        factory=PipelineTable,
+        help="claims, takeovers, attempts, leases",
+        check=_lease_outlasts_polls,
+    )
+    runner: RunnerTable = setting(factory=RunnerTable, help="what runs a table")
+    schedules: tuple[ScheduleTable, ...] = setting((), help="requests created on a timetable")
+    notify: NotifyTable = setting(factory=NotifyTable, help="notification routes")
+    incidents: IncidentsConfig = setting(factory=IncidentsConfig, help="incidents")
+    retention: RetentionConfig = setting(
+        factory=RetentionConfig, help="retention", check=_keep_covers_incidents
+    )
+
+    def settings(self, source: str) -> AgentConfig:
+        """The agent's settings: these tables, flattened, ``source`` naming the file."""
+        agent, pipeline, runner = self.agent, self.pipeline, self.runner
+        options = {k: v for k, v in attrs.asdict(runner).items() if k != "kind" and v is not None}
+        return AgentConfig(
+            name=agent.name,
+            environment=agent.environment,
+            poll_seconds=float(agent.poll_seconds),
+            stale_after=float(agent.stale_after),
+            concurrency=agent.concurrency,
+            shutdown_grace=float(agent.shutdown_grace),
+            storage_backend=self.storage.backend,
+            storage_options=dict(self.storage.options),
+            claim=pipeline.claim,
+            take_over=pipeline.take_over,
+            takeover_policy=pipeline.takeover_policy,
+            grace_seconds=float(pipeline.grace_seconds),
+            max_attempts=pipeline.max_attempts,
+            leases=pipeline.leases,
+            lease_seconds=None if pipeline.lease_seconds is None else float(pipeline.lease_seconds),
+            runner=runner.kind,
+            runner_options=options,
+            schedules=tuple(_schedule(table) for table in self.schedules),
+            routes=tuple(attrs.evolve(r, name=n) for n, r in self.notify.routes.items()),
+            incidents=self.incidents,
+            retention=self.retention,
+            host=agent.host or None,
+            host_admission=agent.host_admission,
+            max_file_bytes=agent.max_file_bytes,
+            create=agent.create,
+            source=source,
+        )
+
+
+def _schedule(table: ScheduleTable) -> ScheduleConfig:
+    [(timing, spec)] = table.timing.items()  # exactly one: checked with the installed plugins
+    options = {"timezone": table.timezone, "deadline": table.deadline}
+    return ScheduleConfig(
+        id=table.id,
+        entities=table.entities,
+        timing=timing,
+        spec=spec,
+        shared=table.shared,
+        options={k: v for k, v in options.items() if v is not None},
+    )
+
+
+def _default(table: type, name: str) -> Any:
+    return attrs.field(default=default_of(table, name))
 
 
 @attrs.frozen
 class AgentConfig:
+    """An agent's settings, flat: agent.toml's tables (:class:`AgentToml`) with their defaults."""
+
     name: str
     environment: str
-    poll_seconds: float = 5.0
-    stale_after: float = 60.0
-    concurrency: int = 1
-    shutdown_grace: float = 300.0
-    storage_backend: str | None = None
-    storage_options: Mapping[str, str] = attrs.field(factory=dict)
-    claim: str = "always"
-    take_over: bool = False
-    takeover_policy: str = "stale_record"
-    grace_seconds: float = 60.0
-    max_attempts: int = 3
-    leases: str = "mailbox"
-    lease_seconds: float | None = None  # default: stale_after
-    runner: str = "command"
-    runner_options: Mapping[str, Any] = attrs.field(factory=dict)
+    poll_seconds: float = _default(AgentTable, "poll_seconds")
+    stale_after: float = _default(AgentTable, "stale_after")
+    concurrency: int = _default(AgentTable, "concurrency")
+    shutdown_grace: float = _default(AgentTable, "shutdown_grace")
+    storage_backend: str | None = _default(StorageTable, "backend")
+    storage_options: Mapping[str, str] = _default(StorageTable, "options")
+    claim: str = _default(PipelineTable, "claim")
+    take_over: bool = _default(PipelineTable, "take_over")
+    takeover_policy: str = _default(PipelineTable, "takeover_policy")
+    grace_seconds: float = _default(PipelineTable, "grace_seconds")
+    max_attempts: int = _default(PipelineTable, "max_attempts")
+    leases: str = _default(PipelineTable, "leases")
+    lease_seconds: float | None = _default(PipelineTable, "lease_seconds")  # default: stale_after
+    runner: str = _default(RunnerTable, "kind")
+    runner_options: Mapping[str, Any] = attrs.field(factory=dict)  # [runner]'s other keys
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
-    incidents: IncidentsConfig = IncidentsConfig()
-    retention: RetentionConfig = RetentionConfig()
-    host: str | None = None  # the host folder its tables are admitted through (docs/host.md)
-    host_admission: str = "slots"  # the host admission plugin that opens it
-    max_file_bytes: int = MAX_FILE_BYTES  # a bigger mailbox file is reported, never read
-    create: bool = False  # create the environment if it is not there (else: one-line error)
+    incidents: IncidentsConfig = _default(AgentToml, "incidents")
+    retention: RetentionConfig = _default(AgentToml, "retention")
+    host: str | None = _default(AgentTable, "host")  # the host folder (docs/host.md)
+    host_admission: str = _default(AgentTable, "host_admission")
+    max_file_bytes: int = _default(AgentTable, "max_file_bytes")
+    create: bool = _default(AgentTable, "create")
     source: str = "<config>"
 
     @property

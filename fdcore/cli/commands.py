@@ -47,12 +47,13 @@ from fdcore.plugins.manager import TAKEOVER, load_plugins
 from fdcore.terminal import LiveView
 
 
-def open_mailbox(url: str, *, create: bool) -> Mailbox:
+def open_mailbox(url: str, *, create: bool, setting: str = "--env") -> Mailbox:
     """The environment's mailbox; ``create=False`` for commands that only read (a missing
     environment is then "environment not found", never a new empty one). Its reads are bounded
-    by $FDCORE_MAX_FILE_BYTES (1 MiB unless set)."""
+    by $FDCORE_MAX_FILE_BYTES (1 MiB unless set). ``setting`` is where the URL was typed."""
     bound = max_file_bytes_setting("", "", None)
-    return Mailbox(load_plugins().open_storage(url, create=create), max_file_bytes=bound)
+    storage = load_plugins().open_storage(url, create=create, setting=setting)
+    return Mailbox(storage, max_file_bytes=bound)
 
 
 #: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
@@ -123,7 +124,7 @@ def _init(args: argparse.Namespace) -> int:
     plugins = load_plugins()
     options = dict(args.option)
     try:
-        plugins.open_storage(args.env, options, create=False).close()
+        plugins.open_storage(args.env, options, create=False, setting="fdcore init URL").close()
         print(f"{args.env}: already an environment")
     except EnvironmentNotFound:
         plugins.open_storage(args.env, options, create=True).close()
@@ -336,7 +337,7 @@ def _listing_arguments(parser: argparse.ArgumentParser) -> None:
     """What ``queue``, ``agents`` and ``schedules`` share: an environment, --json, --grace."""
     parser.add_argument("--env", required=True, help="environment URL")
     parser.add_argument("--json", action="store_true", help="stable machine-readable output")
-    add_flag(parser, "--grace", GRACE, default=60.0, help="seconds past stale_after before lost")
+    add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
 
 
 class Queue:

@@ -158,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
         # Opening first, without creating, turns a bad URL, a missing plugin and a missing or
         # unusable environment into one error line (exit 2) before any process starts. A store
         # that cannot be reached is the failed "open" property.
-        load_plugins().open_storage(args.environment, dict(args.option), create=False).close()
+        load_plugins().open_storage(
+            args.environment, dict(args.option), create=False, setting="fdcore doctor URL"
+        ).close()
     except StorageUnavailable as exc:
         observation = Observation("open", False, f"observed {type(exc).__name__}: {exc}")
         _print([observation], args)

@@ -205,7 +205,6 @@ class Incidents:
             evaluate_parser,
             "--grace",
             GRACE,
-            default=60.0,
             help="seconds past stale_after before offline",
         )
         evaluate_parser.add_argument("--by", help="who evaluates (recorded on incidents)")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from fdcore.abc import Command
 from fdcore.cli import actions, commands, installed
+from fdcore.cli.config_command import Config
 from fdcore.cli.demo import Demo
 from fdcore.cli.doctor import Doctor
 from fdcore.cli.incidents import Incidents
@@ -27,6 +28,7 @@ def fdcore_commands() -> Sequence[Command]:
         installed.PluginList(),
         *commands.COMMANDS,
         *actions.COMMANDS,
+        Config(),
         Demo(),
         Doctor(),
         Incidents(),

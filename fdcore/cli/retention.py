@@ -12,10 +12,10 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from fdcore.agent.declared import default_of
 from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
 from fdcore.cli.commands import open_mailbox
-from fdcore.cli.config import KEEP_RANGE
 from fdcore.durations import GRACE, Duration, add_flag, format_duration
 
 
@@ -70,9 +70,10 @@ class Retention:
         add_flag(
             run,
             "--keep",
-            Duration(*KEEP_RANGE),
-            default="7d",  # read by the reader, as a typed value is
-            help='age of a finished request (default "7d")',
+            Duration(),
+            # the declared default, read by the reader as a typed value is
+            default=format_duration(default_of(RetentionConfig, "keep")),
+            help='age of a finished request (default "%(default)s")',
         )
         run.add_argument("--delete", action="store_true", help="delete instead of archiving")
         run.add_argument(
@@ -82,8 +83,7 @@ class Retention:
             run,
             "--grace",
             GRACE,
-            default=60.0,
-            help="seconds past a deadline before its request may go (default 60)",
+            help="seconds past a deadline before its request may go (default %(default)g)",
         )
         run.add_argument("--json", action="store_true", help="machine-readable output")
 

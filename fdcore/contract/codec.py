@@ -97,16 +97,20 @@ for _type in (int, str, bool, float):
     converter.register_structure_hook(_type, _strict(_type))
 
 
-def _list_factory(type_: Any) -> Any:
-    base = list_structure_factory(type_, converter)
+def only(expected: type, what: str, base: Callable[[Any, Any], Any]) -> Any:
+    """A structure hook: ``base``, for a value of type ``expected`` only (``what`` names it);
+    cattrs would split a string into characters where a list belongs."""
 
-    def structure(value: object, _type: object) -> Any:
-        # cattrs would split a string into characters; a list field needs a JSON array.
-        if not isinstance(value, list):
-            raise TypeError(f"expected a list, got {type(value).__name__}")
-        return base(value, _type)
+    def structure(value: object, type_: object) -> Any:
+        if not isinstance(value, expected):
+            raise TypeError(f"expected {what}, got {type(value).__name__}")
+        return base(value, type_)
 
     return structure
+
+
+def _list_factory(type_: Any) -> Any:
+    return only(list, "a list", list_structure_factory(type_, converter))
 
 
 def _is_list(type_: Any) -> bool:

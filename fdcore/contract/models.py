@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from fdcore.contract.ids import validate_id
+from fdcore.durations import MAX_SECONDS
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -63,8 +64,8 @@ def _ids(what: str) -> Any:
     return check
 
 
-#: The longest span of seconds a file may state (``stale_after``): ten years.
-MAX_SECONDS = 10 * 365 * 86400
+# The longest span of seconds a file may state (``stale_after``) is the bound of every duration
+# a person types (fdcore.durations.MAX_SECONDS, ten years), so any value an agent writes is read.
 
 
 def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -319,6 +320,15 @@ class ArchiveEntry:
     runs: int = 0  # run records archived with it
     contract: int = 1
     extra: dict[str, Any] = _extra()
+
+
+#: The kinds of incident (``Incident.kind``): what a route's ``kinds`` may name.
+AGENT_OFFLINE = "agent_offline"
+REQUEST_FAILED = "request_failed"
+SLOT_MISSED = "slot_missed"
+SCHEDULE_CONFLICT = "schedule_conflict"
+OBJECTIVE = "objective"
+INCIDENT_KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED, SCHEDULE_CONFLICT, OBJECTIVE)
 
 
 class IncidentState(str, enum.Enum):

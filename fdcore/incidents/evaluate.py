@@ -25,6 +25,11 @@ from fdcore.agent.schedules import schedule_conflicts
 from fdcore.agent.settings import Objective
 from fdcore.contract.layout import agent_key, status_key
 from fdcore.contract.models import (
+    AGENT_OFFLINE,
+    INCIDENT_KINDS,
+    REQUEST_FAILED,
+    SCHEDULE_CONFLICT,
+    SLOT_MISSED,
     AgentRecord,
     Incident,
     IncidentDocument,
@@ -35,14 +40,10 @@ from fdcore.contract.models import (
 )
 from fdcore.errors import MailboxFileError, StorageUnavailable
 from fdcore.incidents.book import Finding, IncidentBook, report, resolve_cleared
-from fdcore.incidents.objectives import OBJECTIVE, look_at_objectives
+from fdcore.incidents.objectives import look_at_objectives
 from fdcore.mailbox.access import Mailbox
 
-AGENT_OFFLINE = "agent_offline"
-REQUEST_FAILED = "request_failed"
-SLOT_MISSED = "slot_missed"
-SCHEDULE_CONFLICT = "schedule_conflict"
-KINDS = (AGENT_OFFLINE, REQUEST_FAILED, SLOT_MISSED, SCHEDULE_CONFLICT, OBJECTIVE)
+KINDS = INCIDENT_KINDS
 
 
 @attrs.define

@@ -13,13 +13,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from fdcore.agent.settings import Objective
-from fdcore.contract.models import Outcome, RunRecord, State, Status
+from fdcore.contract.models import OBJECTIVE, Outcome, RunRecord, State, Status
 from fdcore.durations import format_duration
 from fdcore.errors import MailboxFileError, StorageUnavailable
 from fdcore.incidents.book import Finding
 from fdcore.mailbox.access import Mailbox
-
-OBJECTIVE = "objective"
 
 
 def objective_key(objective: Objective) -> str:

@@ -60,7 +60,7 @@ STORAGE: Kind[StorageBackend] = Kind(
     "storage backend",
     "fdcore_storage_backends",
     "[agent] environment",
-    {"file": "fdcore-localfs", "onelake": "fdcore-onelake"},
+    {"file": "fdcore-localfs", "onelake": "fdcore-onelake", "s3": "fdcore-s3"},
 )
 CLAIM: Kind[ClaimPolicy] = Kind(
     "claim policy",
@@ -223,9 +223,15 @@ class Plugins:
             raise PluginError(clash)
         raise PluginError(self._missing(kind, name, f"{kind.label} {name!r}"))
 
-    def _missing(self, kind: Kind[Any], name: str, what: str) -> str:
-        installed = ", ".join(sorted(self._impls.get(kind.label, {}))) or "none"
-        message = f"no installed plugin provides {what} ({kind.setting}; installed: {installed})"
+    def _missing(self, kind: Kind[Any], name: str, what: str, setting: str | None = None) -> str:
+        names = sorted(self._impls.get(kind.label, {}))
+        installed = ", ".join(names) or "none"
+        where = setting or kind.setting
+        message = f"no installed plugin provides {what} ({where}; installed: {installed})"
+        close = difflib.get_close_matches(name, [*names, *kind.ours], n=1)
+        if close and close[0] != name:
+            shown = f"{close[0]}://" if kind is STORAGE else close[0]
+            return f"{message}; did you mean {shown!r}?"
         distribution = kind.ours.get(name)
         if distribution:
             broken = [i for i in self.infos if i.distribution == distribution and i.error]
@@ -237,16 +243,18 @@ class Plugins:
                 message += f"; install {distribution}"
         return message
 
-    def storage_backend(self, url: str, name: str | None = None) -> StorageBackend:
-        """The backend that serves ``url``: the one called ``name``, or the first that accepts."""
+    def storage_backend(
+        self, url: str, name: str | None = None, *, setting: str | None = None
+    ) -> StorageBackend:
+        """The backend that serves ``url``: the one called ``name``, or the first that accepts.
+        ``setting`` says where the URL was given, for the error (default: agent.toml's key)."""
         if name:
             return self.get(STORAGE, name)
         for backend in self.implementations(STORAGE).values():
             if backend.accepts(url):
                 return backend
-        raise PluginError(
-            self._missing(STORAGE, guess_storage_backend(url), f"a storage backend for {url!r}")
-        )
+        what = f"a storage backend for {url!r}"
+        raise PluginError(self._missing(STORAGE, guess_storage_backend(url), what, setting))
 
     def open_storage(
         self,
@@ -255,10 +263,12 @@ class Plugins:
         backend: str | None = None,
         *,
         create: bool = True,
+        setting: str | None = None,
     ) -> Storage:
         """Open environment ``url``; with ``create=False`` only an existing one, writing nothing
-        (a missing one is :class:`~fdcore.errors.EnvironmentNotFound`)."""
-        chosen = self.storage_backend(url, backend)
+        (a missing one is :class:`~fdcore.errors.EnvironmentNotFound`). ``setting`` says where
+        the URL was given (a command's ``--env``), for the error."""
+        chosen = self.storage_backend(url, backend, setting=setting)
         if _takes_create(chosen):
             return chosen.open(url, dict(options or {}), create=create)
         return chosen.open(url, dict(options or {}))
