@@ -57,7 +57,11 @@ class Holder:
     record: AgentRecord | None = None  # as last read
     listed: Listed | None = None  # its version in the last listing
     lost_at: datetime | None = None  # the store's time it was first judged lost (while lost)
-    read_modified: datetime | None = None  # the last-modified of the version last read
+    # The requests it may hold that it claimed before ``since`` (the last-modified of a version
+    # read): those its records read since then name. Whatever it claimed or took over after
+    # ``since`` has a status last written after it.
+    requests: set[str] = attrs.field(factory=set)
+    since: datetime | None = None
 
 
 class Liveness:
@@ -136,10 +140,20 @@ class Liveness:
     def _read(self, name: str, holder: Holder) -> None:
         entry = self.agents.read(name)
         record = entry.value
-        if record is None or holder.record is None or not _same_live_process(holder.record, record):
+        before = holder.record
+        if record is None or before is None or not _same_live_process(before, record):
             holder.epoch += 1
+        named = set(record.requests) if record is not None else set()
+        if before is not None and record is not None and _continues(before, record):
+            # The same process, heartbeat to heartbeat: what it held at ``since`` and still
+            # holds its record names.
+            holder.requests, holder.since = named, entry.modified
+        elif holder.since is None:
+            holder.requests, holder.since = named, entry.modified
+        else:
+            # Another process, or a gap: what the earlier one held may be in neither record.
+            holder.requests |= named
         holder.record = record
-        holder.read_modified = entry.modified
 
     def epoch(self, name: str) -> int:
         """The holder's epoch (see the module's docstring)."""
@@ -195,24 +209,22 @@ class Liveness:
         if self._suspects is None:
             self._suspects = [h for h in self.holders.values() if _suspect(h)]
         for holder in self._suspects:
-            record = holder.record
-            assert record is not None
-            if request_id in record.requests:
+            if request_id in holder.requests:
                 return True  # it may be handed back, or taken over
             if holder.lost_at is not None and self._in_lost_window(holder, request_id, modified):
                 return True
         return False
 
     def _in_lost_window(self, holder: Holder, request_id: str, modified: datetime) -> bool:
-        """A lost holder held the requests its last record names, and whichever it claimed or
-        took over after that record was written, until it was judged lost. A record too large
-        to name them (its ids left out, ``running`` kept) leaves every status of that time."""
+        """A lost holder held the requests its records name (:attr:`Holder.requests`), and
+        whichever it claimed or took over after ``since``, until it was judged lost. A record
+        too large to name them (its ids left out, ``running`` kept) leaves every status of that
+        time."""
         record = holder.record
         assert record is not None and holder.lost_at is not None
-        since = holder.read_modified
-        if since is None or (not record.requests and record.running > 0):
+        if holder.since is None or (not record.requests and record.running > 0):
             return modified <= holder.lost_at
-        return since <= modified <= holder.lost_at
+        return holder.since <= modified <= holder.lost_at
 
     # -- record by record (no versions or no store clock) ----------------------------------------
 
