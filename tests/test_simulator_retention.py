@@ -39,8 +39,8 @@ def test_a_retention_process_racing_the_fleet_runs_no_request_twice() -> None:
 
 
 def _old_listings(self: Discovery) -> tuple[set[str], set[str]]:
-    requests = set(self.mailbox.request_ids())
-    return set(self.mailbox.status_ids()), requests
+    requests = set(self.index.requests.list())
+    return set(self.index.statuses.list()), requests
 
 
 def _old_create_status(mailbox: Mailbox, status: Status) -> str:
