@@ -115,6 +115,10 @@ class Discovery:
         self.liveness.new_sweep()
         if self.config.take_over:
             self.liveness.judge_all(now)
+        if self._swept and self.liveness.by_listing and not self.liveness.suspects:
+            # No agent is lost or stopping: a status never read gives no work (_unchanged).
+            read = self.index.statuses.read_ids() | self.holdings.work.keys()
+            request_ids = [i for i in request_ids if i in read]
         takeable = [found for found in (self._look_at(i, now) for i in request_ids) if found]
         self._swept = True  # every status was looked at once: later sweeps may skip the unread
         # Its own requests whose answers were lost are held again first (in _look_at): they take

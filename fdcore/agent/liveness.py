@@ -203,12 +203,17 @@ class Liveness:
             for name in list(self.holders):
                 self.lost(name, now)
 
+    @property
+    def suspects(self) -> list[Holder]:
+        """This sweep's agents that are lost or stopping (:meth:`judge_all` first)."""
+        if self._suspects is None:
+            self._suspects = [h for h in self.holders.values() if _suspect(h)]
+        return self._suspects
+
     def may_hold(self, request_id: str, modified: datetime) -> bool:
         """Whether a status this agent never read, last written at ``modified`` (the store's
         time), may be one it has to look at: held by an agent that is lost or stopping."""
-        if self._suspects is None:
-            self._suspects = [h for h in self.holders.values() if _suspect(h)]
-        for holder in self._suspects:
+        for holder in self.suspects:
             if request_id in holder.requests:
                 return True  # it may be handed back, or taken over
             if holder.lost_at is not None and self._in_lost_window(holder, request_id, modified):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import attrs
 
@@ -98,21 +98,22 @@ class Folder(Generic[T]):
         self.cls = cls
         self.settled = settled  # a value that never changes once written: read once
         self.lock = lock or threading.RLock()
+        # Whether the store's listing carries etags: asked once (a runtime protocol check is slow).
+        self.versioned = isinstance(mailbox.storage, VersionedListing)
+        storage = mailbox.storage
+        self._check = storage if isinstance(storage, ChangeCheck) else None
         self.listed: dict[str, Listed | None] = {}  # the last listing: id -> version (or None)
         self._read: dict[str, Entry[T]] = {}  # id -> the last read, with the etag read at
         self._read_at: dict[str, str | None] = {}  # id -> the listed etag when it was read
-
-    @property
-    def versioned(self) -> bool:
-        return isinstance(self.mailbox.storage, VersionedListing)
 
     def list(self) -> dict[str, Listed | None]:
         """List the folder (one list call): id -> its listed version (None without
         VersionedListing). Forgets what it knew of ids no longer listed."""
         storage = self.mailbox.storage
         with self.lock:
-            if isinstance(storage, VersionedListing):
-                versions = {item.key: item for item in storage.list_versions(self.prefix)}
+            if self.versioned:
+                listing = cast(VersionedListing, storage).list_versions(self.prefix)
+                versions = {item.key: item for item in listing}
                 ids = self.mailbox.checked_ids(self.prefix, list(versions))
                 listed: dict[str, Listed | None] = {
                     i: versions[f"{self.prefix}{i}.json"] for i in ids
@@ -140,10 +141,9 @@ class Folder(Generic[T]):
             return not self._unchanged(known)
 
     def _unchanged(self, known: Entry[T]) -> bool:
-        storage = self.mailbox.storage
-        if known.found is None or not isinstance(storage, ChangeCheck):
+        if known.found is None or self._check is None:
             return False
-        return storage.unchanged(known.key, known.found.etag)
+        return self._check.unchanged(known.key, known.found.etag)
 
     def get(self, id: str) -> Entry[T]:
         """``id``'s file, read now only if it may have changed (:meth:`changed`)."""
@@ -177,6 +177,11 @@ class Folder(Generic[T]):
             self._read_at[id] = listed.etag if listed is not None else None
             return entry
 
+    def read_ids(self) -> set[str]:
+        """The ids read at least once (and still listed)."""
+        with self.lock:
+            return set(self._read)
+
     def known(self, id: str) -> Entry[T] | None:
         """What the last read of ``id`` gave, without reading; None if never read."""
         with self.lock:
@@ -205,7 +210,7 @@ class MailboxIndex:
     @property
     def versioned(self) -> bool:
         """Whether the store's listing carries etags (:class:`~fdcore.abc.VersionedListing`)."""
-        return isinstance(self.mailbox.storage, VersionedListing)
+        return self.statuses.versioned
 
     def runs(self, request_id: str) -> tuple[list[RunRecord], list[str]]:
         """The request's run records (one list call; each record read once per index), and
