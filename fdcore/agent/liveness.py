@@ -62,6 +62,7 @@ class Holder:
     # ``since`` has a status last written after it.
     requests: set[str] = attrs.field(factory=set)
     since: datetime | None = None
+    read: bool = False  # its record was read once (a read the store failed is tried again)
 
 
 class Liveness:
@@ -119,7 +120,8 @@ class Liveness:
         holder = self.holders.get(name)
         if holder is None:
             holder = self.holders[name] = Holder()
-            self._read(name, holder)  # first met
+        if not holder.read:
+            self._read(name, holder)  # first met (or its first read failed)
         elif holder.listed is not None and version.etag != holder.listed.etag:
             self._moved(name, holder, version)
         holder.listed = version
@@ -154,6 +156,7 @@ class Liveness:
             # Another process, or a gap: what the earlier one held may be in neither record.
             holder.requests |= named
         holder.record = record
+        holder.read = True
 
     def epoch(self, name: str) -> int:
         """The holder's epoch (see the module's docstring)."""
