@@ -28,6 +28,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from test_processes_takeover import AGENT, PIPELINE, SLEEPER, TAKEOVER_WITHIN
 
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
@@ -38,14 +39,7 @@ from fdcore.testing.assertions import assert_taken_over, holder
 PREVIOUS = "dd3cb62972d5990ac300d6e022756452e58db6c5"
 REPOSITORY = Path(__file__).resolve().parents[1]
 
-POLL = 0.5
-STALE = 2.0
-GRACE = 1.0
-AGENT = {"poll_seconds": POLL, "stale_after": STALE, "concurrency": 1, "shutdown_grace": 10}
-PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": GRACE, "lease_seconds": 2}
-SLEEPER = {"kind": "python", "function": "fdcore.testing.tables:sleep_table"}
 WHERE = "import fdcore, fdcore_takeover as t; print(fdcore.__file__, t.__file__)"
-TAKEOVER_WITHIN = STALE + GRACE + POLL + 0.5  # as tests/test_processes_takeover.py
 
 
 def previous_release(into: Path) -> Path:
