@@ -118,6 +118,7 @@ class Discovery:
         if self._swept and self.liveness.by_listing and not self.liveness.suspects:
             # No agent is lost or stopping: a status never read gives no work (_unchanged).
             read = self.index.statuses.read_ids() | self.holdings.work.keys()
+            read |= self.index.requests.read_ids()  # seen unclaimed: maybe claimed by this agent
             request_ids = [i for i in request_ids if i in read]
         takeable = [found for found in (self._look_at(i, now) for i in request_ids) if found]
         self._swept = True  # every status was looked at once: later sweeps may skip the unread
@@ -208,10 +209,13 @@ class Discovery:
         statuses = self.index.statuses
         entry = statuses.known(request_id)
         if entry is None:
+            # Read once if this agent saw the request unclaimed (its own claim or takeover may
+            # have landed with its answer lost), or an agent lost or stopping may hold it.
             listed = statuses.listed.get(request_id)
             return (
                 self._swept
                 and listed is not None
+                and self.index.requests.known(request_id) is None
                 and not self.liveness.may_hold(request_id, listed.modified)
             )
         if request_id not in self._known:
