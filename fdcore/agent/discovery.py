@@ -115,6 +115,8 @@ class Discovery:
         self.liveness.new_sweep()
         if self.config.take_over:
             self.liveness.judge_all(now)
+        else:
+            self.liveness.look()  # who starts stopping (and hands requests back)
         if self._swept and self.liveness.by_listing and not self.liveness.suspects:
             # No agent is lost or stopping: a status never read gives no work (_unchanged).
             read = self.index.statuses.read_ids() | self.holdings.work.keys()
