@@ -122,7 +122,10 @@ class Discovery:
             read = self.index.statuses.read_ids() | self.holdings.work.keys()
             read |= self.index.requests.read_ids()  # seen unclaimed: maybe claimed by this agent
             request_ids = [i for i in request_ids if i in read]
+        began = self.liveness.store_now(now)
         takeable = [found for found in (self._look_at(i, now) for i in request_ids) if found]
+        if not self._swept:
+            self.liveness.all_read_at = began
         self._swept = True  # every status was looked at once: later sweeps may skip the unread
         # Its own requests whose answers were lost are held again first (in _look_at): they take
         # room already, so what is left goes to the others, and no request waits on a full agent.

@@ -77,6 +77,8 @@ class Liveness:
         resolution = getattr(index.mailbox.storage, "clock_resolution", 0.0)
         self.resolution = resolution if isinstance(resolution, float) else 0.0
         self.holders: dict[str, Holder] = {}
+        # The store's time when this process's first sweep began (it read every status then).
+        self.all_read_at: datetime | None = None
         # Not by the listing: each holder's epoch with the record it was judged by.
         self._epochs: dict[str, tuple[int, AgentRecord | None]] = {}
         self._records: dict[str, AgentRecord | None] = {}  # this sweep's (not by the listing)
@@ -151,7 +153,11 @@ class Liveness:
             # holds its record names.
             holder.requests, holder.since = named, entry.modified
         elif holder.since is None:
-            holder.requests, holder.since = named, entry.modified
+            # First met: what it wrote since this process last read every status may be its.
+            since = entry.modified
+            if since is not None and self.all_read_at is not None:
+                since = min(since, self.all_read_at)
+            holder.requests, holder.since = named, since
         else:
             # Another process, or a gap: what the earlier one held may be in neither record.
             holder.requests |= named
@@ -225,14 +231,17 @@ class Liveness:
 
     def _in_lost_window(self, holder: Holder, request_id: str, modified: datetime) -> bool:
         """A lost holder held the requests its records name (:attr:`Holder.requests`), and
-        whichever it claimed or took over after ``since``, until it was judged lost. A record
-        too large to name them (its ids left out, ``running`` kept) leaves every status of that
-        time."""
+        whichever it claimed or took over after ``since``: even after it was judged lost (a
+        process paused in the middle of a poll goes on with it when it wakes). A record too
+        large to name them (its ids left out, ``running`` kept) leaves every status. A holder
+        that stopped cleanly holds nothing."""
         record = holder.record
-        assert record is not None and holder.lost_at is not None
+        assert record is not None
+        if record.stopped_at is not None:
+            return False
         if holder.since is None or (not record.requests and record.running > 0):
-            return modified <= holder.lost_at
-        return holder.since <= modified <= holder.lost_at
+            return True
+        return holder.since <= modified
 
     # -- record by record (no versions or no store clock) ----------------------------------------
 
