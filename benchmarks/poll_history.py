@@ -39,7 +39,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from fdcore.abc import Blob, Storage, TableJob, TableRun, read_mailbox_file
+from fdcore.abc import Blob, Listed, Storage, TableJob, TableRun, read_mailbox_file
 from fdcore.agent.components import build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.retention import protected_requests, retire
@@ -96,6 +96,12 @@ class CountingStorage:
         keys = list(self.storage.list(prefix))
         self.counts["listed_keys"] += len(keys)
         return iter(keys)
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        self.counts["list"] += 1
+        listed = list(self.storage.list_versions(prefix))  # type: ignore[attr-defined]
+        self.counts["listed_keys"] += len(listed)
+        return iter(listed)
 
     def close(self) -> None:
         self.storage.close()

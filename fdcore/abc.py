@@ -368,6 +368,14 @@ class TakeoverPolicy(Protocol):
 
         ``record`` is None when the agent has no readable record: such an agent is never lost
         under the default policy, since its absence proves nothing.
+
+        Where the store's listing carries last-modified times and the store reports its time
+        (:class:`VersionedListing`, :class:`StoreClock`), the agent judges by the listing: then
+        ``record.updated_at`` is the store's last-modified time of the record's latest version
+        and ``now`` the store's time (the asking agent's clock less its measured skew), so the
+        holder's clock plays no part; the record's other fields are as last read (a record
+        that changed is read before an agent is judged lost). Elsewhere both are as written and
+        by the asking agent's clock. A policy compares the two either way.
         """
 
 

@@ -43,6 +43,7 @@ from fdcore.agent.work import Holdings, Work
 from fdcore.clock import Clock
 from fdcore.errors import DuplicateAgent, MailboxFileError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.index import MailboxIndex
 
 log = logging.getLogger("fdcore.agent")
 
@@ -89,6 +90,9 @@ class Agent:
             config, mailbox, components, clock, self.status_changes, self.holdings, skew=self.skew
         )
         self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)
+        # What this agent knows of the mailbox, read again only where it changed: one index
+        # for every part that looks at the folders.
+        self.index = MailboxIndex(mailbox)
         self.discovery = Discovery(
             config,
             mailbox,
@@ -98,6 +102,7 @@ class Agent:
             self.holdings,
             skew=self.skew,
             cancels=self.cancels,
+            index=self.index,
         )
         self.retention = Retention(
             config.retention,
@@ -109,6 +114,7 @@ class Agent:
             warm_up=config.stale_after,
             budget=config.poll_seconds,
             skew=self.skew,
+            index=self.index,
         )
         # In a spell of store errors, and the last record write that had landed when it began;
         # store errors met so far (a poll that meets none may end the spell).

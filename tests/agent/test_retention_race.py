@@ -48,23 +48,32 @@ def retention_now(env: Environment) -> None:
 
 def before_call(env: Environment, name: str, when: Callable[[str], bool], do: Callable[[], None]):
     """Run ``do`` once, just before the first call of ``name`` whose key ``when`` accepts
-    (``list`` hooks run after it, between it and the agent's next call)."""
-    inner = getattr(env.storage, name)
+    (``list`` hooks run after it, between it and the agent's next call; ``list`` stands for
+    either listing, ``list_versions`` included, as the mailbox index lists with versions where
+    the store offers them)."""
+    listings = ("list", "list_versions")
+    names = [n for n in listings if hasattr(env.storage, n)] if name == "list" else [name]
     done = False
 
-    def hooked(key: str, *args: object) -> object:
-        nonlocal done
-        if done or not when(key):
-            return inner(key, *args)
-        done = True
-        if name != "list":
-            do()
-            return inner(key, *args)
-        keys: Iterator[str] = iter(list(inner(key, *args)))
-        do()
-        return keys
+    def hook(method: str) -> Callable[..., object]:
+        inner = getattr(env.storage, method)
 
-    setattr(env.storage, name, hooked)
+        def hooked(key: str, *args: object) -> object:
+            nonlocal done
+            if done or not when(key):
+                return inner(key, *args)
+            done = True
+            if method not in listings:
+                do()
+                return inner(key, *args)
+            listed: Iterator[object] = iter(list(inner(key, *args)))
+            do()
+            return listed
+
+        return hooked
+
+    for method in names:
+        setattr(env.storage, method, hook(method))
 
 
 def archived_status(env: Environment, request_id: str) -> bytes:

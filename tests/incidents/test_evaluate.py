@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -138,14 +139,15 @@ def test_a_kind_whose_listing_failed_resolves_nothing() -> None:
     put_status(book, "r-1", State.FAILED)
     evaluate(book, NOW, GRACE, "etl-01")
     storage = book.mailbox.storage
-    real_list = storage.list
+    for listing in ("list", "list_versions"):  # the index lists with versions where it can
+        real = getattr(storage, listing)
 
-    def statuses_unreachable(prefix: str = "") -> Iterator[str]:
-        if prefix.startswith("status/"):
-            raise StorageUnavailable(prefix, "unreachable")
-        return real_list(prefix)
+        def statuses_unreachable(prefix: str = "", real: Any = real) -> Iterator[Any]:
+            if prefix.startswith("status/"):
+                raise StorageUnavailable(prefix, "unreachable")
+            return real(prefix)  # type: ignore[no-any-return]
 
-    storage.list = statuses_unreachable  # type: ignore[method-assign]
+        setattr(storage, listing, statuses_unreachable)
     put_agent(book, "etl-02", seen_ago=0)
     outcome = evaluate(book, NOW, GRACE, "etl-01")
     assert [i.key for i in outcome.resolved] == ["agent_offline:etl-02"]
