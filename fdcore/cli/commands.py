@@ -11,6 +11,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from fdcore import environment
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
     load_config,
@@ -19,24 +20,25 @@ from fdcore.cli.config import (
 )
 from fdcore.cli.output import format_table
 from fdcore.cli.runtime import AgentRuntime
-from fdcore.cli.views import (
+from fdcore.clock import SystemClock
+from fdcore.contract.codec import parse_time
+from fdcore.contract.ids import validate_id
+from fdcore.durations import GRACE, Seconds, Whole, add_flag
+from fdcore.environment import (
     AgentRow,
+    Mailbox,
+    QueueReader,
     agent_rows,
     describe_attempts,
-    queue_rows,
+    lost_agent_policy,
     schedule_rows,
     schedule_warnings,
     shared_by,
     with_host_folder,
 )
-from fdcore.clock import SystemClock
-from fdcore.contract.codec import parse_time
-from fdcore.contract.ids import validate_id
-from fdcore.durations import GRACE, Seconds, Whole, add_flag
 from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
-from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import TAKEOVER, load_plugins
+from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import LiveView
 
 
@@ -45,7 +47,7 @@ def open_mailbox(url: str, *, create: bool) -> Mailbox:
     environment is then "environment not found", never a new empty one). Its reads are bounded
     by $FDCORE_MAX_FILE_BYTES (1 MiB unless set)."""
     bound = max_file_bytes_setting("", "", None)
-    return Mailbox(load_plugins().open_storage(url, create=create), max_file_bytes=bound)
+    return environment.open_mailbox(url, create=create, max_file_bytes=bound)
 
 
 #: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
@@ -129,8 +131,7 @@ def _time(value: datetime | None) -> str:
 
 
 def _agent_rows(mailbox: Mailbox, grace: float) -> list[AgentRow]:
-    policy = load_plugins().get(TAKEOVER, "stale_record")
-    return agent_rows(mailbox, datetime.now(timezone.utc), policy, grace)
+    return agent_rows(mailbox, datetime.now(timezone.utc), lost_agent_policy(), grace)
 
 
 def _print(
@@ -147,11 +148,11 @@ def _print(
 
 
 def _queue_listing(
-    args: argparse.Namespace, mailbox: Mailbox
+    args: argparse.Namespace, queue: QueueReader
 ) -> tuple[list[Any], list[Any], list[str]]:
     """The queue's rows, its human table and its warnings, read once."""
-    rows = queue_rows(mailbox, include_final=not args.active, include_archived=args.all)
-    agents = _agent_rows(mailbox, args.grace)
+    rows = queue.rows(include_final=not args.active, include_archived=args.all)
+    agents = _agent_rows(queue.mailbox, args.grace)
     states = {row.name: row.state for row in agents}
     sharing = shared_by(agents)
     header = ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
@@ -178,22 +179,23 @@ def _queue_listing(
 def _queue(args: argparse.Namespace) -> int:
     if args.active and args.all:
         raise ConfigError("fdcore queue", "--all", "cannot be given with --active")
-    mailbox = open_mailbox(args.env, create=False)
+    # one reader for every frame of --watch: what never changes is read once
+    queue = QueueReader(open_mailbox(args.env, create=False))
     if args.watch is not None:
-        return _watch_queue(args, mailbox)
-    rows, table, warnings = _queue_listing(args, mailbox)
+        return _watch_queue(args, queue)
+    rows, table, warnings = _queue_listing(args, queue)
     _print(args, "requests", rows, table, warnings)
     return 0
 
 
-def _watch_queue(args: argparse.Namespace, mailbox: Mailbox) -> int:
+def _watch_queue(args: argparse.Namespace, queue: QueueReader) -> int:
     """``queue --watch``: the queue redrawn in place every interval until Ctrl-C (or
     ``--count`` frames); with ``--json``, one JSON document per line per frame."""
     view = LiveView()
     frames = 0
     try:
         while True:
-            rows, table, warnings = _queue_listing(args, mailbox)
+            rows, table, warnings = _queue_listing(args, queue)
             if args.json:
                 document = {"requests": [row.to_json() for row in rows], "warnings": warnings}
                 print(json.dumps(document), flush=True)

@@ -19,8 +19,8 @@ from fdcore_monitor.timeline import timeline_svg
 from starlette.testclient import TestClient
 
 from fdcore.cli.main import main
-from fdcore.cli.views import AttemptStory, RunStory, request_story
 from fdcore.contract.models import State
+from fdcore.environment import AttemptStory, RunStory, request_story
 from fdcore.incidents.book import IncidentBook
 
 TOKEN = "s3cret-token"
