@@ -42,6 +42,7 @@ from fdcore.agent.work import Holdings, Work
 from fdcore.clock import Clock
 from fdcore.errors import DuplicateAgent, MailboxFileError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.index import MailboxIndex
 
 log = logging.getLogger("fdcore.agent")
 
@@ -81,8 +82,17 @@ class Agent:
         self.status_changes = StatusChanges(config, mailbox, self.instance, self.holdings)
         self.tables = Tables(config, mailbox, components, clock, self.status_changes, self.holdings)
         self.tables.skew = self.skew
+        # What this agent knows of the mailbox, read again only where it changed: one index
+        # for every part that looks at the folders.
+        self.index = MailboxIndex(mailbox)
         self.discovery = Discovery(
-            config, mailbox, components, self.instance, self.status_changes, self.holdings
+            config,
+            mailbox,
+            components,
+            self.instance,
+            self.status_changes,
+            self.holdings,
+            self.index,
         )
         self.discovery.skew = self.skew
         self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)

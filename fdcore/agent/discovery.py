@@ -1,8 +1,10 @@
 """Looking for work: the requests this agent could hold, and whether it should take them.
 
-Each scan lists ``requests/`` and ``status/``, and reads only what it does not know: a request
-once (requests never change), a final status once (``Holdings.final``); what retention removed
-is forgotten. docs/benchmarks.md ("Cost of a poll") states what one poll costs. Requests
+Each scan lists ``requests/`` and ``status/`` through the agent's mailbox index
+(:mod:`fdcore.mailbox.index`), and reads only what it does not know: a request once (requests
+never change), a final status once (``Holdings.final``), a status in flight when its etag moved
+(where the listing carries etags); what retention removed is forgotten. Whether a holder is lost
+is :mod:`.liveness`'s. docs/benchmarks.md ("Cost of a poll") states what one poll costs. Requests
 already under way come first (the sweep): this agent's own, left by an earlier process; handed
 back ones; and, with ``take_over``, those of lost agents. Then unclaimed requests, oldest
 first: claimed as the claim policy allows, or expired past their deadline. The writes
@@ -15,13 +17,14 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fdcore.agent.components import Components
+from fdcore.agent.liveness import Liveness
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_held_by
-from fdcore.contract.layout import agent_key, request_key
-from fdcore.contract.models import AgentRecord, Request, Status
+from fdcore.contract.models import Request, Status
 from fdcore.mailbox.access import Mailbox, Versioned
+from fdcore.mailbox.index import MailboxIndex
 
 if TYPE_CHECKING:
     from fdcore.agent.cancels import Cancels
@@ -38,6 +41,7 @@ class Discovery:
         instance: str,
         status_changes: StatusChanges,
         holdings: Holdings,
+        index: MailboxIndex | None = None,
     ) -> None:
         self.config = config
         self.agent = config.name
@@ -46,22 +50,31 @@ class Discovery:
         self.instance = instance
         self.status_changes = status_changes
         self.holdings = holdings
-        self._requests: dict[str, Request] = {}  # requests never change once written
-        # Statuses in flight held by other agents, as last read, with their holder's epoch then;
-        # and each holder's epoch with its record as last read (see _unchanged).
+        # What this agent knows of the mailbox: each file read again only when it changed.
+        self.index = index or MailboxIndex(mailbox)
+        self.liveness = Liveness(self.index, parts.takeover, config.grace_seconds)
+        # Without etags in the listing: statuses in flight held by other agents, as last read,
+        # with their holder's epoch then (see _unchanged).
         self._known: dict[str, tuple[Status, int]] = {}
-        self._epochs: dict[str, tuple[int, AgentRecord | None]] = {}
         self._last_sweep: datetime | None = None
         self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
-        self.skew: ClockSkew | None = None  # this agent's clock against the store's
         self.cancels: Cancels | None = None  # operators' cancels: never claim those
+
+    @property
+    def skew(self) -> ClockSkew | None:
+        """This agent's clock against the store's."""
+        return self.liveness.skew
+
+    @skew.setter
+    def skew(self, skew: ClockSkew | None) -> None:
+        self.liveness.skew = skew
 
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
         self.looks += 1
         status_ids, request_ids = self._listings()
-        self._forget_removed(request_ids, status_ids)
+        self._forget_removed(status_ids)
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after
@@ -85,50 +98,23 @@ class Discovery:
         request before its status, so a request listed after its status was not had no status
         then (docs/retention.md). The other order could list a request, then miss the status a
         move deleted meanwhile, and claim a request that had ended."""
-        status_ids = set(self.mailbox.status_ids())
-        return status_ids, set(self.mailbox.request_ids())
+        status_ids = set(self.index.statuses.list())
+        return status_ids, set(self.index.requests.list())
 
-    def _forget_removed(self, request_ids: set[str], status_ids: set[str]) -> None:
+    def _forget_removed(self, status_ids: set[str]) -> None:
         """Forget what was known of requests no longer listed (archived or deleted by retention):
-        what this agent remembers follows the mailbox, not every request it ever saw."""
+        what this agent remembers follows the mailbox, not every request it ever saw (the index
+        forgets its files on its own)."""
         self.holdings.final &= status_ids
-        for request_id in self._requests.keys() - request_ids:
-            del self._requests[request_id]
         for request_id in self._known.keys() - status_ids:
             del self._known[request_id]
 
     def _sweep(self, request_ids: list[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""
-        records: dict[str, AgentRecord | None] = {}  # each holder's record, read once per sweep
-        takeable: list[tuple[Versioned[Status], str]] = []
-        for request_id in request_ids:
-            if self._unchanged(request_id, now, records):
-                continue
-            self._known.pop(request_id, None)
-            found = self.status_changes.read(request_id)
-            if found is None or self._still_waiting(request_id, found):
-                continue
-            status = found.value
-            if status.state.final:
-                self.holdings.final.add(request_id)
-                continue
-            if self.config.take_over and status.agent not in (None, self.agent):
-                # Remembered with take_over only: its sweep reads the holders' records at every
-                # poll anyway. Without, sweeps are stale_after apart, too far to trust a status.
-                assert status.agent is not None
-                self._record_of(status.agent, records)
-                self._known[request_id] = (status, self._epochs[status.agent][0])
-            if self._made_by_this_process(status):
-                # This process's own claim or takeover, whose answer a store error lost.
-                request = self._request(request_id)
-                if request is not None:
-                    self.holdings.add(Work(request, status, found.etag))
-                continue
-            reason = self._reason_to_take(status, now, records)
-            if reason is not None:
-                takeable.append((found, reason))
-        # Its own requests whose answers were lost are held again first: they take room already,
-        # so what is left goes to the others, and no request waits on a full agent.
+        self.liveness.new_sweep()
+        takeable = [found for found in (self._look_at(i, now) for i in request_ids) if found]
+        # Its own requests whose answers were lost are held again first (in _look_at): they take
+        # room already, so what is left goes to the others, and no request waits on a full agent.
         for found, reason in takeable:
             status = found.value
             if not self.parts.claim.may_claim(self.holdings.load()):
@@ -139,45 +125,80 @@ class Discovery:
             lost = status.agent is not None  # another agent, or an earlier process of this one
             self.status_changes.take_over(found, request, now, reason, lost=lost)
 
-    def _unchanged(
-        self, request_id: str, now: datetime, records: dict[str, AgentRecord | None]
-    ) -> bool:
-        """True if the status as last read still tells all: no need to read it again.
+    def _look_at(self, request_id: str, now: datetime) -> tuple[Versioned[Status], str] | None:
+        """One status of the sweep: (the status, why this agent may take it), or None."""
+        if self._unchanged(request_id, now):
+            return None
+        self._known.pop(request_id, None)
+        changed = self.index.versioned and self.index.statuses.changed(request_id)
+        found = self.index.statuses.get(request_id).found
+        if found is None or self._still_waiting(request_id, found):
+            return None
+        status = found.value
+        if status.state.final:
+            self.holdings.final.add(request_id)
+            return None
+        if status.agent not in (None, self.agent):
+            if changed:
+                self.liveness.refresh(status.agent)  # it may have restarted
+            self._remember(request_id, status)
+        if self._made_by_this_process(status):
+            # This process's own claim or takeover, whose answer a store error lost.
+            request = self._request(request_id)
+            if request is not None:
+                self.holdings.add(Work(request, status, found.etag))
+            return None
+        reason = self._reason_to_take(status, now)
+        return None if reason is None else (found, reason)
 
-        A status in flight names its holder, and only that holder changes it (a table done,
-        the finish, a hand back), or another agent once the holder is lost. None of the
-        holder's own changes gives this agent work but a hand back, and a holder hands back
-        only once its record says ``stopping``. So a status read while its holder was live is
-        trusted while that holder's record, read at every sweep, shows the same process,
-        neither stopping nor stopped nor lost, with no silence between two reads longer than
-        its ``stale_after`` (in which another agent could have judged it lost and taken the
-        request over): the holder's epoch has not moved.
+    def _remember(self, request_id: str, status: Status) -> None:
+        """Without etags in the listing, and with take_over only: a status in flight held by
+        another agent, trusted while its holder's epoch stays (:meth:`_unchanged`). Without
+        take_over sweeps are stale_after apart, too far to trust a status."""
+        if self.index.versioned or not self.config.take_over:
+            return
+        assert status.agent is not None
+        self.liveness.record(status.agent)
+        self._known[request_id] = (status, self.liveness.epoch(status.agent))
+
+    def _unchanged(self, request_id: str, now: datetime) -> bool:
+        """True if the status as last read still tells all: no need to read or judge it again.
+
+        With etags in the listing, a status whose etag did not move is the status as read: one
+        held by another agent needs no look while that agent is not lost (or, without
+        take_over, at all). Without them: a status in flight names its holder, and only that
+        holder changes it (a table done, the finish, a hand back), or another agent once the
+        holder is lost. None of the holder's own changes gives this agent work but a hand back,
+        and a holder hands back only once its record says ``stopping``. So a status read while
+        its holder was live is trusted while that holder's record, read at every sweep, shows
+        the same process, neither stopping nor stopped nor lost, with no silence between two
+        reads longer than its ``stale_after`` (in which another agent could have judged it lost
+        and taken the request over): the holder's epoch has not moved.
         """
+        if request_id in self.holdings.work:
+            return False
+        if self.index.versioned:
+            return self._unchanged_by_etag(request_id, now)
         known = self._known.get(request_id)
-        if known is None or request_id in self.holdings.work:
+        if known is None:
             return False
         status, epoch = known
         holder = status.agent
         assert holder is not None
-        record = self._record_of(holder, records)
         return (
-            record is not None
-            and self._epochs[holder][0] == epoch
-            and not self.parts.takeover.is_lost(record, now, self.config.grace_seconds)
+            self.liveness.record(holder) is not None
+            and self.liveness.epoch(holder) == epoch
+            and not self.liveness.lost(holder, now)
         )
 
-    def _record_of(self, holder: str, records: dict[str, AgentRecord | None]) -> AgentRecord | None:
-        """The holder's record, read once per sweep; moves the holder's epoch when the record
-        shows something that may have moved its statuses (see :meth:`_unchanged`)."""
-        if holder in records:
-            return records[holder]
-        found = self.mailbox.read_or_report(AgentRecord, agent_key(holder))
-        record = records[holder] = found.value if found else None
-        epoch, before = self._epochs.get(holder, (0, None))
-        if record is None or before is None or not _continues(before, record):
-            epoch += 1
-        self._epochs[holder] = (epoch, record)
-        return record
+    def _unchanged_by_etag(self, request_id: str, now: datetime) -> bool:
+        entry = self.index.statuses.known(request_id)
+        if entry is None or entry.value is None or self.index.statuses.changed(request_id):
+            return False
+        holder = entry.value.agent
+        if holder in (None, self.agent) or entry.value.state.final:
+            return False
+        return not self.config.take_over or not self.liveness.lost(holder, now)
 
     def _still_waiting(self, request_id: str, found: Versioned[Status]) -> bool:
         """A request held waiting (for a worker or its table's lease): True if still ours, else
@@ -202,9 +223,7 @@ class Discovery:
             and status.attempts[-1].instance == self.instance
         )
 
-    def _reason_to_take(
-        self, status: Status, now: datetime, records: dict[str, AgentRecord | None]
-    ) -> str | None:
+    def _reason_to_take(self, status: Status, now: datetime) -> str | None:
         """Why this agent may take a non-final status it does not hold; None if it may not."""
         holder = status.agent
         if holder == self.agent:
@@ -215,8 +234,7 @@ class Discovery:
             return None
         if self.skew is not None and self.skew.refuses_takeover:
             return None  # a clock this far off could judge a live agent lost (ClockSkew warns)
-        record = self._record_of(holder, records)
-        if not self.parts.takeover.is_lost(record, now, self.config.grace_seconds):
+        if not self.liveness.lost(holder, now):
             return None
         return f"agent {holder} is lost"
 
@@ -246,25 +264,4 @@ class Discovery:
 
     def _request(self, request_id: str) -> Request | None:
         """The request (read once: requests never change); None if absent or unreadable."""
-        cached = self._requests.get(request_id)
-        if cached is None:
-            key = request_key(request_id)
-            found = self.mailbox.read_or_report(Request, key)  # its id checked against its name
-            if found is None:
-                return None
-            cached = self._requests[request_id] = found.value
-        return cached
-
-
-def _continues(before: AgentRecord, after: AgentRecord) -> bool:
-    """``after`` is the same live process's record as ``before``, not silent for longer than its
-    ``stale_after`` in between (a later version, at most that much later), neither stopping nor
-    stopped."""
-    gap = (after.updated_at - before.updated_at).total_seconds()
-    return (
-        after.instance is not None
-        and after.instance == before.instance
-        and not after.stopping
-        and after.stopped_at is None
-        and 0 <= gap <= after.stale_after
-    )
+        return self.index.requests.get(request_id).value

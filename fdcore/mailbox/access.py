@@ -199,7 +199,11 @@ class Mailbox:
         or None for a bad name) is kept (pruned to about what the folder holds), so a name is
         checked once, when it appears.
         """
-        keys = list(self.storage.list(prefix))
+        return iter(self.checked_ids(prefix, list(self.storage.list(prefix))))
+
+    def checked_ids(self, prefix: str, keys: list[str]) -> list[str]:
+        """The ids of ``keys`` (a listing of ``prefix``) that are ``<id>.json`` files directly
+        under it, in order; other names reported once (see :meth:`ids`)."""
         known = self._listed.setdefault(prefix, {})
         fresh = set(keys).difference(known)
         if fresh:
@@ -210,7 +214,7 @@ class Mailbox:
             present = set(keys)
             known = {key: found for key, found in known.items() if key in present}
             self._listed[prefix] = known
-        yield from filter(None, map(known.get, keys))
+        return [found for found in map(known.get, keys) if found]
 
     def _id_in(self, prefix: str, key: str) -> str | None:
         """The id of ``key`` directly under ``prefix``; None (a bad name reported) otherwise."""

@@ -13,18 +13,22 @@ The wrapper sits between an agent (its mailbox and its table leases) and the sha
 * reports the store's time of its last write (:class:`fdcore.abc.StoreClock`): the world's
   true virtual time, against which each agent measures its clock's skew;
 * calls ``before`` ahead of each operation, where a retention process's calls interleave
-  (:mod:`fdcore.simulator.retention`).
+  (:mod:`fdcore.simulator.retention`);
+* lists with each key's etag and the store's time of its last write
+  (:class:`fdcore.abc.VersionedListing`), as one list operation; the times are the world's
+  true virtual time, shared by every agent's view of the one store.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
-from fdcore.abc import Blob
+from fdcore.abc import Blob, Listed
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
@@ -32,6 +36,11 @@ from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUn
 Tap = Callable[[str, bytes | None], None]  # None: deleted
 # (key, data, outcome): "landed", "landed, answer lost", "exists" or "failed"
 CreateTap = Callable[[str, bytes, str], None]
+
+# The store's time of each version (etag) of the shared store, shared by every view over it.
+_MODIFIED: weakref.WeakKeyDictionary[MemoryStorage, dict[str, datetime]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class FaultyStore:
@@ -50,6 +59,7 @@ class FaultyStore:
     ) -> None:
         self.inner = inner
         self.store_time = store_time
+        self.modified = _MODIFIED.setdefault(inner, {})  # etag -> the store's time of its write
         self._write_time: datetime | None = None
         self.url = inner.url
         self.tap = tap
@@ -131,6 +141,7 @@ class FaultyStore:
             if request:
                 self.created(key, data, "exists")
             raise
+        self.modified[etag] = self.store_time()
         self.tap(key, data)
         if request:
             self.created(key, data, "landed, answer lost" if fail else "landed")
@@ -148,6 +159,8 @@ class FaultyStore:
             if key.startswith("status/"):
                 self.lost_status_writes.append(key[len("status/") : -len(".json")])
             raise
+        self.modified.pop(etag, None)
+        self.modified[new] = self.store_time()
         self.tap(key, data)
         if fail:
             raise self._unavailable("replace", key)
@@ -157,7 +170,10 @@ class FaultyStore:
         fail = self._write("delete", key)
         if fail == "before":
             raise self._unavailable("delete", key)
+        gone = self.inner.read(key)
         self.inner.delete(key, etag)
+        if gone is not None:
+            self.modified.pop(gone.etag, None)
         self.tap(key, None)
         if fail:
             raise self._unavailable("delete", key)
@@ -170,6 +186,20 @@ class FaultyStore:
             self.listed_cancels(keys)
             return iter(keys)
         return self.inner.list(prefix)
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        """:class:`fdcore.abc.VersionedListing`: one list operation, each key with its etag and
+        the true virtual time of its write (a version written past the views, by the world
+        itself, is stamped when first listed)."""
+        keys = list(self.list(prefix))
+        listed = []
+        for key in keys:
+            blob = self.inner.read(key)
+            if blob is None:
+                continue
+            modified = self.modified.setdefault(blob.etag, self.store_time())
+            listed.append(Listed(key, blob.etag, modified))
+        return iter(listed)
 
     def close(self) -> None:
         pass

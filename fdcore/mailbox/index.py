@@ -1,0 +1,252 @@
+"""One mailbox index: list a folder, read again only what changed (the informer idea).
+
+A reader that looks at the mailbox over and over (the agent's discovery and sweep, the incident
+evaluator, retention, the monitor, ``fdcore queue --watch``) lists a folder each time, but reads
+a file only when it may have changed since its last read:
+
+- with a store that offers :class:`fdcore.abc.VersionedListing`, the listing carries each key's
+  etag: a file whose listed etag equals the one it was read at is not read again;
+- a request, a final status and a run record never change once written: each is read once per
+  index (while it stays listed), with or without etags;
+- otherwise a file is read again at each look, unless the store tells cheaply that it is
+  unchanged (:class:`fdcore.abc.ChangeCheck`).
+
+Every read is bounded (the mailbox's ``max_file_bytes``) and total: a malformed file is
+reported once through the mailbox's :class:`~fdcore.mailbox.access.ProblemLog` and comes back as
+a problem, never as an exception (only :class:`~fdcore.errors.StorageUnavailable` leaves, for
+the caller's outage handling). Keys that leave the listing are forgotten.
+
+The API::
+
+    index = MailboxIndex(mailbox)
+    index.statuses.list()        # id -> Listed (etag, modified) or None: one list call
+    index.statuses.get("r1")     # Entry: the status as last read, read now only if it changed
+    index.statuses.entries()     # list, then get every listed id
+    index.requests, index.agents, index.cancels   # the same, for those folders
+    index.runs("r1")             # the request's run records, each read once
+
+An index is not shared across threads (a store handle is not); the lock only keeps a caller
+that does share one from corrupting it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Generic, TypeVar
+
+import attrs
+
+from fdcore.abc import ChangeCheck, Listed, VersionedListing
+from fdcore.contract.ids import validate_id
+from fdcore.contract.layout import AGENTS, CANCELS, REQUESTS, RUNS, STATUS
+from fdcore.contract.models import AgentRecord, Cancel, Request, RunRecord, Status
+from fdcore.errors import MailboxFileError
+from fdcore.mailbox.access import Mailbox, Versioned
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Entry(Generic[T]):
+    """One file of a folder as the index knows it.
+
+    ``found`` is the file as last read (None: absent when read, or malformed); ``problem`` says
+    what is wrong with a malformed one. ``etag`` and ``modified`` come from the last listing
+    (None without :class:`~fdcore.abc.VersionedListing`); ``modified`` is the store's time of
+    the write that made the listed version, by the store's clock.
+    """
+
+    id: str
+    key: str
+    found: Versioned[T] | None
+    problem: str | None = None
+    etag: str | None = None
+    modified: datetime | None = None
+
+    @property
+    def value(self) -> T | None:
+        return self.found.value if self.found is not None else None
+
+
+def _never(value: object) -> bool:
+    return False
+
+
+def _always(value: object) -> bool:
+    return True
+
+
+def _final(status: Status) -> bool:
+    return status.state.final
+
+
+class Folder(Generic[T]):
+    """One folder of ``<id>.json`` files of one kind (``requests/``, ``status/``, ``agents/``)."""
+
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        prefix: str,
+        cls: type[T],
+        settled: Callable[[T], bool] = _never,
+        lock: threading.RLock | None = None,
+    ) -> None:
+        self.mailbox = mailbox
+        self.prefix = prefix
+        self.cls = cls
+        self.settled = settled  # a value that never changes once written: read once
+        self.lock = lock or threading.RLock()
+        self.listed: dict[str, Listed | None] = {}  # the last listing: id -> version (or None)
+        self._read: dict[str, Entry[T]] = {}  # id -> the last read, with the etag read at
+        self._read_at: dict[str, str | None] = {}  # id -> the listed etag when it was read
+
+    @property
+    def versioned(self) -> bool:
+        return isinstance(self.mailbox.storage, VersionedListing)
+
+    def list(self) -> dict[str, Listed | None]:
+        """List the folder (one list call): id -> its listed version (None without
+        VersionedListing). Forgets what it knew of ids no longer listed."""
+        storage = self.mailbox.storage
+        with self.lock:
+            if isinstance(storage, VersionedListing):
+                versions = {item.key: item for item in storage.list_versions(self.prefix)}
+                ids = self.mailbox.checked_ids(self.prefix, list(versions))
+                listed: dict[str, Listed | None] = {
+                    i: versions[f"{self.prefix}{i}.json"] for i in ids
+                }
+            else:
+                listed = dict.fromkeys(self.mailbox.ids(self.prefix))
+            self.listed = listed
+            for gone in self._read.keys() - listed.keys():
+                del self._read[gone]
+                self._read_at.pop(gone, None)
+            return listed
+
+    def changed(self, id: str) -> bool:
+        """Whether ``id`` must be read to be known: never read, or its listed etag moved since
+        (without etags: unless settled, or the store says it is unchanged)."""
+        with self.lock:
+            known = self._read.get(id)
+            if known is None:
+                return True
+            listed = self.listed.get(id)
+            if listed is not None:
+                return listed.etag != self._read_at.get(id)
+            if known.value is not None and self.settled(known.value):
+                return False
+            return not self._unchanged(known)
+
+    def _unchanged(self, known: Entry[T]) -> bool:
+        storage = self.mailbox.storage
+        if known.found is None or not isinstance(storage, ChangeCheck):
+            return False
+        return storage.unchanged(known.key, known.found.etag)
+
+    def get(self, id: str) -> Entry[T]:
+        """``id``'s file, read now only if it may have changed (:meth:`changed`)."""
+        with self.lock:
+            if not self.changed(id):
+                return self._read[id]
+            return self.read(id)
+
+    def read(self, id: str) -> Entry[T]:
+        """Read ``id``'s file now, whatever is known of it. Never raises for a bad file."""
+        key = f"{self.prefix}{id}.json"
+        with self.lock:
+            listed = self.listed.get(id)
+            try:
+                found, problem = self.mailbox.read(self.cls, key), None
+            except MailboxFileError as exc:
+                self.mailbox.problems.report(key, str(exc))
+                found, problem = None, str(exc)
+            entry = Entry(
+                id,
+                key,
+                found,
+                problem,
+                listed.etag if listed else None,
+                listed.modified if listed else None,
+            )
+            if found is not None and listed is not None and found.etag != listed.etag:
+                # Changed again between the listing and the read: what was read is newer.
+                entry = attrs.evolve(entry, etag=found.etag, modified=None)
+            self._read[id] = entry
+            self._read_at[id] = listed.etag if listed is not None else None
+            return entry
+
+    def known(self, id: str) -> Entry[T] | None:
+        """What the last read of ``id`` gave, without reading; None if never read."""
+        with self.lock:
+            return self._read.get(id)
+
+    def entries(self, ids: Iterable[str] | None = None) -> dict[str, Entry[T]]:
+        """List the folder, then every listed id (or only ``ids`` of them), read as needed."""
+        with self.lock:
+            listed = self.list()
+            wanted = listed if ids is None else [i for i in ids if i in listed]
+            return {i: self.get(i) for i in wanted}
+
+
+class MailboxIndex:
+    """The index of one mailbox: a :class:`Folder` per kind, and each request's run records."""
+
+    def __init__(self, mailbox: Mailbox) -> None:
+        self.mailbox = mailbox
+        self.lock = threading.RLock()
+        self.requests: Folder[Request] = Folder(mailbox, REQUESTS, Request, _always, self.lock)
+        self.statuses: Folder[Status] = Folder(mailbox, STATUS, Status, _final, self.lock)
+        self.agents: Folder[AgentRecord] = Folder(mailbox, AGENTS, AgentRecord, _never, self.lock)
+        self.cancels: Folder[Cancel] = Folder(mailbox, CANCELS, Cancel, _always, self.lock)
+        self._runs: dict[str, RunRecord | str] = {}  # key -> record, or what is wrong with it
+
+    @property
+    def versioned(self) -> bool:
+        """Whether the store's listing carries etags (:class:`~fdcore.abc.VersionedListing`)."""
+        return isinstance(self.mailbox.storage, VersionedListing)
+
+    def runs(self, request_id: str) -> tuple[list[RunRecord], list[str]]:
+        """The request's run records (one list call; each record read once per index), and
+        what is wrong with those that could not be read."""
+        prefix = f"{RUNS}{validate_id(request_id, 'request id')}/"
+        records: list[RunRecord] = []
+        problems: list[str] = []
+        with self.lock:
+            keys = list(self.mailbox.storage.list(prefix))
+            for key in keys:
+                known = self._runs.get(key)
+                if known is None:
+                    known = self._read_run(key)
+                    if known is None:
+                        continue
+                if isinstance(known, str):
+                    problems.append(known)
+                else:
+                    records.append(known)
+            self._forget_runs(prefix, set(keys))
+        return records, problems
+
+    def _read_run(self, key: str) -> RunRecord | str | None:
+        try:
+            found = self.mailbox.read(RunRecord, key)
+        except MailboxFileError as exc:
+            self.mailbox.problems.report(key, str(exc))
+            self._runs[key] = str(exc)
+            return str(exc)
+        if found is None:
+            return None
+        self._runs[key] = found.value
+        return found.value
+
+    def _forget_runs(self, prefix: str, present: set[str]) -> None:
+        for key in [k for k in self._runs if k.startswith(prefix) and k not in present]:
+            del self._runs[key]
+
+    def forget_runs_except(self, request_ids: set[str]) -> None:
+        """Forget the run records of requests not in ``request_ids`` (archived or gone)."""
+        with self.lock:
+            for key in list(self._runs):
+                if key[len(RUNS) :].partition("/")[0] not in request_ids:
+                    del self._runs[key]
