@@ -2,10 +2,11 @@
 of them, filtered and counted.
 
 A request file never changes (a retry or a cancel is a new file), nor does a status once final:
-a :class:`QueueReader` reads each of them once and keeps the row, so a look at a queue of
-thousands of finished requests costs the listings of ``requests/``, ``status/`` and ``cancels/``
-and the reads of the statuses still changing. ``fdcore queue`` (and ``--watch``), the monitor's
-pages and its ``/metrics`` read through one.
+a :class:`QueueReader` reads through the mailbox index (:mod:`fdcore.mailbox.index`), which
+reads each of them once, and keeps the rows, so a look at a queue of thousands of finished
+requests costs the listings of ``requests/``, ``status/`` and ``cancels/`` and the reads of what
+changed. ``fdcore queue`` (and ``--watch``), the monitor's pages and its ``/metrics`` read
+through one.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ import attrs
 from fdcore.contract.layout import (
     archive_index_key,
     archived_key,
-    cancel_key,
     request_key,
     status_key,
 )
-from fdcore.contract.models import ArchiveEntry, Cancel, Request, Status
+from fdcore.contract.models import ArchiveEntry, Request, Status
 from fdcore.environment.views import QueueRow, queue_row
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids
+from fdcore.mailbox.index import MailboxIndex
 
 T = TypeVar("T")
 
@@ -40,19 +41,19 @@ def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | Non
 
 
 class QueueReader:
-    """One environment's queue, kept between looks: what never changes is read once.
+    """One environment's queue, read through a :class:`~fdcore.mailbox.index.MailboxIndex` kept
+    between looks: each look lists ``requests/``, ``status/`` and ``cancels/`` and reads only the
+    files that may have changed (a request file and a final status once, a cancel once).
 
-    Kept: each request file read well (requests never change), each row whose status is final
-    (it never changes either), each cancel read well (a cancel is created once). A request gone
-    from ``requests/`` (moved to the archive) is forgotten. Everything else (statuses still
-    changing, unreadable files) is read on each look.
+    A row is made again only when its request's or status's entry changed; rows of requests
+    gone from ``requests/`` (archived, or deleted by hand) are forgotten with them.
     """
 
-    def __init__(self, mailbox: Mailbox) -> None:
+    def __init__(self, mailbox: Mailbox, index: MailboxIndex | None = None) -> None:
         self.mailbox = mailbox
-        self._requests: dict[str, Request] = {}
-        self._final: dict[str, QueueRow] = {}
-        self._cancels: dict[str, Cancel] = {}
+        self.index = index or MailboxIndex(mailbox)
+        # request id -> (its request entry, its status entry, the row made of them)
+        self._rows: dict[str, tuple[object, object, QueueRow]] = {}
 
     def rows(self, include_final: bool = True, include_archived: bool = False) -> list[QueueRow]:
         """One row per request, oldest first: the live ones, and with ``include_archived`` the
@@ -61,61 +62,36 @@ class QueueReader:
         A request caught mid-move is listed once, as archived: its index entry exists only once
         the archive holds every file of it (fdcore.mailbox.archive).
         """
-        mailbox = self.mailbox
-        archived = set(archived_ids(mailbox)) if include_archived else set()
-        live = set(mailbox.request_ids()) - archived
-        with_status = set(mailbox.status_ids())  # a request with none is waiting: nothing to read
-        cancelled = set(mailbox.cancel_ids())  # one listing; a cancel is read only while pending
-        self._forget(live)
+        index = self.index
+        archived = set(archived_ids(self.mailbox)) if include_archived else set()
+        live = set(index.requests.list()) - archived
+        with_status = index.statuses.list()  # a request with none is waiting: nothing to read
+        cancelled = index.cancels.list()  # a cancel is read only while its request is pending
+        for gone in self._rows.keys() - live:
+            del self._rows[gone]
         rows = []
         for request_id in sorted(live):
-            row = self._final.get(request_id) or self._row(
-                request_id, request_id in with_status, request_id in cancelled
-            )
+            row = self._row(request_id, request_id in with_status)
+            if request_id in cancelled and row.state in ACTIVE_STATES:
+                cancel = index.cancels.get(request_id)
+                by = cancel.value.by if cancel.value else None
+                row = attrs.evolve(row, cancelled_by=by, cancel_problem=cancel.problem)
             if include_final or row.state in ACTIVE_STATES or row.state == "unreadable":
                 rows.append(row)
-        rows.extend(_archived_rows(mailbox, archived))
+        rows.extend(_archived_rows(self.mailbox, archived))
         rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
         return rows
 
-    def _forget(self, live: set[str]) -> None:
-        """Drop what is kept of requests no longer live (archived, or deleted by hand)."""
-        for kept in (self._requests, self._final, self._cancels):
-            for gone in [request_id for request_id in kept if request_id not in live]:
-                del kept[gone]
-
-    def _row(self, request_id: str, has_status: bool, cancelled: bool) -> QueueRow:
-        request, problem = self._request(request_id)
-        status: Status | None = None
-        if has_status:
-            status, status_problem = _read(self.mailbox, Status, status_key(request_id))
-            problem = problem or status_problem
-        row = queue_row(request_id, request, status, problem)
-        if status is not None and status.state.final and problem is None:
-            self._final[request_id] = row
-        if cancelled and row.state in ACTIVE_STATES:
-            cancel, cancel_problem = self._cancel(request_id)
-            by = cancel.by if cancel else None
-            row = attrs.evolve(row, cancelled_by=by, cancel_problem=cancel_problem)
+    def _row(self, request_id: str, has_status: bool) -> QueueRow:
+        request = self.index.requests.get(request_id)
+        status = self.index.statuses.get(request_id) if has_status else None
+        kept = self._rows.get(request_id)
+        if kept is not None and kept[0] is request and kept[1] is status:
+            return kept[2]  # neither file changed: the same row
+        problem = request.problem or (status.problem if status else None)
+        row = queue_row(request_id, request.value, status.value if status else None, problem)
+        self._rows[request_id] = (request, status, row)
         return row
-
-    def _request(self, request_id: str) -> tuple[Request | None, str | None]:
-        request = self._requests.get(request_id)
-        if request is not None:
-            return request, None
-        request, problem = _read(self.mailbox, Request, request_key(request_id))
-        if request is not None:
-            self._requests[request_id] = request
-        return request, problem
-
-    def _cancel(self, request_id: str) -> tuple[Cancel | None, str | None]:
-        cancel = self._cancels.get(request_id)
-        if cancel is not None:
-            return cancel, None
-        cancel, problem = _read(self.mailbox, Cancel, cancel_key(request_id))
-        if cancel is not None:
-            self._cancels[request_id] = cancel
-        return cancel, problem
 
 
 def _archived_rows(mailbox: Mailbox, archived: set[str]) -> list[QueueRow]:

@@ -83,7 +83,7 @@ class FleetCollector(Collector):
             return runs
         if row.state == "waiting":
             return []  # not claimed: no run yet
-        records = self.source.mailbox.runs(row.id)
+        records, _ = self.source.queue.index.runs(row.id)  # each record read once
         runs = [(r.outcome.value, (r.ended_at - r.started_at).total_seconds()) for r in records]
         if row.state in FINAL_STATES:
             self._finished_runs[row.id] = runs
