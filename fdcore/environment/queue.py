@@ -164,9 +164,10 @@ class QueuePage:
 
 def queue_page(rows: list[QueueRow], where: QueueFilter, offset: int, limit: int) -> QueuePage:
     """The page of ``rows`` (oldest first, as read) that ``where`` selects: ``limit`` rows from
-    ``offset``, newest first."""
+    ``offset``, newest first; an offset past the end gives the last page."""
     matching = [row for row in reversed(rows) if where.matches(row)]
-    offset = max(0, min(offset, len(matching) - 1)) if matching else 0
+    last = (len(matching) - 1) // limit * limit if matching else 0  # the last page's start
+    offset = max(0, min(offset, last))
     return QueuePage(
         rows=matching[offset : offset + limit],
         matching=len(matching),
