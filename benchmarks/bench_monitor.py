@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
@@ -43,8 +42,8 @@ from fdcore.contract.models import AgentRecord, Attempt, Outcome, RunRecord, Sta
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
+from fdcore.testing.counting import CountingStore
 
-LISTS = ("list", "list_versions")
 #: (what, path): the looks measured; a refresh is a page's fragment, fetched every --refresh.
 LOOKS = [
     ("agents page refresh", "/?fragment=1"),
@@ -53,25 +52,6 @@ LOOKS = [
     ("queue, filtered, page 2", "/queue?state=succeeded&agent=etl-1&page=2"),
     ("/metrics scrape", "/metrics"),
 ]
-
-
-class CountingStore:
-    """A store that counts each call made to it by name, and passes it on."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self.inner, name)
-        if name.startswith("_") or not callable(found):
-            return found
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return found(*args, **kwargs)
-
-        return counted
 
 
 def build(requests: int, waiting: int) -> Any:
@@ -162,8 +142,8 @@ def measure(url: str, repeat: int, reference: float) -> list[tuple[str, int, int
         for what, path in LOOKS:
             store.calls.clear()
             get(path)()
-            beyond = sum(n for name, n in store.calls.items() if name not in LISTS)
-            lists = sum(store.calls[name] for name in LISTS)
+            beyond = sum(store.beyond_lists().values())
+            lists = store.lists()
             seconds = median_seconds(get(path), repeat)
             found.append((what, beyond, lists, seconds))
             print(

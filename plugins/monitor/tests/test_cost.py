@@ -8,7 +8,6 @@ memory store), never timed: the times are measured by benchmarks/bench_monitor.p
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -24,34 +23,11 @@ from fdcore.contract.models import AgentRecord, Attempt, Outcome, RunRecord, Sta
 from fdcore.environment import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
+from fdcore.testing.counting import CountingStore
 
 FINISHED = 1000
-#: Store calls that list a folder; every other call counts against the budget.
-LISTS = ("list", "list_versions")
 #: At most this many operations beyond the listings for a look with nothing changed.
 BUDGET = 5
-
-
-class CountingStore:
-    """A store that counts each call made to it by name, and passes it on."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self.inner, name)
-        if name.startswith("_") or not callable(found):
-            return found
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return found(*args, **kwargs)
-
-        return counted
-
-    def beyond_lists(self) -> dict[str, int]:
-        return {name: n for name, n in self.calls.items() if name not in LISTS}
 
 
 def write_finished(mailbox: Mailbox, finished: int, running: int = 0) -> None:
@@ -129,7 +105,7 @@ def test_a_look_with_nothing_changed_costs_the_lists_and_few_reads(store_url: st
         for look in LOOKS:
             store.calls.clear()
             assert http.get(look).status_code == 200, look
-            costs[look] = (store.beyond_lists(), sum(store.calls[name] for name in LISTS))
+            costs[look] = (store.beyond_lists(), store.lists())
     over = {look: beyond for look, (beyond, _) in costs.items() if sum(beyond.values()) > BUDGET}
     assert not over, over
     # and the listings are those of the folders (agents, requests, status, cancels), not one
