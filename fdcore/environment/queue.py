@@ -11,6 +11,7 @@ through one.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import TypeVar
 
@@ -54,6 +55,7 @@ class QueueReader:
         self.index = index or MailboxIndex(mailbox)
         # request id -> (its request entry, its status entry, the row made of them)
         self._rows: dict[str, tuple[object, object, QueueRow]] = {}
+        self._lock = threading.Lock()  # the monitor's pages look from several threads at once
 
     def rows(self, include_final: bool = True, include_archived: bool = False) -> list[QueueRow]:
         """One row per request, oldest first: the live ones, and with ``include_archived`` the
@@ -62,6 +64,10 @@ class QueueReader:
         A request caught mid-move is listed once, as archived: its index entry exists only once
         the archive holds every file of it (fdcore.mailbox.archive).
         """
+        with self._lock:
+            return self._look(include_final, include_archived)
+
+    def _look(self, include_final: bool, include_archived: bool) -> list[QueueRow]:
         index = self.index
         archived = set(archived_ids(self.mailbox)) if include_archived else set()
         live = set(index.requests.list()) - archived
