@@ -17,9 +17,15 @@ measured by benchmarks/poll_history.py (docs/benchmarks.md, "Poll cost against h
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import datetime
+
 import pytest
 
+from fdcore.abc import Blob, Listed
 from fdcore.agent.settings import RetentionConfig
+from fdcore.builtin.memory import MemoryStorage
+from fdcore.clock import ManualClock
 from fdcore.contract.layout import agent_key, status_key
 from fdcore.contract.models import AgentRecord, Attempt, State, Status
 from fdcore.mailbox.submit import submit
@@ -143,3 +149,145 @@ def test_without_take_over_the_sweep_reads_the_statuses_once_per_stale_after() -
     # tell a status it read is still what it says.
     costs = [idle_poll(fleet, 5.0) for _ in range(4)]
     assert costs == [2 + 1, 2 + 1, 2 + 1, 2 + 1 + 4]
+
+
+# -- judged by the listing ------------------------------------------------------------------------
+#
+# A store whose listing carries each key's etag and last-modified time (VersionedListing) and
+# that reports its time (StoreClock): every backend that ships does (local folder, OneLake, S3).
+# Then an idle poll with take_over costs three lists (status/, requests/, agents/), whatever the
+# fleet: a holder's heartbeat moves its record's etag and last-modified in the listing, which is
+# all another agent judges it by; a record is read when first met, when it changes sooner than a
+# heartbeat would (stopping, a new process, an agent of an older release that writes every poll),
+# and before its agent is judged lost.
+
+
+class ListedStore:
+    """The fleet's memory store with a versioned listing and the store's time, both by the
+    fleet's clock; counts its operations (a listing is one)."""
+
+    def __init__(self, inner: MemoryStorage, clock: ManualClock) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.url = inner.url
+        self.operations = 0
+        self._stamps: dict[str, datetime] = {}
+        self._written: datetime | None = None
+
+    def _stamp(self, etag: str) -> str:
+        self._written = self._stamps[etag] = self.clock.now()
+        return etag
+
+    def read(self, key: str) -> Blob | None:
+        self.operations += 1
+        return self.inner.read(key)
+
+    def create(self, key: str, data: bytes) -> str:
+        self.operations += 1
+        return self._stamp(self.inner.create(key, data))
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        self.operations += 1
+        return self._stamp(self.inner.replace(key, data, etag))
+
+    def delete(self, key: str, etag: str | None = None) -> None:
+        self.operations += 1
+        self.inner.delete(key, etag)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        self.operations += 1
+        return self.inner.list(prefix)
+
+    def list_versions(self, prefix: str = "") -> Iterator[Listed]:
+        self.operations += 1
+        found = [(key, self.inner.read(key)) for key in self.inner.list(prefix)]
+        now = self.clock.now()  # a version written past this view is stamped when first listed
+        return iter(
+            Listed(key, blob.etag, self._stamps.setdefault(blob.etag, now))
+            for key, blob in found
+            if blob is not None
+        )
+
+    def last_write_time(self) -> datetime | None:
+        return self._written
+
+    def close(self) -> None:
+        pass
+
+
+def listed_fleet(holders: int, finished: int, in_flight: int) -> tuple[MemoryFleet, ListedStore]:
+    fleet = MemoryFleet.fresh()
+    store = fleet.wrap_storage(lambda inner: ListedStore(inner, fleet.clock))
+    names = [f"etl-{n:02d}" for n in range(2, 2 + holders)]
+    for name in names:
+        beat(fleet, name)
+    mailbox = fleet.mailbox
+    for n in range(finished + in_flight):
+        request_id = f"r{n:05d}"
+        submit(mailbox, ["sales"], request_id=request_id, now=START)
+        holder = names[n % len(names)]
+        state = State.SUCCEEDED if n < finished else State.RUNNING
+        attempts = [Attempt(number=1, agent=holder, started_at=START)]
+        status = Status(request_id, state, START, agent=holder, attempts=attempts)
+        mailbox.create(status_key(request_id), status)
+    return fleet, store
+
+
+def listed_poll(fleet: MemoryFleet, store: ListedStore, seconds: float, beating: list[str]) -> int:
+    """Advance the time, let ``beating`` beat, poll etl-01: the store operations of its poll."""
+    fleet.clock.advance(seconds)
+    for name in beating:
+        beat(fleet, name)
+    before = store.operations
+    fleet.agents["etl-01"].poll()
+    assert fleet.agents["etl-01"].idle
+    return store.operations - before
+
+
+@pytest.mark.parametrize(("holders", "finished"), [(2, 0), (20, 0), (20, 500)])
+def test_by_the_listing_an_idle_polls_cost_is_three_lists_whatever_the_fleet(
+    holders: int, finished: int
+) -> None:
+    fleet, store = listed_fleet(holders, finished, in_flight=40)
+    fleet.agent("etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0)
+    fleet.agents["etl-01"].poll()  # the first poll reads every status and record once
+    names = [f"etl-{n:02d}" for n in range(2, 2 + holders)]
+    # Polls 5 s apart; every heartbeat (stale_after / 4 = 15 s), its own and the holders', at
+    # every third: a new version in the listing, no read.
+    costs = [listed_poll(fleet, store, 5.0, names if n % 3 == 2 else []) for n in range(6)]
+    assert costs == [3, 3, 3 + 1, 3, 3, 3 + 1]
+
+
+def test_by_the_listing_an_agent_that_writes_every_poll_costs_a_read_a_poll() -> None:
+    """An agent of an older release rewrites its record every poll: sooner than a heartbeat."""
+    fleet, store = listed_fleet(2, 0, in_flight=6)
+    fleet.agent("etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0)
+    fleet.agents["etl-01"].poll()
+    costs = [listed_poll(fleet, store, 5.0, ["etl-02"]) for _ in range(3)]
+    assert costs == [3 + 1, 3 + 1, 3 + 1 + 1]  # + its own heartbeat at the third
+
+
+def test_by_the_listing_a_stopping_holders_requests_are_read_and_a_lost_ones_taken() -> None:
+    fleet, store = listed_fleet(2, 0, in_flight=4)  # two statuses each
+    agent = fleet.agent("etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0)
+    agent.poll()
+    # etl-02 starts stopping (its record, sooner than a heartbeat), then hands r00000 back.
+    fleet.clock.advance(5.0)
+    beat(fleet, "etl-02", stopping=True, requests=["r00000", "r00002"])
+    found = fleet.mailbox.status("r00000")
+    assert found is not None
+    handed_back = found.value
+    handed_back.agent, handed_back.state = None, State.ACCEPTED
+    fleet.mailbox.replace(status_key("r00000"), handed_back, found.etag)
+    before = store.operations
+    agent.poll()
+    # 3 lists, its record, the two statuses it held (one handed back and taken: a write and the
+    # cancels/ listing of a poll that holds work)
+    assert list(agent.held) == ["r00000"]
+    assert store.operations - before >= 3 + 1 + 2
+    # etl-03 falls silent: lost past stale_after + grace (60 + 60 s) by the store's time.
+    for _ in range(30):
+        fleet.finish_runs()
+        fleet.clock.advance(5.0)
+        agent.poll()
+    assert {"r00001", "r00003"} <= {run.job.request for run in fleet.runs}

@@ -106,6 +106,7 @@ class Agent:
             clock,
             warm_up=config.stale_after,
             budget=config.poll_seconds,
+            index=self.index,
         )
         self.retention.skew = self.skew
         # In a spell of store errors, and the last record write that had landed when it began;

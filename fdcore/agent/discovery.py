@@ -57,6 +57,7 @@ class Discovery:
         # with their holder's epoch then (see _unchanged).
         self._known: dict[str, tuple[Status, int]] = {}
         self._last_sweep: datetime | None = None
+        self._swept = False  # a sweep of this process looked at every status once
         self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
         self.cancels: Cancels | None = None  # operators' cancels: never claim those
@@ -112,7 +113,10 @@ class Discovery:
     def _sweep(self, request_ids: list[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""
         self.liveness.new_sweep()
+        if self.config.take_over:
+            self.liveness.judge_all(now)
         takeable = [found for found in (self._look_at(i, now) for i in request_ids) if found]
+        self._swept = True  # every status was looked at once: later sweeps may skip the unread
         # Its own requests whose answers were lost are held again first (in _look_at): they take
         # room already, so what is left goes to the others, and no request waits on a full agent.
         for found, reason in takeable:
@@ -130,7 +134,6 @@ class Discovery:
         if self._unchanged(request_id, now):
             return None
         self._known.pop(request_id, None)
-        changed = self.index.versioned and self.index.statuses.changed(request_id)
         found = self.index.statuses.get(request_id).found
         if found is None or self._still_waiting(request_id, found):
             return None
@@ -139,8 +142,6 @@ class Discovery:
             self.holdings.final.add(request_id)
             return None
         if status.agent not in (None, self.agent):
-            if changed:
-                self.liveness.refresh(status.agent)  # it may have restarted
             self._remember(request_id, status)
         if self._made_by_this_process(status):
             # This process's own claim or takeover, whose answer a store error lost.
@@ -152,10 +153,12 @@ class Discovery:
         return None if reason is None else (found, reason)
 
     def _remember(self, request_id: str, status: Status) -> None:
-        """Without etags in the listing, and with take_over only: a status in flight held by
-        another agent, trusted while its holder's epoch stays (:meth:`_unchanged`). Without
-        take_over sweeps are stale_after apart, too far to trust a status."""
-        if self.index.versioned or not self.config.take_over:
+        """A status in flight held by another agent, with its holder's epoch: trusted while that
+        epoch stays (:meth:`_unchanged`). Not where the listing's etags say what changed, nor,
+        record by record, without take_over: such sweeps are stale_after apart, too far to
+        trust a status."""
+        by_listing = self.liveness.by_listing
+        if not by_listing and (self.index.versioned or not self.config.take_over):
             return
         assert status.agent is not None
         self.liveness.record(status.agent)
@@ -164,21 +167,27 @@ class Discovery:
     def _unchanged(self, request_id: str, now: datetime) -> bool:
         """True if the status as last read still tells all: no need to read or judge it again.
 
-        With etags in the listing, a status whose etag did not move is the status as read: one
-        held by another agent needs no look while that agent is not lost (or, without
-        take_over, at all). Without them: a status in flight names its holder, and only that
-        holder changes it (a table done, the finish, a hand back), or another agent once the
-        holder is lost. None of the holder's own changes gives this agent work but a hand back,
-        and a holder hands back only once its record says ``stopping``. So a status read while
-        its holder was live is trusted while that holder's record, read at every sweep, shows
-        the same process, neither stopping nor stopped nor lost, with no silence between two
-        reads longer than its ``stale_after`` (in which another agent could have judged it lost
-        and taken the request over): the holder's epoch has not moved.
+        A status in flight names its holder, and only that holder changes it (a table done,
+        the finish, a hand back), or another agent once the holder is lost. None of the
+        holder's own changes gives this agent work but a hand back, and a holder hands back
+        only once its record says ``stopping``. So a status read while its holder was live is
+        trusted while that holder's epoch has not moved (:mod:`.liveness`: the same process,
+        neither stopping nor stopped, with no silence longer than its ``stale_after`` in which
+        another agent could have judged it lost and taken the request over) and it is not lost.
+        Judged by the listing, that holds whether or not its etag moved since, and a status
+        never read is read only when an agent that is lost or stopping may hold it. Where the
+        listing has etags but the store no clock, a status is trusted while its etag stays.
         """
         if request_id in self.holdings.work:
             return False
+        if self.liveness.by_listing:
+            return self._unchanged_by_listing(request_id, now)
         if self.index.versioned:
             return self._unchanged_by_etag(request_id, now)
+        return self._trusted(request_id, now)
+
+    def _trusted(self, request_id: str, now: datetime) -> bool:
+        """The status as read is trusted: its holder's epoch has not moved, nor is it lost."""
         known = self._known.get(request_id)
         if known is None:
             return False
@@ -188,8 +197,22 @@ class Discovery:
         return (
             self.liveness.record(holder) is not None
             and self.liveness.epoch(holder) == epoch
-            and not self.liveness.lost(holder, now)
+            and not (self.config.take_over and self.liveness.lost(holder, now))
         )
+
+    def _unchanged_by_listing(self, request_id: str, now: datetime) -> bool:
+        statuses = self.index.statuses
+        entry = statuses.known(request_id)
+        if entry is None:
+            listed = statuses.listed.get(request_id)
+            return (
+                self._swept
+                and listed is not None
+                and not self.liveness.may_hold(request_id, listed.modified)
+            )
+        if request_id not in self._known:
+            return entry.value is None and not statuses.changed(request_id)  # malformed
+        return self._trusted(request_id, now)
 
     def _unchanged_by_etag(self, request_id: str, now: datetime) -> bool:
         entry = self.index.statuses.known(request_id)

@@ -1,16 +1,29 @@
-"""Whether the agents that hold requests are lost: judged once per sweep, from the listing.
+"""Whether the agents that hold requests are lost, and when their statuses may have moved.
 
-With a store whose listing carries versions (:class:`fdcore.abc.VersionedListing`) and that
-reports its time (:class:`fdcore.abc.StoreClock`, once this agent measured its clock against it),
-an agent is judged by the **store's** last-modified time of its record, ``agents/<name>.json``,
-against the store's time now (this agent's clock less its measured skew): the holder's clock
-plays no part, and a heartbeat costs its readers nothing but the listing. The record itself is
-read when the holder is first met, when a status it holds changed (it may have restarted), and
-before it is judged lost if it changed since it was read (its ``stale_after`` may be new): so an
-idle sweep costs one listing of ``agents/``, whatever the fleet's size.
+**Judged by the listing.** With a store whose listing carries versions
+(:class:`fdcore.abc.VersionedListing`) and that reports its time (:class:`fdcore.abc.StoreClock`,
+once this agent measured its clock against it), an agent is judged by the **store's**
+last-modified time of its record, ``agents/<name>.json``, against the store's time now (this
+agent's clock less its measured skew): the holder's clock plays no part, and a heartbeat costs
+its readers nothing but the listing. A record is read only:
 
-Otherwise each holder's record is read once per sweep (with a versioned listing, only when its
-etag moved) and judged by its ``updated_at``, as agents always did.
+- when its agent is first met;
+- when it changed off its heartbeat's cadence: a heartbeat lands at least ``stale_after / 4``
+  after the one before, so a write sooner than that says something new (the agent starts
+  stopping or stopped, a new process, an agent of an older release, which writes every poll);
+- before its agent is judged lost, if it changed since it was read (its ``stale_after`` may be
+  new).
+
+Each holder has an **epoch**, moved when what its statuses say may have moved without it: a new
+process, stopping or stopped, an unreadable record, a silence between two versions longer than
+its ``stale_after`` (in which another agent could have judged it lost and taken its requests).
+A holder alone changes its statuses in flight while it is live, and it hands one back only once
+its record says ``stopping``: so a status read under the holder's current epoch, even one whose
+etag moved since, gives this agent no work (docs/benchmarks.md, "Cost of a poll").
+
+**Otherwise** each holder's record is read once per sweep (with a versioned listing, only when its
+etag moved) and judged by its ``updated_at``, as agents always did, and the epoch moves on what the
+record shows.
 
 The takeover policy (:class:`fdcore.abc.TakeoverPolicy`) judges either way: judged by the
 listing, it gets the record with ``updated_at`` set to the store's last-modified time of that
@@ -24,10 +37,31 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from fdcore.abc import TakeoverPolicy
+from fdcore.abc import Listed, TakeoverPolicy
 from fdcore.agent.skew import ClockSkew
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.index import MailboxIndex
+
+#: A heartbeat comes this share of ``stale_after`` after the one before (presence.HEARTBEAT_SHARE).
+HEARTBEAT_SHARE = 0.25
+#: A version this much sooner than a heartbeat's interval (less the store's clock resolution) is
+#: off the cadence: its record is read.
+CADENCE_SLACK = 0.8
+
+
+@attrs.define
+class Holder:
+    """What this agent knows of another agent, judged by the listing."""
+
+    epoch: int = 0
+    record: AgentRecord | None = None  # as last read
+    listed: Listed | None = None  # its version in the last listing
+    lost_at: datetime | None = None  # the store's time it was first judged lost (while lost)
+    # The requests it may hold that it claimed before ``since`` (the last-modified of a version
+    # read): those its records read since then name. Whatever it claimed or took over after
+    # ``since`` has a status last written after it.
+    requests: set[str] = attrs.field(factory=set)
+    since: datetime | None = None
 
 
 class Liveness:
@@ -39,16 +73,19 @@ class Liveness:
         self.policy = policy
         self.grace = grace_seconds
         self.skew: ClockSkew | None = None  # this agent's clock against the store's
-        self._records: dict[str, AgentRecord | None] = {}  # this sweep's
+        resolution = getattr(index.mailbox.storage, "clock_resolution", 0.0)
+        self.resolution = resolution if isinstance(resolution, float) else 0.0
+        self.holders: dict[str, Holder] = {}
+        # Not by the listing: each holder's epoch with the record it was judged by.
+        self._epochs: dict[str, tuple[int, AgentRecord | None]] = {}
+        self._records: dict[str, AgentRecord | None] = {}  # this sweep's (not by the listing)
         self._listed = False  # agents/ listed this sweep
-        # Each holder's epoch, moved when its record shows something that may have moved its
-        # statuses (another process, stopping, stopped, unreadable, a silence past stale_after);
-        # with the record it was judged by. Used where statuses carry no etags in the listing.
-        self.epochs: dict[str, tuple[int, AgentRecord | None]] = {}
+        self._suspects: list[Holder] | None = None  # this sweep's agents lost or stopping
 
     def new_sweep(self) -> None:
         self._records.clear()
         self._listed = False
+        self._suspects = None
 
     @property
     def by_listing(self) -> bool:
@@ -56,64 +93,170 @@ class Liveness:
         clock is measured."""
         return self.index.versioned and self.skew is not None and self.skew.seconds is not None
 
-    def _list(self) -> None:
-        if not self._listed and self.index.versioned:
-            self.agents.list()  # one listing per sweep, and only when a holder is judged
-            self._listed = True
+    def store_now(self, now: datetime) -> datetime:
+        """``now`` (this agent's clock) in the store's time, by the measured skew."""
+        seconds = self.skew.seconds if self.skew is not None else None
+        return now - timedelta(seconds=seconds or 0.0)
 
-    def record(self, holder: str) -> AgentRecord | None:
-        """The holder's record this sweep (see the module's docstring for when it is read)."""
-        if holder in self._records:
-            return self._records[holder]
-        self._list()
-        if self.by_listing:
-            entry = self.agents.known(holder)
-            if entry is None and holder in self.agents.listed:
-                entry = self.agents.read(holder)  # first met
-            record = entry.value if entry is not None and holder in self.agents.listed else None
-        else:
-            record = self.agents.get(holder).value
-        self._records[holder] = record
-        self._move_epoch(holder, record)
-        return record
+    # -- by the listing --------------------------------------------------------------------------
 
-    def refresh(self, holder: str) -> None:
-        """A status ``holder`` holds changed: read its record again if that changed too."""
-        if self.by_listing and holder not in self._records:
-            self._list()
-            if holder in self.agents.listed and self.agents.changed(holder):
-                self.agents.read(holder)
-
-    def lost(self, holder: str, now: datetime) -> bool:
-        """Whether ``holder`` is lost at ``now`` (this agent's clock)."""
-        record = self.record(holder)
+    def look(self) -> None:
+        """List ``agents/`` once this sweep (when a holder is first judged), and follow each
+        agent's versions: read the records that changed off their cadence, move epochs."""
+        if self._listed or not self.index.versioned:
+            return
+        listed = self.agents.list()
+        self._listed = True
         if not self.by_listing:
-            return self.policy.is_lost(record, now, self.grace)
-        if not self._lost_by_listing(holder, record, now):
+            return
+        for name in self.holders.keys() - listed.keys():
+            del self.holders[name]
+        for name, version in listed.items():
+            if version is not None:
+                self._follow(name, version)
+
+    def _follow(self, name: str, version: Listed) -> None:
+        holder = self.holders.get(name)
+        if holder is None:
+            holder = self.holders[name] = Holder()
+            self._read(name, holder)  # first met
+        elif holder.listed is not None and version.etag != holder.listed.etag:
+            self._moved(name, holder, version)
+        holder.listed = version
+
+    def _moved(self, name: str, holder: Holder, version: Listed) -> None:
+        """A new version of ``name``'s record: a heartbeat, or something to read."""
+        assert holder.listed is not None
+        if holder.record is None:
+            self._read(name, holder)  # unreadable until now: read every version
+            return
+        gap = (version.modified - holder.listed.modified).total_seconds()
+        stale_after = holder.record.stale_after
+        if gap > stale_after:
+            holder.epoch += 1  # silent long enough to be taken over meanwhile
+        elif gap < stale_after * HEARTBEAT_SHARE * CADENCE_SLACK - self.resolution:
+            self._read(name, holder)  # sooner than a heartbeat: something new
+
+    def _read(self, name: str, holder: Holder) -> None:
+        entry = self.agents.read(name)
+        record = entry.value
+        before = holder.record
+        if record is None or before is None or not _same_live_process(before, record):
+            holder.epoch += 1
+        named = set(record.requests) if record is not None else set()
+        if before is not None and record is not None and _continues(before, record):
+            # The same process, heartbeat to heartbeat: what it held at ``since`` and still
+            # holds its record names.
+            holder.requests, holder.since = named, entry.modified
+        elif holder.since is None:
+            holder.requests, holder.since = named, entry.modified
+        else:
+            # Another process, or a gap: what the earlier one held may be in neither record.
+            holder.requests |= named
+        holder.record = record
+
+    def epoch(self, name: str) -> int:
+        """The holder's epoch (see the module's docstring)."""
+        if self.by_listing:
+            self.look()
+            holder = self.holders.get(name)
+            return holder.epoch if holder is not None else -1
+        return self._epochs.get(name, (0, None))[0]
+
+    def record(self, name: str) -> AgentRecord | None:
+        """The holder's record as this sweep judges it."""
+        if self.by_listing:
+            self.look()
+            holder = self.holders.get(name)
+            return holder.record if holder is not None else None
+        return self._record_per_sweep(name)
+
+    def lost(self, name: str, now: datetime) -> bool:
+        """Whether ``name`` is lost at ``now`` (this agent's clock)."""
+        if not self.by_listing:
+            return self.policy.is_lost(self._record_per_sweep(name), now, self.grace)
+        self.look()
+        holder = self.holders.get(name)
+        if holder is None or not self._lost_by_listing(holder, now):
+            if holder is not None:
+                holder.lost_at = None
             return False
-        if not self.agents.changed(holder):
-            return True
-        # Changed since it was read: judge the record as it is now (a new stale_after, say).
-        self._records[holder] = record = self.agents.read(holder).value
-        return self._lost_by_listing(holder, record, now)
+        if holder.listed is not None and self.agents.changed(name):
+            # Changed since it was read: judge the record as it is now (a new stale_after, say).
+            self._read(name, holder)
+            if not self._lost_by_listing(holder, now):
+                return False
+        if holder.lost_at is None:
+            holder.lost_at = self.store_now(now)
+        return True
 
-    def _lost_by_listing(self, holder: str, record: AgentRecord | None, now: datetime) -> bool:
-        listed = self.agents.listed.get(holder)
-        if record is None or listed is None:
+    def _lost_by_listing(self, holder: Holder, now: datetime) -> bool:
+        if holder.record is None or holder.listed is None:
             return False  # no record, or an unreadable one: never lost
-        assert self.skew is not None and self.skew.seconds is not None
-        store_now = now - timedelta(seconds=self.skew.seconds)
-        as_listed = attrs.evolve(record, updated_at=listed.modified)
-        return self.policy.is_lost(as_listed, store_now, self.grace)
+        as_listed = attrs.evolve(holder.record, updated_at=holder.listed.modified)
+        return self.policy.is_lost(as_listed, self.store_now(now), self.grace)
 
-    def epoch(self, holder: str) -> int:
-        return self.epochs.get(holder, (0, None))[0]
+    def judge_all(self, now: datetime) -> None:
+        """Judge every listed agent (by the listing): which are lost, since when."""
+        if self.by_listing:
+            self.look()
+            for name in list(self.holders):
+                self.lost(name, now)
 
-    def _move_epoch(self, holder: str, record: AgentRecord | None) -> None:
-        epoch, before = self.epochs.get(holder, (0, None))
+    def may_hold(self, request_id: str, modified: datetime) -> bool:
+        """Whether a status this agent never read, last written at ``modified`` (the store's
+        time), may be one it has to look at: held by an agent that is lost or stopping."""
+        if self._suspects is None:
+            self._suspects = [h for h in self.holders.values() if _suspect(h)]
+        for holder in self._suspects:
+            if request_id in holder.requests:
+                return True  # it may be handed back, or taken over
+            if holder.lost_at is not None and self._in_lost_window(holder, request_id, modified):
+                return True
+        return False
+
+    def _in_lost_window(self, holder: Holder, request_id: str, modified: datetime) -> bool:
+        """A lost holder held the requests its records name (:attr:`Holder.requests`), and
+        whichever it claimed or took over after ``since``, until it was judged lost. A record
+        too large to name them (its ids left out, ``running`` kept) leaves every status of that
+        time."""
+        record = holder.record
+        assert record is not None and holder.lost_at is not None
+        if holder.since is None or (not record.requests and record.running > 0):
+            return modified <= holder.lost_at
+        return holder.since <= modified <= holder.lost_at
+
+    # -- record by record (no versions or no store clock) ----------------------------------------
+
+    def _record_per_sweep(self, name: str) -> AgentRecord | None:
+        """The holder's record, read once per sweep (only when its etag moved, with versions);
+        moves its epoch on what it shows."""
+        if name in self._records:
+            return self._records[name]
+        self.look()
+        record = self._records[name] = self.agents.get(name).value
+        epoch, before = self._epochs.get(name, (0, None))
         if record is None or before is None or not _continues(before, record):
             epoch += 1
-        self.epochs[holder] = (epoch, record)
+        self._epochs[name] = (epoch, record)
+        return record
+
+
+def _suspect(holder: Holder) -> bool:
+    """An agent whose statuses may give work: lost, or stopping (it hands requests back)."""
+    record = holder.record
+    if record is None:
+        return False
+    return holder.lost_at is not None or record.stopping or record.stopped_at is not None
+
+
+def _same_live_process(before: AgentRecord, after: AgentRecord) -> bool:
+    return (
+        after.instance is not None
+        and after.instance == before.instance
+        and not after.stopping
+        and after.stopped_at is None
+    )
 
 
 def _continues(before: AgentRecord, after: AgentRecord) -> bool:
@@ -121,10 +264,4 @@ def _continues(before: AgentRecord, after: AgentRecord) -> bool:
     ``stale_after`` in between (a later version, at most that much later), neither stopping nor
     stopped."""
     gap = (after.updated_at - before.updated_at).total_seconds()
-    return (
-        after.instance is not None
-        and after.instance == before.instance
-        and not after.stopping
-        and after.stopped_at is None
-        and 0 <= gap <= after.stale_after
-    )
+    return _same_live_process(before, after) and 0 <= gap <= after.stale_after

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import attrs
 
@@ -28,6 +29,9 @@ from fdcore.contract.models import IncidentState, Request, State, Status
 from fdcore.errors import ArchiveConflict, FdcoreError, MailboxFileError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archive_entry, archive_files
+from fdcore.mailbox.index import Entry, MailboxIndex
+
+T = TypeVar("T")
 
 log = logging.getLogger("fdcore.retention")
 
@@ -92,18 +96,29 @@ def reason_to_keep(
     if now - status.updated_at < timedelta(seconds=settings.keep):
         return "younger than keep"
     if request is not None:
-        if request.deadline is not None:
-            if now <= request.deadline + timedelta(seconds=grace_seconds):
-                return "deadline not past"  # a slot's request could be created again
-        elif request.schedule is not None:
-            return "schedule request without deadline"
-        slot = request.schedule
-        if protected is not None and slot is not None and f"{slot.id}.{slot.slot}" in protected:
-            return "open incident"
+        reason = _reason_in_request(request, now, grace_seconds, protected)
+        if reason is not None:
+            return reason
     if protected is None:
         if status.state in (State.FAILED, State.EXPIRED):
             return "incidents unreadable"
     elif status.request in protected:
+        return "open incident"
+    return None
+
+
+def _reason_in_request(
+    request: Request, now: datetime, grace_seconds: float, protected: set[str] | None
+) -> str | None:
+    """What in the request keeps it live: its schedule slot's deadline, or an open incident
+    about its slot."""
+    if request.deadline is not None:
+        if now <= request.deadline + timedelta(seconds=grace_seconds):
+            return "deadline not past"  # a slot's request could be created again
+    elif request.schedule is not None:
+        return "schedule request without deadline"
+    slot = request.schedule
+    if protected is not None and slot is not None and f"{slot.id}.{slot.slot}" in protected:
         return "open incident"
     return None
 
@@ -117,31 +132,29 @@ def retire(
     protected: set[str] | None,
     *,
     dry_run: bool = False,
+    index: MailboxIndex | None = None,
 ) -> Tally:
     """Look at one request and move (or delete) it if nothing keeps it. Never raises for a
-    malformed file or a conflict: they are counted in the tally."""
+    malformed file or a conflict: they are counted in the tally.
+
+    With ``index`` (the agent's), its status and request are read through it: a final status and
+    a request, which never change, were most likely read already. What it knows can only be
+    older than the file, and only a final status (which no longer changes) lets a request go.
+    """
     tally = Tally(examined=1)
     try:
-        found = mailbox.status(request_id)
-        if found is None:
+        status, request = _read(mailbox, index, request_id)
+        if status is None:
             tally.keep("gone")
             return tally
-        request = mailbox.request(request_id)
-        reason = reason_to_keep(
-            found.value,
-            request.value if request else None,
-            now,
-            settings,
-            grace_seconds,
-            protected,
-        )
+        reason = reason_to_keep(status, request, now, settings, grace_seconds, protected)
         if reason is not None:
             tally.keep(reason)
             return tally
         if not dry_run:
             # A move cut short left its index entry: finish it in the same day folder.
             entry = archive_entry(mailbox, request_id) if settings.archive else None
-            day = entry.day if entry is not None else archive_day(found.value.updated_at)
+            day = entry.day if entry is not None else archive_day(status.updated_at)
             tally.files = archive_files(mailbox, request_id, day, settings.archive, now)
         tally.moved.append(request_id)
     except (MailboxFileError, ArchiveConflict) as exc:
@@ -151,6 +164,28 @@ def retire(
         tally.problems.append(str(exc))
         tally.keep("problem")
     return tally
+
+
+def _read(
+    mailbox: Mailbox, index: MailboxIndex | None, request_id: str
+) -> tuple[Status | None, Request | None]:
+    """The request's status (None if gone) and request; MailboxFileError for a bad file."""
+    if index is None:
+        found = mailbox.status(request_id)
+        if found is None:
+            return None, None
+        request = mailbox.request(request_id)
+        return found.value, request.value if request is not None else None
+    status = _known(index.statuses.get(request_id))
+    if status is None:
+        return None, None
+    return status, _known(index.requests.get(request_id))
+
+
+def _known(entry: Entry[T]) -> T | None:
+    if entry.problem is not None:
+        raise MailboxFileError(entry.key, None, entry.problem.removeprefix(f"{entry.key}: "))
+    return entry.value
 
 
 def run_retention(
@@ -185,8 +220,10 @@ class Retention:
         *,
         warm_up: float,
         budget: float,
+        index: MailboxIndex | None = None,
     ) -> None:
         self.settings = settings
+        self.index = index  # the agent's: what it read already is not read again
         self.clock = clock
         self.warm_up = warm_up  # seconds after its first poll before an agent tries
         # Seconds of one poll a batch may take: on a slow store (a remote tenant, ~15 store
@@ -240,6 +277,7 @@ class Retention:
                     self.settings,
                     self.grace_seconds,
                     self._protected,
+                    index=self.index,
                 )
             )
         self.done.add(batch)
@@ -288,7 +326,8 @@ class Retention:
         protected = protected_requests(self.mailbox)
         # Popped from the end: looked at in id order. Listed before the run counts as started,
         # so a store error here leaves the run to the next poll.
-        self._queue = sorted(self.mailbox.status_ids(), reverse=True)
+        listed = self.index.statuses.list() if self.index else self.mailbox.status_ids()
+        self._queue = sorted(listed, reverse=True)
         self._protected = protected
         self._held = held
         self._next_try = held.lease.expires_at

@@ -18,25 +18,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import attrs
 
 from fdcore.agent.schedules import schedule_conflicts
 from fdcore.agent.settings import Objective
-from fdcore.contract.layout import agent_key, status_key
 from fdcore.contract.models import (
     AgentRecord,
     Incident,
     IncidentDocument,
-    Request,
     ScheduleInfo,
     State,
     Status,
 )
-from fdcore.errors import MailboxFileError, StorageUnavailable
+from fdcore.errors import StorageUnavailable
 from fdcore.incidents.book import Finding, IncidentBook, report, resolve_cleared
 from fdcore.incidents.objectives import OBJECTIVE, look_at_objectives
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.index import Folder, MailboxIndex
+
+T = TypeVar("T")
 
 AGENT_OFFLINE = "agent_offline"
 REQUEST_FAILED = "request_failed"
@@ -75,12 +77,20 @@ def agent_is_offline(record: AgentRecord, now: datetime, grace_seconds: float) -
 
 
 def look(
-    mailbox: Mailbox, now: datetime, grace_seconds: float, objectives: Sequence[Objective] = ()
+    mailbox: Mailbox,
+    now: datetime,
+    grace_seconds: float,
+    objectives: Sequence[Objective] = (),
+    index: MailboxIndex | None = None,
 ) -> Evaluation:
-    """Read the agent records and statuses and say what is wrong. Never raises for a file."""
+    """Read the agent records and statuses and say what is wrong. Never raises for a file.
+
+    Through ``index`` (an evaluator's own, kept from one evaluation to the next) a file is read
+    again only when it changed, and a final status never again."""
+    index = index or MailboxIndex(mailbox)
     seen = Evaluation()
-    _look_at_agents(mailbox, now, grace_seconds, seen)
-    if _look_at_requests(mailbox, seen):
+    _look_at_agents(index, now, grace_seconds, seen)
+    if _look_at_requests(index, seen):
         findings, judged, problems = look_at_objectives(mailbox, seen.statuses, objectives, now)
         seen.findings.extend(findings)
         seen.judged |= judged
@@ -88,9 +98,28 @@ def look(
     return seen
 
 
-def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluation) -> None:
+def _entry(folder: Folder[T], id: str, seen: Evaluation, unknown: str) -> T | None:
+    """``id``'s file through the index; None, with ``unknown`` not judged, if it cannot be read."""
     try:
-        names = list(mailbox.agent_names())
+        entry = folder.get(id)
+    except StorageUnavailable as exc:
+        seen.unknown.add(unknown)
+        seen.problems.append(f"{folder.prefix}{id}.json: {exc}")
+        raise _Unread() from None
+    if entry.problem is not None:
+        seen.unknown.add(unknown)
+        seen.problems.append(f"{entry.key}: {entry.problem}")
+        raise _Unread()
+    return entry.value
+
+
+class _Unread(Exception):
+    """A file that could not be read (reported in the evaluation)."""
+
+
+def _look_at_agents(index: MailboxIndex, now: datetime, grace: float, seen: Evaluation) -> None:
+    try:
+        names = list(index.agents.list())
     except StorageUnavailable as exc:
         seen.problems.append(f"agents not listed, {AGENT_OFFLINE} not evaluated: {exc}")
         return
@@ -98,15 +127,12 @@ def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluat
     all_read = True
     for name in names:
         try:
-            found = mailbox.agent(name)
-        except (MailboxFileError, StorageUnavailable) as exc:
-            seen.unknown.add(f"{AGENT_OFFLINE}:{name}")
-            seen.problems.append(f"{agent_key(name)}: {exc}")
+            record = _entry(index.agents, name, seen, f"{AGENT_OFFLINE}:{name}")
+        except _Unread:
             all_read = False  # its schedules are unknown too
             continue
-        if found is None:
+        if record is None:
             continue
-        record = found.value
         if record.stopped_at is None:
             for info in record.schedules:
                 copies.setdefault(info.id, []).append((name, info))
@@ -137,25 +163,22 @@ def _look_at_agents(mailbox: Mailbox, now: datetime, grace: float, seen: Evaluat
         seen.kinds.add(SCHEDULE_CONFLICT)
 
 
-def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> bool:
+def _look_at_requests(index: MailboxIndex, seen: Evaluation) -> bool:
     """Read every status; False if they could not be listed (nothing of theirs is judged)."""
     try:
-        ids = list(mailbox.status_ids())
+        ids = list(index.statuses.list())
     except StorageUnavailable as exc:
         seen.problems.append(f"statuses not listed, {REQUEST_FAILED} not evaluated: {exc}")
         return False
     slots_read = True
     for request_id in ids:
         try:
-            found = mailbox.status(request_id)
-        except (MailboxFileError, StorageUnavailable) as exc:
-            seen.unknown.add(f"{REQUEST_FAILED}:{request_id}")
-            seen.problems.append(f"{status_key(request_id)}: {exc}")
+            status = _entry(index.statuses, request_id, seen, f"{REQUEST_FAILED}:{request_id}")
+        except _Unread:
             slots_read = False  # we cannot tell which slot it was for
             continue
-        if found is None:
+        if status is None:
             continue
-        status = found.value
         seen.statuses.append(status)
         if status.state is State.FAILED:
             seen.findings.append(
@@ -168,26 +191,28 @@ def _look_at_requests(mailbox: Mailbox, seen: Evaluation) -> bool:
                 )
             )
         elif status.state is State.EXPIRED and not status.attempts:
-            slots_read &= _look_at_slot(mailbox, status, seen)
+            slots_read &= _look_at_slot(index, status, seen)
     seen.kinds.add(REQUEST_FAILED)
     if slots_read:
         seen.kinds.add(SLOT_MISSED)
     return True
 
 
-def _look_at_slot(mailbox: Mailbox, status: Status, seen: Evaluation) -> bool:
+def _look_at_slot(index: MailboxIndex, status: Status, seen: Evaluation) -> bool:
     """A request that expired unrun: a missed slot if a shared schedule made it. False if the
     request could not be read."""
     request_id = status.request
     try:
-        found = mailbox.request(request_id)
-    except (MailboxFileError, StorageUnavailable) as exc:
+        entry = index.requests.get(request_id)
+    except StorageUnavailable as exc:
         seen.problems.append(f"requests/{request_id}.json: {exc}")
         return False
-    if found is None or found.value.schedule is None or found.value.affinity is not None:
+    if entry.problem is not None:
+        seen.problems.append(f"requests/{request_id}.json: {entry.problem}")
+        return False
+    request = entry.value
+    if request is None or request.schedule is None or request.affinity is not None:
         return True  # not a shared schedule's (an unshared one's carry its agent's affinity)
-    request: Request = found.value
-    assert request.schedule is not None
     slot = f"{request.schedule.id}.{request.schedule.slot}"
     seen.findings.append(
         Finding(
@@ -220,6 +245,7 @@ def evaluate(
     by: str,
     objectives: Sequence[Objective] = (),
     lookback: float = LOOKBACK,
+    index: MailboxIndex | None = None,
 ) -> Outcome:
     """Look at the environment and bring the incident document in line, in one If-Match write.
 
@@ -227,7 +253,7 @@ def evaluate(
     A condition that began more than ``lookback`` ago opens no new incident (an open one is
     still bumped, and none is resolved for being old).
     """
-    seen = look(book.mailbox, now, grace_seconds, objectives)
+    seen = look(book.mailbox, now, grace_seconds, objectives, index)
     found_keys = {finding.key for finding in seen.findings}
     oldest = now - timedelta(seconds=lookback)
 

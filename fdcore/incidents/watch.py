@@ -20,6 +20,7 @@ from fdcore.incidents.book import IncidentBook
 from fdcore.incidents.delivery import claim_posts, send_posts
 from fdcore.incidents.evaluate import evaluate
 from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.index import MailboxIndex
 from fdcore.plugins.manager import Plugins
 
 log = logging.getLogger("fdcore.incidents")
@@ -41,6 +42,8 @@ class IncidentWatch:
         self.book = IncidentBook(
             Mailbox(storage, ProblemLog(config.name), max_file_bytes=config.max_file_bytes)
         )
+        # What this evaluator read, kept across evaluations: a file is read again when it changed.
+        self.index = MailboxIndex(self.book.mailbox)
         self.channels = channels
         self.routes = tuple(config.routes if routes is None else routes)
         self.clock = clock
@@ -68,6 +71,7 @@ class IncidentWatch:
                 self.config.name,
                 self.config.incidents.objectives,
                 self.config.incidents.lookback,
+                self.index,
             )
             for incident in outcome.opened:
                 log.warning("incident %s opened: %s", incident.id, incident.title)

@@ -337,7 +337,9 @@ class TakeoverInTime(Checker):
     claim policy had room when the poll began (and did not spend it all on other requests under
     way: taken over, or its own whose answers were lost), and that may move it: another agent (with
     ``take_over``, and a clock within grace of the store's: one further off takes nothing over)
-    whose own clock puts the crashed agent's record past stale_after + grace, or the
+    by whose measure the crashed agent's record is past stale_after + grace (the store's time
+    now against the store's time of the record's last write: agents judge by the listing's
+    last-modified, fdcore.agent.liveness), or the
     crashed agent's restarted process (every poll with ``take_over``; its first poll without).
     Taken together with the poll interval this is invariant 3's "stale_after + grace + one poll"
     (docs/takeover.md, "Time to take over").
@@ -370,8 +372,8 @@ class TakeoverInTime(Checker):
             return False  # an unshared schedule's request is for its own agent only
         if abs(trace.skews.get(poll.agent, 0.0)) > s.grace_seconds + MEASUREMENT_ERROR:
             return False  # its clock is too far off the store's: it takes nothing over (ClockSkew)
-        updated = trace.record_updated_at(crash.agent, poll.seq_start)
-        return updated is not None and poll.clock > updated + s.stale_after + s.grace_seconds
+        written = trace.record_written_at(crash.agent, poll.seq_start)
+        return written is not None and poll.time > written + s.stale_after + s.grace_seconds
 
     def finish(self, world: World) -> list[Violation]:
         s = world.scenario

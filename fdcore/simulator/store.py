@@ -37,8 +37,9 @@ Tap = Callable[[str, bytes | None], None]  # None: deleted
 # (key, data, outcome): "landed", "landed, answer lost", "exists" or "failed"
 CreateTap = Callable[[str, bytes, str], None]
 
-# The store's time of each version (etag) of the shared store, shared by every view over it.
-_MODIFIED: weakref.WeakKeyDictionary[MemoryStorage, dict[str, datetime]] = (
+# The store's time of each version (etag) of the shared store, shared by every view over it
+# (once listed, the version as listed).
+_MODIFIED: weakref.WeakKeyDictionary[MemoryStorage, dict[str, datetime | Listed]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -170,7 +171,7 @@ class FaultyStore:
         fail = self._write("delete", key)
         if fail == "before":
             raise self._unavailable("delete", key)
-        gone = self.inner.read(key)
+        gone = self.inner._space.objects.get(key)
         self.inner.delete(key, etag)
         if gone is not None:
             self.modified.pop(gone.etag, None)
@@ -192,13 +193,20 @@ class FaultyStore:
         the true virtual time of its write (a version written past the views, by the world
         itself, is stamped when first listed)."""
         keys = list(self.list(prefix))
+        # The shared store's own map, in one pass: what its listing would carry, no read counted.
+        objects = self.inner._space.objects
         listed = []
+        now: datetime | None = None
         for key in keys:
-            blob = self.inner.read(key)
+            blob = objects.get(key)
             if blob is None:
                 continue
-            modified = self.modified.setdefault(blob.etag, self.store_time())
-            listed.append(Listed(key, blob.etag, modified))
+            item = self.modified.get(blob.etag)
+            if not isinstance(item, Listed):
+                if item is None:
+                    item = now = now or self.store_time()
+                item = self.modified[blob.etag] = Listed(key, blob.etag, item)
+            listed.append(item)
         return iter(listed)
 
     def close(self) -> None:

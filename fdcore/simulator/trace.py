@@ -270,6 +270,13 @@ class Trace:
         index = bisect.bisect_left(writes, (seq, float("-inf"), float("-inf"))) - 1
         return writes[index][2] if index >= 0 else None
 
+    def record_written_at(self, agent: str, seq: int) -> float | None:
+        """The store's (true) time of the last write of the agent's record before ``seq``: what
+        its last-modified in the listing says."""
+        writes = self.record_writes.get(agent, [])
+        index = bisect.bisect_left(writes, (seq, float("-inf"), float("-inf"))) - 1
+        return writes[index][1] if index >= 0 else None
+
     def status_at(self, request: str, seq: int) -> StatusWrite | None:
         """The request's status as stored just before ``seq``."""
         found = None
