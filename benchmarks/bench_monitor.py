@@ -155,17 +155,8 @@ def measure(url: str, repeat: int, reference: Callable[[], object]) -> None:
             )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=10000)
-    parser.add_argument("--waiting", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--azurite", action="store_true", help="also on Azurite (fdcore-onelake)")
-    parser.add_argument("--no-command", action="store_true", help="skip fdcore queue --json")
-    args = parser.parse_args()
-    start = time.perf_counter()
-    memory = build(args.requests, args.waiting)
-    print(f"{args.requests} requests built in {time.perf_counter() - start:.1f} s", flush=True)
+def local(memory: Any, args: argparse.Namespace) -> None:
+    """Each look on a local folder holding the memory store's files, and `fdcore queue`."""
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-monitor-") as folder:
         root = Path(folder) / "env"
         copy_to_folder(memory, root)
@@ -180,6 +171,22 @@ def main() -> None:
             run = lambda: subprocess.run([*command, "--json"], check=True, capture_output=True)  # noqa: E731
             seconds = median_seconds(run, args.repeat)
             print(f"  fdcore queue --json (a process) {seconds * 1000:8.1f} ms", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=10000)
+    parser.add_argument("--waiting", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--azurite", action="store_true", help="also on Azurite (fdcore-onelake)")
+    parser.add_argument("--no-command", action="store_true", help="skip fdcore queue --json")
+    parser.add_argument("--no-local", action="store_true", help="skip the local folder")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    memory = build(args.requests, args.waiting)
+    print(f"{args.requests} requests built in {time.perf_counter() - start:.1f} s", flush=True)
+    if not args.no_local:
+        local(memory, args)
     if args.azurite:
         from fdcore_onelake.testing import Azurite
 
