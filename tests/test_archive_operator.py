@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from fdcore.builtin.memory import MemoryStorage
-from fdcore.cli.views import request_story
 from fdcore.contract.models import Cancel
+from fdcore.environment import request_story
 from fdcore.errors import RequestError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archive_files, find_request_files

@@ -10,8 +10,8 @@ import pytest
 
 from fdcore.cli.config import load_config
 from fdcore.cli.main import main
-from fdcore.cli.views import queue_rows
 from fdcore.contract.models import State
+from fdcore.environment import queue_rows
 from fdcore.errors import ConfigError, PluginError
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import Plugins, load_plugins

@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fdcore.agent",),
     ("fdcore.incidents",),
     ("fdcore.simulator",),
+    ("fdcore.environment",),
     ("fdcore.cli",),
     ("fdcore.testing",),
 )
@@ -63,23 +64,6 @@ PLUGIN_PACKAGES = tuple(
     for pattern in ("plugins/*/fdcore_*/__init__.py", "contrib/*/fdcore_*/__init__.py")
     for path in sorted(REPO.glob(pattern))
 )
-#: KNOWN EXCEPTIONS, to be emptied when branch ``monitor`` is merged (issue 21): fdcore-monitor
-#: still reads through the command line's views and the mailbox's internals. The lead deletes
-#: each line as the monitor stops needing it; the test fails on a line no longer needed.
-INTERNAL_IMPORTS_TO_REMOVE = {
-    "fdcore_monitor.actions imports fdcore.incidents.book",
-    "fdcore_monitor.actions imports fdcore.mailbox.access",
-    "fdcore_monitor.app imports fdcore.cli.views",
-    "fdcore_monitor.app imports fdcore.mailbox.cancel",
-    "fdcore_monitor.app imports fdcore.mailbox.submit",
-    "fdcore_monitor.metrics imports fdcore.cli.views",
-    "fdcore_monitor.snapshot imports fdcore.cli.commands",
-    "fdcore_monitor.snapshot imports fdcore.cli.views",
-    "fdcore_monitor.snapshot imports fdcore.incidents.book",
-    "fdcore_monitor.snapshot imports fdcore.mailbox.access",
-    "fdcore_monitor.snapshot imports fdcore.plugins.manager",
-    "fdcore_monitor.timeline imports fdcore.cli.views",
-}
 
 
 def module_name(path: Path) -> str:
@@ -216,7 +200,7 @@ def test_the_graph_holds_real_edges() -> None:
 
 
 def private_imports(package: Path) -> list[str]:
-    """The imports of fdcore modules outside :data:`PUBLIC_API` in ``package``'s code."""
+    """The imports of fdcore modules outside the public API in ``package``'s code."""
     own = package.name
     paths = {
         ".".join((own, *path.relative_to(package).with_suffix("").parts)).removesuffix(
@@ -243,14 +227,8 @@ def test_the_plugin_packages_are_found() -> None:
 
 @pytest.mark.parametrize("package", PLUGIN_PACKAGES)
 def test_a_plugin_imports_only_the_public_api(package: str) -> None:
-    found = set(private_imports(REPO / package)) - INTERNAL_IMPORTS_TO_REMOVE
-    assert not found, "\n".join(sorted(found))
-
-
-def test_every_known_exception_is_still_needed() -> None:
-    """An exception the monitor no longer needs is deleted, so the set empties as it should."""
-    found = {line for package in PLUGIN_PACKAGES for line in private_imports(REPO / package)}
-    assert found >= INTERNAL_IMPORTS_TO_REMOVE, sorted(INTERNAL_IMPORTS_TO_REMOVE - found)
+    found = private_imports(REPO / package)
+    assert not found, "\n".join(found)
 
 
 def test_the_public_api_check_sees_a_private_import(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from fdcore.builtin.memory import MemoryStorage
-from fdcore.cli.views import request_story
 from fdcore.contract.codec import decode
 from fdcore.contract.layout import cancel_key, retry_key
 from fdcore.contract.models import (
@@ -20,6 +19,7 @@ from fdcore.contract.models import (
     State,
     output_tail,
 )
+from fdcore.environment import request_story
 from fdcore.errors import (
     InvalidId,
     MailboxFileError,

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from fdcore.cli.fleet import AgentFleet, wait_until
-from fdcore.cli.views import queue_rows
 from fdcore.contract.models import State
+from fdcore.environment import queue_rows
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import assert_no_double_writers
 from fdcore.testing.tables import table_writes

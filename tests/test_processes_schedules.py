@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from fdcore.cli.fleet import AgentFleet
-from fdcore.cli.views import queue_rows
 from fdcore.contract.models import State
+from fdcore.environment import queue_rows
 from fdcore.testing.assertions import assert_each_table_succeeded_once
 
 AGENT = {"poll_seconds": 0.2, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from fdcore.cli.fleet import AgentFleet, wait_until
-from fdcore.cli.views import queue_rows
 from fdcore.contract.models import Outcome, State
+from fdcore.environment import queue_rows
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import (
     assert_each_table_succeeded_once,

@@ -22,7 +22,6 @@ from fdcore.agent.settings import AgentConfig, RetentionConfig, ScheduleConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.config import load_config
 from fdcore.cli.main import ERROR, main
-from fdcore.cli.views import queue_rows
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import request_key, run_key, status_key
 from fdcore.contract.models import (
@@ -36,6 +35,7 @@ from fdcore.contract.models import (
     State,
     Status,
 )
+from fdcore.environment import queue_rows
 from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids, find_request_files

@@ -2,7 +2,7 @@
 
 ``cancel`` and ``retry`` write new files only (``cancels/``, ``retries/``, a new request):
 requests never change and history is never rewritten. ``show`` prints
-:func:`fdcore.cli.views.request_story`, the view the monitor page shows too.
+:func:`fdcore.environment.request_story`, the view the monitor page shows too.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import socket
 from datetime import datetime, timezone
 
 from fdcore.abc import Command
-from fdcore.cli.commands import open_mailbox
 from fdcore.cli.output import format_table
-from fdcore.cli.views import RequestStory, request_story
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
 from fdcore.contract.models import State
+from fdcore.environment import RequestStory, open_mailbox, request_story
 from fdcore.errors import ConfigError, InvalidId
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request

@@ -11,50 +11,35 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from fdcore.abc import Command, TakeoverPolicy
+from fdcore.abc import Command
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
     load_config,
-    max_file_bytes_setting,
     storage_option,
 )
 from fdcore.cli.output import format_table
 from fdcore.cli.runtime import AgentRuntime
-from fdcore.cli.views import (
+from fdcore.clock import SystemClock
+from fdcore.contract.codec import parse_time
+from fdcore.contract.ids import validate_id
+from fdcore.durations import GRACE, Seconds, Whole, add_flag
+from fdcore.environment import (
     AgentRow,
+    Mailbox,
+    QueueReader,
     agent_rows,
     describe_attempts,
-    queue_rows,
+    lost_agent_policy,
+    open_mailbox,
     schedule_rows,
     schedule_warnings,
     shared_by,
     with_host_folder,
 )
-from fdcore.clock import SystemClock
-from fdcore.contract.codec import parse_time
-from fdcore.contract.ids import validate_id
-from fdcore.durations import GRACE, Seconds, Whole, add_flag
-from fdcore.errors import (
-    AlreadyExists,
-    ConfigError,
-    EnvironmentNotFound,
-    InvalidId,
-    PluginError,
-)
-from fdcore.mailbox.access import Mailbox
+from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
 from fdcore.mailbox.submit import submit
-from fdcore.plugins.manager import TAKEOVER, load_plugins
+from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import LiveView
-
-
-def open_mailbox(url: str, *, create: bool, setting: str = "--env") -> Mailbox:
-    """The environment's mailbox; ``create=False`` for commands that only read (a missing
-    environment is then "environment not found", never a new empty one). Its reads are bounded
-    by $FDCORE_MAX_FILE_BYTES (1 MiB unless set). ``setting`` is where the URL was typed."""
-    bound = max_file_bytes_setting("", "", None)
-    storage = load_plugins().open_storage(url, create=create, setting=setting)
-    return Mailbox(storage, max_file_bytes=bound)
-
 
 #: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
 SKEW_VARIABLE = "FDCORE_TEST_CLOCK_SKEW"
@@ -139,12 +124,9 @@ def _time(value: datetime | None) -> str:
 def _agent_rows(mailbox: Mailbox, grace: float) -> tuple[list[AgentRow], list[str]]:
     """The agents' rows, and a warning when no takeover policy can tell a lost agent: these
     commands only read, so they run without one (fdcore-takeover), showing such agents stale."""
-    try:
-        policy: TakeoverPolicy | None = load_plugins().get(TAKEOVER, "stale_record")
-        warnings = []
-    except PluginError as exc:
-        policy, warnings = None, [f"agents are never shown lost: {exc}"]
-    return agent_rows(mailbox, datetime.now(timezone.utc), policy, grace), warnings
+    policy, why_none = lost_agent_policy()
+    rows = agent_rows(mailbox, datetime.now(timezone.utc), policy, grace)
+    return rows, [why_none] if why_none else []
 
 
 def _print(
@@ -161,11 +143,11 @@ def _print(
 
 
 def _queue_listing(
-    args: argparse.Namespace, mailbox: Mailbox
+    args: argparse.Namespace, queue: QueueReader
 ) -> tuple[list[Any], list[Any], list[str]]:
     """The queue's rows, its human table and its warnings, read once."""
-    rows = queue_rows(mailbox, include_final=not args.active, include_archived=args.all)
-    agents, lost_unknown = _agent_rows(mailbox, args.grace)
+    rows = queue.rows(include_final=not args.active, include_archived=args.all)
+    agents, lost_unknown = _agent_rows(queue.mailbox, args.grace)
     states = {row.name: row.state for row in agents}
     sharing = shared_by(agents)
     header = ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
@@ -192,22 +174,23 @@ def _queue_listing(
 def _queue(args: argparse.Namespace) -> int:
     if args.active and args.all:
         raise ConfigError("fdcore queue", "--all", "cannot be given with --active")
-    mailbox = open_mailbox(args.env, create=False)
+    # one reader for every frame of --watch: what never changes is read once
+    queue = QueueReader(open_mailbox(args.env, create=False))
     if args.watch is not None:
-        return _watch_queue(args, mailbox)
-    rows, table, warnings = _queue_listing(args, mailbox)
+        return _watch_queue(args, queue)
+    rows, table, warnings = _queue_listing(args, queue)
     _print(args, "requests", rows, table, warnings)
     return 0
 
 
-def _watch_queue(args: argparse.Namespace, mailbox: Mailbox) -> int:
+def _watch_queue(args: argparse.Namespace, queue: QueueReader) -> int:
     """``queue --watch``: the queue redrawn in place every interval until Ctrl-C (or
     ``--count`` frames); with ``--json``, one JSON document per line per frame."""
     view = LiveView()
     frames = 0
     try:
         while True:
-            rows, table, warnings = _queue_listing(args, mailbox)
+            rows, table, warnings = _queue_listing(args, queue)
             if args.json:
                 document = {"requests": [row.to_json() for row in rows], "warnings": warnings}
                 print(json.dumps(document), flush=True)

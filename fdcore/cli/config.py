@@ -10,7 +10,6 @@ one needs the plugins.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,9 +23,8 @@ from fdcore.agent.settings import (
     AgentConfig,
     AgentToml,
     ScheduleTable,
-    check_file_bound,
 )
-from fdcore.contract.codec import MAX_FILE_BYTES
+from fdcore.environment import operator_file_bound
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 
@@ -39,7 +37,6 @@ __all__ = [
     "MAX_ATTEMPTS",
     "declared_config",
     "load_config",
-    "max_file_bytes_setting",
     "parse_config",
     "read_toml",
 ]
@@ -65,7 +62,7 @@ def declared_config(
     if declared.schedules:
         _check_schedules(source, declared.schedules, plugins or load_plugins())
     if "max_file_bytes" not in data["agent"]:  # then the commands' bound, if set
-        bound = max_file_bytes_setting(source, "[agent] max_file_bytes", None)
+        bound = operator_file_bound()
         declared = attrs.evolve(declared, agent=attrs.evolve(declared.agent, max_file_bytes=bound))
     return declared
 
@@ -96,25 +93,6 @@ def _check_timing_key(
     raise ConfigError.unknown_key(
         source, where, key, [*tables(AgentToml)["[[schedules]]"], *timings]
     )
-
-
-#: Sets the mailbox file size bound for the commands, and for agents whose agent.toml does not.
-FILE_BOUND_VARIABLE = "FDCORE_MAX_FILE_BYTES"
-
-
-def max_file_bytes_setting(source: str, key: str, value: object | None) -> int:
-    """The size bound of a mailbox read: ``value`` if given, else $FDCORE_MAX_FILE_BYTES, else
-    1 MiB; within FILE_BYTES_RANGE (a file over it is reported and never read)."""
-    if value is None:
-        text = os.environ.get(FILE_BOUND_VARIABLE)
-        if text is None:
-            return MAX_FILE_BYTES
-        source, key = f"environment variable {FILE_BOUND_VARIABLE}", ""
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(source, None, f"expected an integer, got {text!r}") from None
-    return check_file_bound(source, key or None, value)
 
 
 def storage_option(text: str) -> tuple[str, str]:

@@ -22,9 +22,9 @@ from typing import Any
 
 from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.cli.fleet import AgentFleet, AgentProcess
-from fdcore.cli.views import QueueRow, queue_rows
 from fdcore.contract.models import Outcome
 from fdcore.durations import Seconds, Whole, add_flag
+from fdcore.environment import QueueRow, queue_rows
 from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write

@@ -17,14 +17,15 @@ from datetime import datetime, timezone
 
 from fdcore.agent.components import open_environment
 from fdcore.agent.notify import open_routes
-from fdcore.cli.commands import open_mailbox
 from fdcore.cli.config import load_config
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import to_dict
 from fdcore.contract.models import Incident
 from fdcore.durations import GRACE, add_flag
+from fdcore.environment import acknowledge_incident, open_mailbox
+from fdcore.environment import incidents as environment_incidents
 from fdcore.errors import ConfigError
-from fdcore.incidents.book import IncidentBook, acknowledge, add_note, lookup, resolve
+from fdcore.incidents.book import IncidentBook, add_note, lookup, resolve
 from fdcore.incidents.delivery import claim_posts, send_posts
 from fdcore.incidents.evaluate import LOOKBACK, evaluate
 from fdcore.mailbox.access import Mailbox
@@ -50,8 +51,7 @@ def _time(value: datetime | None) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    document = _book(args.env).read()
-    incidents = document.open + (list(reversed(document.resolved)) if args.all else [])
+    incidents = environment_incidents(_book(args.env).mailbox, include_resolved=args.all)
     if args.json:
         print(json.dumps({"incidents": [to_dict(i) for i in incidents]}, indent=2))
         return 0
@@ -110,7 +110,7 @@ def _change(args: argparse.Namespace) -> int:
     who = _who(args)
     book = _book(args.env)
     if args.incidents_command == "ack":
-        incident = book.change(lambda d: acknowledge(d, args.incident, now, who))
+        incident = acknowledge_incident(book.mailbox, args.incident, now, who)
     elif args.incidents_command == "resolve":
         incident = book.change(lambda d: resolve(d, args.incident, now, who))
     else:

@@ -15,8 +15,8 @@ from typing import Any
 from fdcore.agent.declared import default_of
 from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
-from fdcore.cli.commands import open_mailbox
 from fdcore.durations import GRACE, Duration, add_flag, format_duration
+from fdcore.environment import open_mailbox
 
 
 def _settings(args: argparse.Namespace) -> RetentionConfig:

@@ -12,8 +12,8 @@ import pytest
 from fdcore_hostslots.host import Host
 
 from fdcore.cli.fleet import AgentFleet, wait_until
-from fdcore.cli.views import queue_rows
 from fdcore.contract.models import State
+from fdcore.environment import queue_rows
 from fdcore.mailbox.submit import submit
 
 pytestmark = pytest.mark.slow

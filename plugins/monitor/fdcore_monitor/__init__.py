@@ -1,7 +1,7 @@
 """fdcore-monitor: ``fdcore monitor``, a live page of one environment, and Prometheus ``/metrics``.
 
 Every figure it shows comes from the view models of the ``fdcore`` commands
-(:mod:`fdcore.cli.views`), so the page, ``/metrics`` and ``fdcore queue --json`` never disagree.
+(:mod:`fdcore.environment`), so the page, ``/metrics`` and ``fdcore queue --json`` never disagree.
 """
 
 from __future__ import annotations

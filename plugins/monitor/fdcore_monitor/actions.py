@@ -15,9 +15,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 import attrs
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
-from fdcore.incidents.book import IncidentBook, acknowledge
-from fdcore.mailbox.access import Mailbox
+from fdcore.environment import Mailbox, acknowledge_incident, cancel_request, retry_request
+from fdcore.errors import FdcoreError
 
 log = logging.getLogger("fdcore.monitor")
 
@@ -67,6 +69,57 @@ class Actions:
         return result
 
 
-def acknowledge_incident(mailbox: Mailbox, incident: str, now: datetime, by: str) -> str:
-    found = IncidentBook(mailbox).change(lambda d: acknowledge(d, incident, now, by))
-    return f"{found.id} acknowledged by {by}"
+class ActionRoutes:
+    """The POST routes of the page's buttons: each checks the token, acts through
+    :mod:`fdcore.environment` (as the commands do) and answers JSON: 200 with what was done,
+    403 refused here, 409 refused by the mailbox (with the command's own one-line reason)."""
+
+    def __init__(self, actions: Actions, mailbox: Mailbox) -> None:
+        self.actions = actions
+        self.mailbox = mailbox
+
+    def _answer(
+        self, request: Request, name: str, subject: str, act: Callable[[datetime], str]
+    ) -> Response:
+        client = request.client.host if request.client else "?"
+        try:
+            message = self.actions.run(
+                name, subject, request.headers.get(TOKEN_HEADER), client, act
+            )
+        except Refused as exc:
+            return JSONResponse({"error": str(exc)}, status_code=403)
+        except FdcoreError as exc:  # the mailbox refused: a final request, an unknown id...
+            return JSONResponse({"error": str(exc)}, status_code=409)
+        return JSONResponse({"message": message})
+
+    def acknowledge(self, request: Request) -> Response:
+        incident = request.path_params["id"]
+        return self._answer(request, "acknowledge", incident, lambda now: self._ack(incident, now))
+
+    def _ack(self, incident: str, now: datetime) -> str:
+        by = self.actions.by
+        return f"{acknowledge_incident(self.mailbox, incident, now, by).id} acknowledged by {by}"
+
+    def cancel(self, request: Request) -> Response:
+        request_id = request.path_params["id"]
+        return self._answer(
+            request, "cancel", request_id, lambda now: self._cancel(request_id, now)
+        )
+
+    def _cancel(self, request_id: str, now: datetime) -> str:
+        by = self.actions.by
+        done = cancel_request(
+            self.mailbox, request_id, by=by, reason="from fdcore monitor", now=now
+        )
+        if not done.created:
+            return f"{request_id} was already cancelled by {done.cancel.by}: {done.state}"
+        return f"{request_id} cancelled by {by}: {done.state}"
+
+    def retry(self, request: Request) -> Response:
+        request_id = request.path_params["id"]
+        return self._answer(request, "retry", request_id, lambda now: self._retry(request_id, now))
+
+    def _retry(self, request_id: str, now: datetime) -> str:
+        by = self.actions.by
+        new = retry_request(self.mailbox, request_id, by=by, now=now)
+        return f"{request_id} retried by {by} as {new.id}"

@@ -6,7 +6,8 @@ and ``fdcore agents`` print, so the two always agree. Counters are counted over 
 present: a retention run that deletes old ones lowers them, which Prometheus' ``rate()`` and
 ``increase()`` treat as a counter reset.
 
-The run records of a finished request never change, so their durations are read once and kept.
+The run records of a finished request never change, so their durations are read once and kept;
+a request no agent has claimed (no status) has none, so nothing is read for it.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from fdcore.cli.views import QueueRow
 from fdcore.contract.models import Outcome, State
+from fdcore.environment import QueueRow
 from fdcore_monitor.snapshot import Fleet, Source
 
 AGENT_STATES = ("live", "stale", "lost", "stopped", "unreadable")
 REQUEST_STATES = ("waiting", *(state.value for state in State), "unreadable")
 #: Table run durations, seconds: tables run from a second to an hour or more.
 BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
+FINAL_STATES = frozenset(state.value for state in State if state.final)
 RUN_OUTCOMES = (Outcome.SUCCEEDED.value, Outcome.FAILED.value)
 
 
@@ -67,17 +69,25 @@ class FleetCollector(Collector):
     def _durations(self, fleet: Fleet) -> dict[str, list[float]]:
         durations: dict[str, list[float]] = {outcome: [] for outcome in RUN_OUTCOMES}
         for row in fleet.requests:
-            runs = self._finished_runs.get(row.id)
-            if runs is None:
-                records = self.source.mailbox.runs(row.id)
-                runs = [
-                    (r.outcome.value, (r.ended_at - r.started_at).total_seconds()) for r in records
-                ]
-                if row.state in {state.value for state in State if state.final}:
-                    self._finished_runs[row.id] = runs
-            for outcome, seconds in runs:
+            for outcome, seconds in self._runs(row):
                 durations.setdefault(outcome, []).append(max(0.0, seconds))
+        if len(self._finished_runs) > len(fleet.requests):  # some were archived: forget them
+            present = {row.id for row in fleet.requests}
+            self._finished_runs = {k: v for k, v in self._finished_runs.items() if k in present}
         return durations
+
+    def _runs(self, row: QueueRow) -> list[tuple[str, float]]:
+        """(outcome, seconds) of each run of the request: listed while it runs, once when done."""
+        runs = self._finished_runs.get(row.id)
+        if runs is not None:
+            return runs
+        if row.state == "waiting":
+            return []  # not claimed: no run yet
+        records, _ = self.source.queue.index.runs(row.id)  # each record read once
+        runs = [(r.outcome.value, (r.ended_at - r.started_at).total_seconds()) for r in records]
+        if row.state in FINAL_STATES:
+            self._finished_runs[row.id] = runs
+        return runs
 
     def collect(self) -> Iterator[Metric]:
         fleet = self.source.fleet(datetime.now(timezone.utc))

@@ -2,7 +2,9 @@
 
 One :class:`Source` per ``fdcore monitor``; each page, fragment, JSON answer and scrape reads a
 fresh :class:`Fleet` through it. The rows are those of ``fdcore agents``, ``fdcore queue`` and
-``fdcore schedules`` (:mod:`fdcore.cli.views`), never a second reading of the files.
+``fdcore schedules`` (:mod:`fdcore.environment`), never a second reading of the files, and the
+queue is read through one :class:`~fdcore.environment.QueueReader` kept for the monitor's life:
+a look costs the listings and the files that changed since the last one.
 """
 
 from __future__ import annotations
@@ -12,21 +14,22 @@ from datetime import datetime, timezone
 import attrs
 
 from fdcore.abc import TakeoverPolicy
-from fdcore.cli.commands import open_mailbox
-from fdcore.cli.views import (
+from fdcore.contract.models import Incident
+from fdcore.durations import GRACE
+from fdcore.environment import (
     AgentRow,
+    Mailbox,
+    QueueReader,
     QueueRow,
     ScheduleRow,
     agent_rows,
-    queue_rows,
+    incidents,
+    lost_agent_policy,
+    open_mailbox,
     schedule_rows,
     schedule_warnings,
     with_host_folder,
 )
-from fdcore.contract.models import Incident
-from fdcore.incidents.book import IncidentBook
-from fdcore.mailbox.access import Mailbox
-from fdcore.plugins.manager import TAKEOVER, load_plugins
 
 
 @attrs.frozen
@@ -49,22 +52,28 @@ class Source:
     ``grace``, as ``fdcore agents --grace``) and, with ``host``, that host folder's slots."""
 
     mailbox: Mailbox
-    grace: float = 60.0
+    grace: float = GRACE.default
     host: str | None = None
     host_admission: str = "slots"
-    policy: TakeoverPolicy = attrs.field(
-        factory=lambda: load_plugins().get(TAKEOVER, "stale_record")
+    # The policy, or None and why (without fdcore-takeover no agent is shown lost).
+    lost: tuple[TakeoverPolicy | None, str | None] = attrs.field(factory=lost_agent_policy)
+    queue: QueueReader = attrs.field(
+        default=attrs.Factory(lambda self: QueueReader(self.mailbox), takes_self=True)
     )
 
     @classmethod
     def open(
-        cls, url: str, grace: float = 60.0, host: str | None = None, host_admission: str = "slots"
+        cls,
+        url: str,
+        grace: float = GRACE.default,
+        host: str | None = None,
+        host_admission: str = "slots",
     ) -> Source:
         # create=False: a mistyped URL is "environment not found", never a new empty mailbox
         return cls(open_mailbox(url, create=False), grace, host, host_admission)
 
     def agents(self, now: datetime) -> list[AgentRow]:
-        rows = agent_rows(self.mailbox, now, self.policy, self.grace)
+        rows = agent_rows(self.mailbox, now, self.lost[0], self.grace)
         return with_host_folder(rows, self.host, self.host_admission) if self.host else rows
 
     def fleet(self, now: datetime | None = None) -> Fleet:
@@ -73,12 +82,11 @@ class Source:
         return Fleet(
             now=now,
             agents=agents,
-            requests=queue_rows(self.mailbox),
+            requests=self.queue.rows(),
             schedules=schedule_rows(agents),
-            warnings=schedule_warnings(agents),
+            warnings=schedule_warnings(agents) + [why for why in self.lost[1:] if why],
         )
 
     def incidents(self) -> list[Incident]:
         """Open incidents first, then the resolved ones, newest first (``incidents list --all``)."""
-        document = IncidentBook(self.mailbox).read()
-        return document.open + list(reversed(document.resolved))
+        return incidents(self.mailbox)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
-from fdcore.cli.views import AttemptStory, RunStory
+from fdcore.environment import AttemptStory, RunStory
 
 WIDTH = 960
 LABEL = 130  # the agents' names, left of the lanes
@@ -28,7 +28,7 @@ def _seconds(value: float) -> str:
 
 def timeline_svg(attempts: Sequence[AttemptStory], runs: Sequence[RunStory], now: datetime) -> str:
     """The SVG element (a string) of a request's attempts and table runs (those of its
-    :class:`~fdcore.cli.views.RequestStory`); a short note if there is none yet."""
+    :class:`~fdcore.environment.RequestStory`); a short note if there is none yet."""
     # (attempt, its start): an attempt of an old status may not say when it started; its runs
     # still show
     timed = [(a, a.started_at) for a in attempts if a.started_at is not None]

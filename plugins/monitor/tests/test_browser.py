@@ -8,6 +8,7 @@ chromium as root on Debian, as CI runs). A screenshot of each page is saved unde
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,7 +107,7 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
         not_reloaded(page)
         page.screenshot(path=str(artifacts / "queue.png"), full_page=True)
         page.select_option("form.filters select[name=state]", "waiting")  # filters at once
-        page.wait_for_url("**/queue?state=waiting&schedule=")
+        page.wait_for_url("**/queue?state=waiting&schedule=&agent=&q=")
         states = page.locator("#queue tr[data-request]").evaluate_all(
             "rows => rows.map(row => row.dataset.state)"
         )
@@ -164,5 +165,52 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
             phone.screenshot(path=str(artifacts / f"phone-{name}.png"), full_page=True)
         phone.close()
         assert errors == []
+    finally:
+        page.close()
+
+
+@pytest.mark.slow
+def test_the_queue_pages_and_filters_on_the_server(
+    history: Any, browser: Any, artifacts: Path, start_monitor: Any
+) -> None:
+    """Over 206 requests: a page of the newest 100, the next page, a filter by id text and by
+    agent, each read by the monitor (the page holds only the rows it shows) and kept by the
+    live refresh."""
+    for n in range(200):
+        submit(history.mailbox, ["a"], request_id=f"bulk-{n:03d}", created_by="test")
+    monitor = start_monitor("--env", history.url, "--refresh", "0.3")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    rows = page.locator("#queue tr[data-request]")
+    try:
+        page.goto(f"{monitor.url}queue")
+        expect(rows).to_have_count(100)
+        assert rows.first.get_attribute("data-request") == "bulk-199"  # the newest first
+        assert page.get_attribute("#queue-meta", "data-matching") == "206"
+        assert page.inner_text("a[data-count=waiting] b") == "202"
+        page.click("a[rel=next]")
+        page.wait_for_url("**/queue?*page=2")
+        assert rows.first.get_attribute("data-request") == "bulk-099"
+        page.click("a[rel=next]")
+        expect(rows).to_have_count(6)  # the oldest six: the history's own requests
+        page.screenshot(path=str(artifacts / "queue-page-3.png"), full_page=True)
+
+        page.goto(f"{monitor.url}queue")
+        page.fill("form.filters input[name=q]", "bulk-15")
+        page.press("form.filters input[name=q]", "Enter")
+        page.wait_for_url("**/queue?*q=bulk-15*")
+        expect(rows).to_have_count(10)
+        page.evaluate("window.notReloaded = true")
+        expect(page.locator("#live")).to_have_attribute("data-updates", re.compile(r"^[2-9]|\d\d"))
+        not_reloaded(page)  # the live refresh keeps the filter
+        expect(rows).to_have_count(10)
+        ids = rows.evaluate_all("rows => rows.map(row => row.dataset.request)")
+        assert ids == [f"bulk-{n}" for n in range(159, 149, -1)], ids
+
+        page.goto(f"{monitor.url}queue")
+        page.select_option("form.filters select[name=agent]", "etl-lost")  # filters at once
+        page.wait_for_url("**/queue?*agent=etl-lost*")
+        ids = rows.evaluate_all("rows => rows.map(row => row.dataset.request)")
+        assert sorted(ids) == ["bad1", "ok1"], ids
+        page.screenshot(path=str(artifacts / "queue-filtered.png"), full_page=True)
     finally:
         page.close()

@@ -19,8 +19,8 @@ from fdcore_monitor.timeline import timeline_svg
 from starlette.testclient import TestClient
 
 from fdcore.cli.main import main
-from fdcore.cli.views import AttemptStory, RunStory, request_story
 from fdcore.contract.models import State
+from fdcore.environment import AttemptStory, RunStory, request_story
 from fdcore.incidents.book import IncidentBook
 
 TOKEN = "s3cret-token"
@@ -72,6 +72,11 @@ def test_each_page_shows_the_rows_of_the_commands(history: Any) -> None:
         ("state=failed", {"bad1"}),
         ("schedule=nightly", {"sched1"}),
         ("schedule=none&state=succeeded", {"ok1"}),
+        ("agent=etl-lost", {"ok1", "bad1"}),
+        ("agent=etl-live&state=succeeded", {"ok1", "sched1"}),
+        ("q=OK", {"ok1"}),
+        ("q=1&schedule=none", {"w1", "run1", "ok1", "bad1"}),
+        ("q=nothing-like-it", set()),
     ],
 )
 def test_the_queue_filters_by_state_and_schedule(history: Any, query: str, shown: set[str]) -> None:
@@ -80,6 +85,39 @@ def test_the_queue_filters_by_state_and_schedule(history: Any, query: str, shown
         assert set(re.findall(r'data-request="([^"]+)"', page)) == shown
         listed = http.get(f"/api/queue?{query}").json()["requests"]
         assert {row["id"] for row in listed} == shown
+
+
+def test_the_queue_counts_every_request_by_state_whatever_the_filter(history: Any) -> None:
+    counts = {"waiting": 2, "running": 1, "succeeded": 2, "failed": 1}
+    with client(history) as http:
+        for query in ("", "?state=failed", "?q=w&fragment=1"):
+            page = http.get(f"/queue{query}").text
+            shown = re.findall(r'data-count="([a-z]+)"[^>]*>[a-z]+ <b>(\d+)</b>', page)
+            assert {state: int(n) for state, n in shown} == counts, query
+        meta = http.get("/queue?state=active").text
+        assert 'data-matching="3"' in meta and "1-3 of 3 matching, newest first." in meta
+
+
+def test_the_queue_pages_newest_first_keeping_its_filters(
+    history: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fdcore_monitor.pages.PAGE_ROWS", 2)
+    newest_first = [["w2", "w1"], ["sched1", "run1"], ["ok1", "bad1"]]
+    with client(history) as http:
+        for number, expected in enumerate(newest_first, start=1):
+            page = http.get(f"/queue?page={number}").text
+            assert re.findall(r'data-request="([^"]+)"', page) == expected
+            assert ('rel="prev"' in page) is (number > 1)
+            assert ('rel="next"' in page) is (number < 3)
+        middle = http.get("/queue?page=2&schedule=none&q=1").text
+        assert re.findall(r'data-request="([^"]+)"', middle) == ["ok1", "bad1"]
+        assert 'href="/queue?state=&amp;schedule=none&amp;agent=&amp;q=1&amp;page=1"' in middle
+        # past the last page: the last one; not a number: the first
+        assert re.findall(r'data-request="([^"]+)"', http.get("/queue?page=99").text) == [
+            "ok1",
+            "bad1",
+        ]
+        assert "w2" in http.get("/queue?page=x").text
 
 
 def test_a_fragment_is_the_live_part_alone(history: Any) -> None:

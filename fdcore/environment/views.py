@@ -1,31 +1,25 @@
-"""What the operator commands show: the queue, the agents, a request's story, as plain rows.
+"""What an environment shows: its agents, its queue, its schedules and a request's story, as
+plain rows.
 
-The same rows feed the human table and the ``--json`` output (docs/agents.md, "``--json``
-output"), so the two never disagree.
+The same rows feed the commands' human tables, their ``--json`` output (docs/agents.md,
+"``--json`` output") and the monitor's pages and ``/metrics``, so none of them disagree. The
+queue's rows are read by :mod:`fdcore.environment.queue`.
 """
 
 from __future__ import annotations
 
 import socket
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
 from fdcore.abc import HostSlots, TakeoverPolicy
 from fdcore.agent.schedules import schedule_conflicts
 from fdcore.contract.codec import format_time
-from fdcore.contract.layout import (
-    agent_key,
-    archive_index_key,
-    archived_key,
-    cancel_key,
-    request_key,
-    status_key,
-)
+from fdcore.contract.layout import agent_key
 from fdcore.contract.models import (
     AgentRecord,
-    ArchiveEntry,
     Cancel,
     Request,
     ScheduleInfo,
@@ -33,11 +27,8 @@ from fdcore.contract.models import (
     Status,
 )
 from fdcore.mailbox.access import Mailbox
-from fdcore.mailbox.archive import archived_ids
 from fdcore.mailbox.cancel import known_request
 from fdcore.plugins.manager import HOST, load_plugins
-
-T = TypeVar("T")
 
 
 @attrs.frozen
@@ -177,58 +168,14 @@ def describe_attempts(row: QueueRow, agents: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | None]:
-    """The file at ``key`` and, if it cannot be read, why (reported once)."""
-    found, problem = mailbox.read_or_problem(cls, key)
-    return (found.value if found else None), problem
-
-
-def queue_rows(
-    mailbox: Mailbox, include_final: bool = True, include_archived: bool = False
-) -> list[QueueRow]:
-    """One row per request: the live ones, and with ``include_archived`` the archived ones too.
-
-    A request caught mid-move is listed once, as archived: its index entry exists only once
-    the archive holds every file of it (fdcore.mailbox.archive).
-    """
-    archived = set(archived_ids(mailbox)) if include_archived else set()
-    rows = []
-    cancelled = set(mailbox.cancel_ids())  # one listing; a cancel is read only while pending
-    for request_id in sorted(set(mailbox.request_ids()) - archived):
-        request, request_problem = _read(mailbox, Request, request_key(request_id))
-        status, status_problem = _read(mailbox, Status, status_key(request_id))
-        if status is not None and status.state.final and not include_final:
-            continue
-        row = _queue_row(request_id, request, status, request_problem or status_problem)
-        if request_id in cancelled and row.state in ("waiting", "accepted", "running"):
-            cancel, problem = _read(mailbox, Cancel, cancel_key(request_id))
-            row = attrs.evolve(
-                row, cancelled_by=cancel.by if cancel else None, cancel_problem=problem
-            )
-        rows.append(row)
-    for request_id in sorted(archived):
-        entry, problem = _read(mailbox, ArchiveEntry, archive_index_key(request_id))
-        if entry is None:
-            continue  # gone meanwhile, or unreadable (reported)
-        request, request_problem = _read(
-            mailbox, Request, archived_key(entry.day, request_key(request_id))
-        )
-        status, status_problem = _read(
-            mailbox, Status, archived_key(entry.day, status_key(request_id))
-        )
-        problem = request_problem or status_problem
-        rows.append(_queue_row(request_id, request, status, problem, archived=entry.day))
-    rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
-    return rows
-
-
-def _queue_row(
+def queue_row(
     request_id: str,
     request: Request | None,
     status: Status | None,
     problem: str | None,
     archived: str | None = None,
 ) -> QueueRow:
+    """The row of one request from its files (``problem``: why one of them is unreadable)."""
     # An unreadable status leaves its request stuck: say so, never "waiting".
     if request is None or problem is not None:
         state = "unreadable"

@@ -1,0 +1,86 @@
+"""An environment as its operators see it: its agents, queue, schedules, requests and
+incidents, and what they may do to it. The public face under the commands and the monitor.
+
+Layer 10, between the simulator and the command line: it reads through the mailbox, the agent's
+schedules and the incident book, and nothing here parses arguments, prints or sleeps. Plugins
+and scripts import from this package only (the names in ``__all__``); its modules are its
+implementation:
+
+- :mod:`.views`: the rows (``AgentRow``, ``QueueRow``, ``ScheduleRow``, ``RequestStory``) the
+  commands print, their ``--json`` and the monitor show;
+- :mod:`.queue`: the queue read once and kept (``QueueReader``), one page of it filtered and
+  counted (``QueueFilter``, ``queue_page``);
+- :mod:`.actions`: opening an environment and the operator's actions (cancel, retry,
+  acknowledge).
+"""
+
+from __future__ import annotations
+
+from fdcore.environment.actions import (
+    FILE_BOUND_VARIABLE,
+    acknowledge_incident,
+    incidents,
+    lost_agent_policy,
+    open_mailbox,
+    operator_file_bound,
+)
+from fdcore.environment.queue import (
+    ACTIVE_STATES,
+    QueueFilter,
+    QueuePage,
+    QueueReader,
+    queue_page,
+    queue_rows,
+)
+from fdcore.environment.views import (
+    AgentRow,
+    AttemptStory,
+    QueueRow,
+    RequestStory,
+    RunStory,
+    ScheduleRow,
+    agent_rows,
+    describe_attempts,
+    request_story,
+    schedule_rows,
+    schedule_warnings,
+    shared_by,
+    with_host_folder,
+    with_host_slots,
+)
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.cancel import Cancellation, cancel_request
+from fdcore.mailbox.submit import retry_request
+
+__all__ = [
+    "ACTIVE_STATES",
+    "FILE_BOUND_VARIABLE",
+    "AgentRow",
+    "AttemptStory",
+    "Cancellation",
+    "Mailbox",
+    "QueueFilter",
+    "QueuePage",
+    "QueueReader",
+    "QueueRow",
+    "RequestStory",
+    "RunStory",
+    "ScheduleRow",
+    "acknowledge_incident",
+    "agent_rows",
+    "cancel_request",
+    "describe_attempts",
+    "incidents",
+    "lost_agent_policy",
+    "open_mailbox",
+    "operator_file_bound",
+    "queue_page",
+    "queue_rows",
+    "request_story",
+    "retry_request",
+    "schedule_rows",
+    "schedule_warnings",
+    "shared_by",
+    "with_host_folder",
+    "with_host_slots",
+]

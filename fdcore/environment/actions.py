@@ -1,0 +1,73 @@
+"""Opening an environment, and what an operator does to it: cancel or retry a request,
+acknowledge an incident; and its incidents as ``fdcore incidents list`` shows them.
+
+The commands (``fdcore cancel``, ``retry``, ``incidents``) and the monitor's buttons call these,
+so an action from the page is recorded exactly as one from the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from fdcore.abc import TakeoverPolicy
+from fdcore.agent.settings import check_file_bound
+from fdcore.contract.codec import MAX_FILE_BYTES
+from fdcore.contract.models import Incident
+from fdcore.errors import ConfigError, PluginError
+from fdcore.incidents.book import IncidentBook, acknowledge
+from fdcore.mailbox.access import Mailbox
+from fdcore.plugins.manager import TAKEOVER, load_plugins
+
+#: Sets the mailbox file size bound for the commands, the monitor, and agents whose agent.toml
+#: does not set ``[agent] max_file_bytes``.
+FILE_BOUND_VARIABLE = "FDCORE_MAX_FILE_BYTES"
+
+
+def operator_file_bound() -> int:
+    """The size bound of a mailbox read an operator set in $FDCORE_MAX_FILE_BYTES, else 1 MiB;
+    within FILE_BYTES_RANGE (a file over it is reported and never read)."""
+    text = os.environ.get(FILE_BOUND_VARIABLE)
+    if text is None:
+        return MAX_FILE_BYTES
+    source = f"environment variable {FILE_BOUND_VARIABLE}"
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(source, None, f"expected an integer, got {text!r}") from None
+    return check_file_bound(source, None, value)
+
+
+def open_mailbox(
+    url: str, *, create: bool = False, max_file_bytes: int | None = None, setting: str = "--env"
+) -> Mailbox:
+    """The mailbox of the environment at ``url`` through its installed storage plugin, each read
+    bounded by ``max_file_bytes`` (by default :func:`operator_file_bound`). ``create=False``
+    (for whatever only reads or acts on what is there): a missing environment is
+    :class:`~fdcore.errors.EnvironmentNotFound`, never a new empty one. ``setting`` names where
+    the URL was given, for the error of a URL no installed plugin opens."""
+    bound = operator_file_bound() if max_file_bytes is None else max_file_bytes
+    storage = load_plugins().open_storage(url, create=create, setting=setting)
+    return Mailbox(storage, max_file_bytes=bound)
+
+
+def lost_agent_policy() -> tuple[TakeoverPolicy | None, str | None]:
+    """The takeover policy whose idea of a lost agent the views show (``stale_record``), or
+    None and why: the views only read, so they work without one (fdcore-takeover), showing
+    such agents stale, never lost."""
+    try:
+        return load_plugins().get(TAKEOVER, "stale_record"), None
+    except PluginError as exc:
+        return None, f"agents are never shown lost: {exc}"
+
+
+def incidents(mailbox: Mailbox, include_resolved: bool = True) -> list[Incident]:
+    """The open incidents, then (with ``include_resolved``) the resolved ones, newest first."""
+    document = IncidentBook(mailbox).read()
+    return document.open + (list(reversed(document.resolved)) if include_resolved else [])
+
+
+def acknowledge_incident(mailbox: Mailbox, incident: str, now: datetime, by: str) -> Incident:
+    """Acknowledge the open incident with id or key ``incident`` as ``by``
+    (``fdcore incidents ack``); :class:`~fdcore.errors.ConfigError` if there is none."""
+    return IncidentBook(mailbox).change(lambda d: acknowledge(d, incident, now, by))

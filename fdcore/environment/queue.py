@@ -1,0 +1,184 @@
+"""The queue of an environment: its rows, read again only where something changed, and one page
+of them, filtered and counted.
+
+A request file never changes (a retry or a cancel is a new file), nor does a status once final:
+a :class:`QueueReader` reads through the mailbox index (:mod:`fdcore.mailbox.index`), which
+reads each of them once, and keeps the rows, so a look at a queue of thousands of finished
+requests costs the listings of ``requests/``, ``status/`` and ``cancels/`` and the reads of what
+changed. ``fdcore queue`` (and ``--watch``), the monitor's pages and its ``/metrics`` read
+through one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import TypeVar
+
+import attrs
+
+from fdcore.contract.layout import (
+    archive_index_key,
+    archived_key,
+    request_key,
+    status_key,
+)
+from fdcore.contract.models import ArchiveEntry, Request, Status
+from fdcore.environment.views import QueueRow, queue_row
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.archive import archived_ids
+from fdcore.mailbox.index import MailboxIndex
+
+T = TypeVar("T")
+
+#: The states of a request not finished yet (the queue's ``active`` filter).
+ACTIVE_STATES = ("waiting", "accepted", "running")
+
+
+def _read(mailbox: Mailbox, cls: type[T], key: str) -> tuple[T | None, str | None]:
+    """The file at ``key`` and, if it cannot be read, why (reported once)."""
+    found, problem = mailbox.read_or_problem(cls, key)
+    return (found.value if found else None), problem
+
+
+class QueueReader:
+    """One environment's queue, read through a :class:`~fdcore.mailbox.index.MailboxIndex` kept
+    between looks: each look lists ``requests/``, ``status/`` and ``cancels/`` and reads only the
+    files that may have changed (a request file and a final status once, a cancel once).
+
+    A row is made again only when its request's or status's entry changed; rows of requests
+    gone from ``requests/`` (archived, or deleted by hand) are forgotten with them.
+    """
+
+    def __init__(self, mailbox: Mailbox, index: MailboxIndex | None = None) -> None:
+        self.mailbox = mailbox
+        self.index = index or MailboxIndex(mailbox)
+        # request id -> (its request entry, its status entry, the row made of them)
+        self._rows: dict[str, tuple[object, object, QueueRow]] = {}
+        self._lock = threading.Lock()  # the monitor's pages look from several threads at once
+
+    def rows(self, include_final: bool = True, include_archived: bool = False) -> list[QueueRow]:
+        """One row per request, oldest first: the live ones, and with ``include_archived`` the
+        archived ones too.
+
+        A request caught mid-move is listed once, as archived: its index entry exists only once
+        the archive holds every file of it (fdcore.mailbox.archive).
+        """
+        with self._lock:
+            return self._look(include_final, include_archived)
+
+    def _look(self, include_final: bool, include_archived: bool) -> list[QueueRow]:
+        index = self.index
+        archived = set(archived_ids(self.mailbox)) if include_archived else set()
+        live = set(index.requests.list()) - archived
+        with_status = index.statuses.list()  # a request with none is waiting: nothing to read
+        cancelled = index.cancels.list()  # a cancel is read only while its request is pending
+        for gone in self._rows.keys() - live:
+            del self._rows[gone]
+        rows = []
+        for request_id in sorted(live):
+            row = self._row(request_id, request_id in with_status)
+            if request_id in cancelled and row.state in ACTIVE_STATES:
+                cancel = index.cancels.get(request_id)
+                by = cancel.value.by if cancel.value else None
+                row = attrs.evolve(row, cancelled_by=by, cancel_problem=cancel.problem)
+            if include_final or row.state in ACTIVE_STATES or row.state == "unreadable":
+                rows.append(row)
+        rows.extend(_archived_rows(self.mailbox, archived))
+        rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
+        return rows
+
+    def _row(self, request_id: str, has_status: bool) -> QueueRow:
+        request = self.index.requests.get(request_id)
+        status = self.index.statuses.get(request_id) if has_status else None
+        kept = self._rows.get(request_id)
+        if kept is not None and kept[0] is request and kept[1] is status:
+            return kept[2]  # neither file changed: the same row
+        problem = request.problem or (status.problem if status else None)
+        row = queue_row(request_id, request.value, status.value if status else None, problem)
+        self._rows[request_id] = (request, status, row)
+        return row
+
+
+def _archived_rows(mailbox: Mailbox, archived: set[str]) -> list[QueueRow]:
+    rows = []
+    for request_id in sorted(archived):
+        entry, problem = _read(mailbox, ArchiveEntry, archive_index_key(request_id))
+        if entry is None:
+            continue  # gone meanwhile, or unreadable (reported)
+        request, request_problem = _read(
+            mailbox, Request, archived_key(entry.day, request_key(request_id))
+        )
+        status, status_problem = _read(
+            mailbox, Status, archived_key(entry.day, status_key(request_id))
+        )
+        problem = request_problem or status_problem
+        rows.append(queue_row(request_id, request, status, problem, archived=entry.day))
+    return rows
+
+
+def queue_rows(
+    mailbox: Mailbox, include_final: bool = True, include_archived: bool = False
+) -> list[QueueRow]:
+    """One row per request, oldest first, read afresh (:meth:`QueueReader.rows`)."""
+    return QueueReader(mailbox).rows(include_final, include_archived)
+
+
+@attrs.frozen
+class QueueFilter:
+    """Which requests a look at the queue shows; an empty field matches every request."""
+
+    state: str = ""  # a request state, or "active" (not finished)
+    schedule: str = ""  # a schedule id, or "none" (submitted by hand)
+    agent: str = ""  # an agent that attempted it
+    text: str = ""  # part of its id (any case)
+
+    def matches(self, row: QueueRow) -> bool:
+        return (
+            self._state(row)
+            and self._schedule(row)
+            and (not self.agent or any(a["agent"] == self.agent for a in row.attempts))
+            and (not self.text or self.text.lower() in row.id.lower())
+        )
+
+    def _state(self, row: QueueRow) -> bool:
+        if self.state == "active":
+            return row.state in ACTIVE_STATES
+        return not self.state or row.state == self.state
+
+    def _schedule(self, row: QueueRow) -> bool:
+        if self.schedule == "none":
+            return row.schedule is None
+        return not self.schedule or row.schedule == self.schedule
+
+
+@attrs.frozen
+class QueuePage:
+    """One page of the queue: the rows that match, newest first, and what the queue holds."""
+
+    rows: list[QueueRow]  # this page's, newest first
+    matching: int  # rows that match the filter, on every page
+    offset: int  # of the first row shown, among those that match
+    counts: dict[str, int]  # every request by state, whatever the filter
+    schedules: list[str]  # the schedule ids of the queue's requests
+    agents: list[str]  # the agents that attempted its requests
+
+    @property
+    def has_next(self) -> bool:
+        return self.offset + len(self.rows) < self.matching
+
+
+def queue_page(rows: list[QueueRow], where: QueueFilter, offset: int, limit: int) -> QueuePage:
+    """The page of ``rows`` (oldest first, as read) that ``where`` selects: ``limit`` rows from
+    ``offset``, newest first; an offset past the end gives the last page."""
+    matching = [row for row in reversed(rows) if where.matches(row)]
+    last = (len(matching) - 1) // limit * limit if matching else 0  # the last page's start
+    offset = max(0, min(offset, last))
+    return QueuePage(
+        rows=matching[offset : offset + limit],
+        matching=len(matching),
+        offset=offset,
+        counts=dict(Counter(row.state for row in rows)),
+        schedules=sorted({row.schedule for row in rows if row.schedule}),
+        agents=sorted({a["agent"] for row in rows for a in row.attempts}),
+    )

@@ -1,0 +1,66 @@
+"""The queue read through one reader kept between looks (fdcore.environment.QueueReader):
+``fdcore queue --watch`` reads each request file and final status once, whatever the frames."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from fdcore.cli import commands
+from fdcore.cli.main import main
+from fdcore.contract.layout import status_key
+from fdcore.contract.models import Attempt, Outcome, State, Status
+from fdcore.environment import Mailbox, QueueFilter, QueueReader, queue_page
+from fdcore.mailbox.submit import submit
+from fdcore.plugins.manager import load_plugins
+from fdcore.testing.counting import CountingStore
+
+FINISHED = 40
+
+
+def finished_environment(name: str) -> Any:
+    memory = load_plugins().open_storage(f"memory://{name}")
+    mailbox = Mailbox(memory)
+    now = datetime.now(timezone.utc)
+    for n in range(FINISHED):
+        request_id = f"r{n:03d}"
+        submit(mailbox, ["a"], request_id=request_id, now=now)
+        attempt = Attempt(1, "etl-1", now, now, Outcome.SUCCEEDED)
+        status = Status(request_id, State.SUCCEEDED, now, agent="etl-1", attempts=[attempt])
+        mailbox.create(status_key(request_id), status)
+    submit(mailbox, ["a"], request_id="waiting-1", now=now)
+    return memory
+
+
+def test_queue_watch_reads_each_finished_file_once_over_its_frames(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = CountingStore(finished_environment("watch-reads"))
+    monkeypatch.setattr(commands, "open_mailbox", lambda url, create: Mailbox(store))
+    assert (
+        main(
+            ["queue", "--env", "memory://watch-reads", "--watch", "0.01", "--count", "3", "--json"]
+        )
+        == 0
+    )
+    frames = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(frames) == 3 and all(len(f["requests"]) == FINISHED + 1 for f in frames)
+    # each request once, each status once: not once per frame
+    assert store.calls["read"] + store.calls["read_bounded"] == 2 * FINISHED + 1
+
+
+def test_a_page_of_the_queue_is_newest_first_filtered_and_counted() -> None:
+    reader = QueueReader(Mailbox(finished_environment("queue-page")))
+    rows = reader.rows()
+    page = queue_page(rows, QueueFilter(state="succeeded", text="R03"), offset=5, limit=3)
+    assert [row.id for row in page.rows] == ["r034", "r033", "r032"]
+    assert page.matching == 10 and page.offset == 5 and page.has_next
+    assert page.counts == {"succeeded": FINISHED, "waiting": 1}
+    assert page.agents == ["etl-1"]
+    last = queue_page(rows, QueueFilter(), offset=1000, limit=30)
+    assert last.offset == 30 and [row.id for row in last.rows][-1] == "r000"
+    assert not last.has_next
+    assert queue_page(rows, QueueFilter(agent="nobody"), 0, 10).matching == 0
