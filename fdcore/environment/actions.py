@@ -19,6 +19,15 @@ from fdcore.incidents.book import IncidentBook, acknowledge
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import TAKEOVER, load_plugins
 
+__all__ = [
+    "FILE_BOUND_VARIABLE",
+    "acknowledge_incident",
+    "incidents",
+    "lost_agent_policy",
+    "open_mailbox",
+    "operator_file_bound",
+]
+
 #: Sets the mailbox file size bound for the commands, the monitor, and agents whose agent.toml
 #: does not set ``[agent] max_file_bytes``.
 FILE_BOUND_VARIABLE = "FDCORE_MAX_FILE_BYTES"

@@ -29,6 +29,15 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids
 from fdcore.mailbox.index import MailboxIndex
 
+__all__ = [
+    "ACTIVE_STATES",
+    "QueueFilter",
+    "QueuePage",
+    "QueueReader",
+    "queue_page",
+    "queue_rows",
+]
+
 T = TypeVar("T")
 
 #: The states of a request not finished yet (the queue's ``active`` filter).

@@ -30,6 +30,25 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import known_request
 from fdcore.plugins.manager import HOST, load_plugins
 
+__all__ = [
+    "AgentRow",
+    "AttemptStory",
+    "QueueRow",
+    "RequestStory",
+    "RunStory",
+    "ScheduleRow",
+    "agent_rows",
+    "agent_state",
+    "describe_attempts",
+    "queue_row",
+    "request_story",
+    "schedule_rows",
+    "schedule_warnings",
+    "shared_by",
+    "with_host_folder",
+    "with_host_slots",
+]
+
 
 @attrs.frozen
 class AgentRow:

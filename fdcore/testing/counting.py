@@ -6,6 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+__all__ = [
+    "LISTS",
+    "CountingStore",
+]
+
 #: The calls that list a folder (the rest read, write or check one key).
 LISTS = ("list", "list_versions")
 
