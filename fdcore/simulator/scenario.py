@@ -12,6 +12,8 @@ import attrs
 import cattrs
 from cattrs.errors import AttributeValidationNote
 
+from fdcore.agent.declared import default_of
+from fdcore.agent.settings import AgentTable, PipelineTable
 from fdcore.contract.codec import converter
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import CLAIM, SLOT, load_plugins
@@ -142,8 +144,11 @@ class Scenario:
     poll_seconds: float = _option("--poll-seconds", 5.0, positive)
     # each poll interval is poll_seconds * (1 +- jitter)
     poll_jitter: float = _option("--poll-jitter", 0.1, share(0.5))
-    stale_after: float = _option("--stale-after", 60.0, positive)
-    grace_seconds: float = _option("--grace", 60.0, not_negative)
+    # agent.toml's defaults, declared once (fdcore.agent.settings)
+    stale_after: float = _option("--stale-after", default_of(AgentTable, "stale_after"), positive)
+    grace_seconds: float = _option(
+        "--grace", default_of(PipelineTable, "grace_seconds"), not_negative
+    )
     max_attempts: int = _option("--max-attempts", 3, at_least(1))
     # workload
     # distinct table names requests draw from (shared tables contend)
