@@ -63,6 +63,22 @@ class Holder:
     requests: set[str] = attrs.field(factory=set)
     since: datetime | None = None
     read: bool = False  # its record was read once (a read the store failed is tried again)
+    # (record, listed, the record as listed): made once per version, not once per judgement
+    as_listed: tuple[AgentRecord, Listed, AgentRecord] | None = None
+
+    def record_as_listed(self) -> AgentRecord | None:
+        """Its record with ``updated_at`` the store's last-modified of the listed version."""
+        record, listed = self.record, self.listed
+        if record is None or listed is None:
+            return None
+        made = self.as_listed
+        if made is None or made[0] is not record or made[1] is not listed:
+            made = self.as_listed = (
+                record,
+                listed,
+                attrs.evolve(record, updated_at=listed.modified),
+            )
+        return made[2]
 
 
 class Liveness:
@@ -200,9 +216,9 @@ class Liveness:
         return True
 
     def _lost_by_listing(self, holder: Holder, now: datetime) -> bool:
-        if holder.record is None or holder.listed is None:
+        as_listed = holder.record_as_listed()
+        if as_listed is None:
             return False  # no record, or an unreadable one: never lost
-        as_listed = attrs.evolve(holder.record, updated_at=holder.listed.modified)
         return self.policy.is_lost(as_listed, self.store_now(now), self.grace)
 
     def judge_all(self, now: datetime) -> None:

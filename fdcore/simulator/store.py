@@ -42,6 +42,11 @@ CreateTap = Callable[[str, bytes, str], None]
 _MODIFIED: weakref.WeakKeyDictionary[MemoryStorage, dict[str, datetime | Listed]] = (
     weakref.WeakKeyDictionary()
 )
+# Each prefix's last listing with versions, shared by every view: (the folder's change count
+# then, the listing), reused while nothing under that folder was written or deleted.
+_LISTINGS: weakref.WeakKeyDictionary[MemoryStorage, dict[str, tuple[int, list[Listed]]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class FaultyStore:
@@ -61,6 +66,7 @@ class FaultyStore:
         self.inner = inner
         self.store_time = store_time
         self.modified = _MODIFIED.setdefault(inner, {})  # etag -> the store's time of its write
+        self._listings = _LISTINGS.setdefault(inner, {})
         self._write_time: datetime | None = None
         self.url = inner.url
         self.tap = tap
@@ -182,17 +188,26 @@ class FaultyStore:
     def list(self, prefix: str = "") -> Iterator[str]:
         if self._count("list"):
             raise self._unavailable("list", prefix)
+        return iter(self._keys(prefix))
+
+    def _keys(self, prefix: str) -> list[str]:
+        """The shared store's keys under ``prefix`` (the list operation counted already)."""
+        keys = list(self.inner.list(prefix))
         if prefix == CANCELS and self.listed_cancels is not None:
-            keys = list(self.inner.list(prefix))
             self.listed_cancels(keys)
-            return iter(keys)
-        return self.inner.list(prefix)
+        return keys
 
     def list_versions(self, prefix: str = "") -> Iterator[Listed]:
         """:class:`fdcore.abc.VersionedListing`: one list operation, each key with its etag and
         the true virtual time of its write (a version written past the views, by the world
         itself, is stamped when first listed)."""
-        keys = list(self.list(prefix))
+        if self._count("list"):
+            raise self._unavailable("list", prefix)
+        changes = self.inner._space.changes.get(prefix.partition("/")[0], 0)
+        cached = self._listings.get(prefix)
+        if cached is not None and cached[0] == changes and prefix != CANCELS:
+            return iter(cached[1])  # nothing under the folder written or deleted since
+        keys = self._keys(prefix)
         # The shared store's own map, in one pass: what its listing would carry, no read counted.
         objects = self.inner._space.objects
         listed = []
@@ -207,6 +222,8 @@ class FaultyStore:
                     item = now = now or self.store_time()
                 item = self.modified[blob.etag] = Listed(key, blob.etag, item)
             listed.append(item)
+        if "/" in prefix:  # a top folder's listing: its change count tells
+            self._listings[prefix] = (changes, listed)
         return iter(listed)
 
     def close(self) -> None:
