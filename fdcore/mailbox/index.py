@@ -105,6 +105,7 @@ class Folder(Generic[T]):
         self.listed: dict[str, Listed | None] = {}  # the last listing: id -> version (or None)
         self._read: dict[str, Entry[T]] = {}  # id -> the last read, with the etag read at
         self._read_at: dict[str, str | None] = {}  # id -> the listed etag when it was read
+        self._listing: list[Listed] = []  # the last listing with versions, as the store gave it
 
     def list(self) -> dict[str, Listed | None]:
         """List the folder (one list call): id -> its listed version (None without
@@ -112,7 +113,10 @@ class Folder(Generic[T]):
         storage = self.mailbox.storage
         with self.lock:
             if self.versioned:
-                listing = cast(VersionedListing, storage).list_versions(self.prefix)
+                listing = list(cast(VersionedListing, storage).list_versions(self.prefix))
+                if listing == self._listing:
+                    return self.listed  # the same versions again (compared at C speed)
+                self._listing = listing
                 versions = {item.key: item for item in listing}
                 ids = self.mailbox.checked_ids(self.prefix, list(versions))
                 listed: dict[str, Listed | None] = {
