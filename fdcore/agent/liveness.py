@@ -63,6 +63,24 @@ class Holder:
     requests: set[str] = attrs.field(factory=set)
     since: datetime | None = None
     read: bool = False  # its record was read once (a read the store failed is tried again)
+    # (record, listed, the record as listed): made once per version, not once per judgement
+    as_listed: tuple[AgentRecord, Listed, AgentRecord] | None = None
+    # (the store's time, record, listed, lost): the last judgement, true while these stay
+    judged: tuple[datetime, AgentRecord | None, Listed | None, bool] | None = None
+
+    def record_as_listed(self) -> AgentRecord | None:
+        """Its record with ``updated_at`` the store's last-modified of the listed version."""
+        record, listed = self.record, self.listed
+        if record is None or listed is None:
+            return None
+        made = self.as_listed
+        if made is None or made[0] is not record or made[1] is not listed:
+            made = self.as_listed = (
+                record,
+                listed,
+                attrs.evolve(record, updated_at=listed.modified),
+            )
+        return made[2]
 
 
 class Liveness:
@@ -186,24 +204,43 @@ class Liveness:
             return self.policy.is_lost(self._record_per_sweep(name), now, self.grace)
         self.look()
         holder = self.holders.get(name)
-        if holder is None or not self._lost_by_listing(holder, now):
-            if holder is not None:
+        if holder is None:
+            return False
+        at = self.store_now(now)
+        judged = holder.judged
+        if (
+            judged is not None
+            and judged[0] == at
+            and judged[1] is holder.record
+            and judged[2] is holder.listed
+        ):
+            # Judged already at this time on this version (a sweep asks once per status).
+            if not judged[3]:
                 holder.lost_at = None
+            return judged[3]
+        lost = self._judge(name, holder, at)
+        holder.judged = (at, holder.record, holder.listed, lost)
+        return lost
+
+    def _judge(self, name: str, holder: Holder, at: datetime) -> bool:
+        """Whether ``holder`` is lost at ``at`` (the store's time)."""
+        if not self._lost_by_listing(holder, at):
+            holder.lost_at = None
             return False
         if holder.listed is not None and self.agents.changed(name):
             # Changed since it was read: judge the record as it is now (a new stale_after, say).
             self._read(name, holder)
-            if not self._lost_by_listing(holder, now):
+            if not self._lost_by_listing(holder, at):
                 return False
         if holder.lost_at is None:
-            holder.lost_at = self.store_now(now)
+            holder.lost_at = at
         return True
 
-    def _lost_by_listing(self, holder: Holder, now: datetime) -> bool:
-        if holder.record is None or holder.listed is None:
+    def _lost_by_listing(self, holder: Holder, at: datetime) -> bool:
+        as_listed = holder.record_as_listed()
+        if as_listed is None:
             return False  # no record, or an unreadable one: never lost
-        as_listed = attrs.evolve(holder.record, updated_at=holder.listed.modified)
-        return self.policy.is_lost(as_listed, self.store_now(now), self.grace)
+        return self.policy.is_lost(as_listed, at, self.grace)
 
     def judge_all(self, now: datetime) -> None:
         """Judge every listed agent (by the listing): which are lost, since when."""

@@ -23,6 +23,8 @@ class _Space:
         self.objects: dict[str, Blob] = {}
         self.modified: dict[str, datetime] = {}  # when each key's version was written
         self.keys: list[str] = []  # sorted, for list-by-prefix
+        # Writes and deletes so far by top folder: a listing cached at a count is still true.
+        self.changes: dict[str, int] = {}
         self.counter = itertools.count(1)
 
 
@@ -60,7 +62,12 @@ class MemoryStorage:
         blob = Blob(bytes(data), f'"m{next(self._space.counter)}"')
         self._space.objects[key] = blob
         self._space.modified[key] = self.clock()
+        self._changed(key)
         return blob
+
+    def _changed(self, key: str) -> None:
+        folder = key.partition("/")[0]
+        self._space.changes[folder] = self._space.changes.get(folder, 0) + 1
 
     def read(self, key: str) -> Blob | None:
         validate_key(key)
@@ -93,6 +100,7 @@ class MemoryStorage:
             del self._space.objects[key]
             del self._space.modified[key]
             del self._space.keys[bisect.bisect_left(self._space.keys, key)]
+            self._changed(key)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         validate_prefix(prefix)

@@ -210,6 +210,11 @@ class Mailbox:
     def checked_ids(self, prefix: str, keys: list[str]) -> list[str]:
         """The ids of ``keys`` (a listing of ``prefix``) that are ``<id>.json`` files directly
         under it, in order; other names reported once (see :meth:`ids`)."""
+        return [found for found in map(self.checked_names(prefix, keys).get, keys) if found]
+
+    def checked_names(self, prefix: str, keys: list[str]) -> dict[str, str | None]:
+        """Each name of ``keys`` (a listing of ``prefix``) seen so far -> its id, or None for a
+        name that is not ``<id>.json`` directly under it (reported once)."""
         known = self._listed.setdefault(prefix, {})
         fresh = set(keys).difference(known)
         if fresh:
@@ -220,7 +225,7 @@ class Mailbox:
             present = set(keys)
             known = {key: found for key, found in known.items() if key in present}
             self._listed[prefix] = known
-        return [found for found in map(known.get, keys) if found]
+        return known
 
     def _id_in(self, prefix: str, key: str) -> str | None:
         """The id of ``key`` directly under ``prefix``; None (a bad name reported) otherwise."""

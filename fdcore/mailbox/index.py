@@ -31,6 +31,7 @@ that does share one from corrupting it.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -46,6 +47,7 @@ from fdcore.errors import MailboxFileError
 from fdcore.mailbox.access import Mailbox, Versioned
 
 T = TypeVar("T")
+_KEY = operator.attrgetter("key")  # a listed version's key
 
 
 @attrs.frozen
@@ -105,6 +107,7 @@ class Folder(Generic[T]):
         self.listed: dict[str, Listed | None] = {}  # the last listing: id -> version (or None)
         self._read: dict[str, Entry[T]] = {}  # id -> the last read, with the etag read at
         self._read_at: dict[str, str | None] = {}  # id -> the listed etag when it was read
+        self._listing: list[Listed] = []  # the last listing with versions, as the store gave it
 
     def list(self) -> dict[str, Listed | None]:
         """List the folder (one list call): id -> its listed version (None without
@@ -112,12 +115,18 @@ class Folder(Generic[T]):
         storage = self.mailbox.storage
         with self.lock:
             if self.versioned:
-                listing = cast(VersionedListing, storage).list_versions(self.prefix)
-                versions = {item.key: item for item in listing}
-                ids = self.mailbox.checked_ids(self.prefix, list(versions))
-                listed: dict[str, Listed | None] = {
-                    i: versions[f"{self.prefix}{i}.json"] for i in ids
-                }
+                listing = list(cast(VersionedListing, storage).list_versions(self.prefix))
+                if listing == self._listing:
+                    return self.listed  # the same versions again (compared at C speed)
+                self._listing = listing
+                keys = list(map(_KEY, listing))
+                names = self.mailbox.checked_names(self.prefix, keys)
+                # id -> version in listing order, bad names (None) left out: in C, no loop here
+                by_id: dict[str | None, Listed | None] = dict(
+                    zip(map(names.get, keys), listing, strict=True)
+                )
+                by_id.pop(None, None)
+                listed = cast(dict[str, Listed | None], by_id)
             else:
                 listed = dict.fromkeys(self.mailbox.ids(self.prefix))
             self.listed = listed

@@ -21,18 +21,22 @@ The wrapper sits between an agent (its mailbox and its table leases) and the sha
 
 from __future__ import annotations
 
+import builtins
 import json
+import operator
 import random
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import cast
 
 from fdcore.abc import Blob, Listed
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 
+_ETAG = operator.attrgetter("etag")
 Tap = Callable[[str, bytes | None], None]  # None: deleted
 # (key, data, outcome): "landed", "landed, answer lost", "exists" or "failed"
 CreateTap = Callable[[str, bytes, str], None]
@@ -40,6 +44,11 @@ CreateTap = Callable[[str, bytes, str], None]
 # The store's time of each version (etag) of the shared store, shared by every view over it
 # (once listed, the version as listed).
 _MODIFIED: weakref.WeakKeyDictionary[MemoryStorage, dict[str, datetime | Listed]] = (
+    weakref.WeakKeyDictionary()
+)
+# Each prefix's last listing with versions, shared by every view: (the folder's change count
+# then, the listing), reused while nothing under that folder was written or deleted.
+_LISTINGS: weakref.WeakKeyDictionary[MemoryStorage, dict[str, tuple[int, list[Listed]]]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -61,6 +70,7 @@ class FaultyStore:
         self.inner = inner
         self.store_time = store_time
         self.modified = _MODIFIED.setdefault(inner, {})  # etag -> the store's time of its write
+        self._listings = _LISTINGS.setdefault(inner, {})
         self._write_time: datetime | None = None
         self.url = inner.url
         self.tap = tap
@@ -182,19 +192,33 @@ class FaultyStore:
     def list(self, prefix: str = "") -> Iterator[str]:
         if self._count("list"):
             raise self._unavailable("list", prefix)
+        return iter(self._keys(prefix))
+
+    def _keys(self, prefix: str) -> builtins.list[str]:
+        """The shared store's keys under ``prefix`` (the list operation counted already)."""
+        keys = list(self.inner.list(prefix))
         if prefix == CANCELS and self.listed_cancels is not None:
-            keys = list(self.inner.list(prefix))
             self.listed_cancels(keys)
-            return iter(keys)
-        return self.inner.list(prefix)
+        return keys
 
     def list_versions(self, prefix: str = "") -> Iterator[Listed]:
         """:class:`fdcore.abc.VersionedListing`: one list operation, each key with its etag and
         the true virtual time of its write (a version written past the views, by the world
         itself, is stamped when first listed)."""
-        keys = list(self.list(prefix))
+        if self._count("list"):
+            raise self._unavailable("list", prefix)
+        changes = self.inner._space.changes.get(prefix.partition("/")[0], 0)
+        cached = self._listings.get(prefix)
+        if cached is not None and cached[0] == changes and prefix != CANCELS:
+            return iter(cached[1])  # nothing under the folder written or deleted since
+        keys = self._keys(prefix)
         # The shared store's own map, in one pass: what its listing would carry, no read counted.
         objects = self.inner._space.objects
+        listed = _listed_before(objects, self.modified, keys)
+        if listed is not None:
+            if "/" in prefix:
+                self._listings[prefix] = (changes, listed)
+            return iter(listed)
         listed = []
         now: datetime | None = None
         for key in keys:
@@ -207,10 +231,26 @@ class FaultyStore:
                     item = now = now or self.store_time()
                 item = self.modified[blob.etag] = Listed(key, blob.etag, item)
             listed.append(item)
+        if "/" in prefix:  # a top folder's listing: its change count tells
+            self._listings[prefix] = (changes, listed)
         return iter(listed)
 
     def close(self) -> None:
         pass
+
+
+def _listed_before(
+    objects: dict[str, Blob], modified: dict[str, datetime | Listed], keys: list[str]
+) -> list[Listed] | None:
+    """The versions of ``keys`` if every one was listed before (in C, no loop here); None when
+    one is new or gone."""
+    blobs = list(map(objects.get, keys))
+    if None in blobs:
+        return None
+    items = list(map(modified.get, map(_ETAG, blobs)))
+    if set(map(type, items)) - {Listed}:
+        return None
+    return cast(list[Listed], items)
 
 
 def _request_of(key: str, data: bytes | None) -> str | None:
