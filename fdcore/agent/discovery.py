@@ -131,6 +131,9 @@ class Discovery:
             request = self._request(status.request)
             if request is None or not self._may_hold(request):
                 continue
+            holder = status.agent
+            if holder not in (None, self.agent) and not self.liveness.still_lost(holder):
+                continue  # it wrote its record since the listing: alive (Liveness.still_lost)
             lost = status.agent is not None  # another agent, or an earlier process of this one
             self.status_changes.take_over(found, request, now, reason, lost=lost)
 

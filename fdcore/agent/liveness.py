@@ -102,9 +102,11 @@ class Liveness:
         self._records: dict[str, AgentRecord | None] = {}  # this sweep's (not by the listing)
         self._listed = False  # agents/ listed this sweep
         self._suspects: list[Holder] | None = None  # this sweep's agents lost or stopping
+        self._confirmed: dict[str, bool] = {}  # this sweep's still_lost answers
 
     def new_sweep(self) -> None:
         self._records.clear()
+        self._confirmed.clear()
         self._listed = False
         self._suspects = None
 
@@ -221,6 +223,26 @@ class Liveness:
         lost = self._judge(name, holder, at)
         holder.judged = (at, holder.record, holder.listed, lost)
         return lost
+
+    def still_lost(self, name: str) -> bool:
+        """Whether ``name``, judged lost by this sweep's listing of ``agents/``, is still lost
+        once the sweep has read the statuses it would take: its record is read again (once a
+        sweep), and a version written since the listing says it is alive. An agent writes its
+        record before it takes a request over, so a status taken over after the listing was
+        made never passes for a lost agent's (judged record by record, the record is read after
+        the statuses: nothing to confirm)."""
+        if not self.by_listing:
+            return True
+        if name not in self._confirmed:
+            holder = self.holders.get(name)
+            entry = self.agents.read(name)
+            self._confirmed[name] = (
+                holder is not None
+                and holder.listed is not None
+                and entry.found is not None
+                and entry.found.etag == holder.listed.etag
+            )
+        return self._confirmed[name]
 
     def _judge(self, name: str, holder: Holder, at: datetime) -> bool:
         """Whether ``holder`` is lost at ``at`` (the store's time)."""

@@ -62,8 +62,11 @@ class QueueReader:
     def __init__(self, mailbox: Mailbox, index: MailboxIndex | None = None) -> None:
         self.mailbox = mailbox
         self.index = index or MailboxIndex(mailbox)
-        # request id -> (its request entry, its status entry, the row made of them)
-        self._rows: dict[str, tuple[object, object, QueueRow]] = {}
+        # request id -> (its request entry, its status entry, a folder in its status's place, the
+        # row made of them)
+        self._rows: dict[str, tuple[object, object, str | None, QueueRow]] = {}
+        # request id -> why its unlisted status is unreadable (None: absent), read once
+        self._unlisted: dict[str, str | None] = {}
         self._lock = threading.Lock()  # the monitor's pages look from several threads at once
 
     def rows(self, include_final: bool = True, include_archived: bool = False) -> list[QueueRow]:
@@ -84,6 +87,8 @@ class QueueReader:
         cancelled = index.cancels.list()  # a cancel is read only while its request is pending
         for gone in self._rows.keys() - live:
             del self._rows[gone]
+        for seen in self._unlisted.keys() & with_status.keys() | self._unlisted.keys() - live:
+            del self._unlisted[seen]  # listed with a status now, or gone
         rows = []
         for request_id in sorted(live):
             row = self._row(request_id, request_id in with_status)
@@ -100,13 +105,25 @@ class QueueReader:
     def _row(self, request_id: str, has_status: bool) -> QueueRow:
         request = self.index.requests.get(request_id)
         status = self.index.statuses.get(request_id) if has_status else None
+        # No status listed: waiting; or something unreadable in its place, as a folder.
+        misplaced = None if has_status else self._unlisted_status(request_id)
         kept = self._rows.get(request_id)
-        if kept is not None and kept[0] is request and kept[1] is status:
-            return kept[2]  # neither file changed: the same row
-        problem = request.problem or (status.problem if status else None)
+        if kept and kept[0] is request and kept[1] is status and kept[2] == misplaced:
+            return kept[3]  # nothing changed: the same row
+        problem = request.problem or (status.problem if status else None) or misplaced
         row = queue_row(request_id, request.value, status.value if status else None, problem)
-        self._rows[request_id] = (request, status, row)
+        self._rows[request_id] = (request, status, misplaced, row)
         return row
+
+    def _unlisted_status(self, request_id: str) -> str | None:
+        """Why the status of a request whose status is not listed cannot be read, if it cannot:
+        a folder with files in its place (from the listing), or one a listing does not show,
+        as an empty folder (its status read once, when its request is first seen waiting)."""
+        misplaced = self.index.statuses.misplaced.get(request_id)
+        if misplaced is None and request_id not in self._unlisted:
+            found, problem = self.mailbox.read_or_problem(Status, status_key(request_id))
+            self._unlisted[request_id] = problem if found is None else None
+        return misplaced or self._unlisted.get(request_id)
 
 
 def _archived_rows(mailbox: Mailbox, archived: set[str]) -> list[QueueRow]:

@@ -233,7 +233,7 @@ class Mailbox:
         if "/" in name:
             # Keys below a folder of its own: reported once (an empty folder is no key).
             folder = prefix + name.partition("/")[0]
-            self.problems.report(folder, f"{folder}: is a folder, not a file: not read")
+            self.problems.report(folder, folder_problem(folder))
             return None
         stem, dot, suffix = name.rpartition(".")
         if dot and suffix == "json" and is_valid_id(stem):
@@ -304,6 +304,24 @@ class Mailbox:
 
     def incidents(self) -> Versioned[IncidentDocument] | None:
         return self.read(IncidentDocument, INCIDENTS)
+
+
+def folder_problem(folder: str) -> str:
+    """What is wrong with ``folder``, listed where a mailbox file belongs."""
+    return f"{folder}: is a folder, not a file: not read"
+
+
+def folders_in_place(prefix: str, keys: list[str], names: dict[str, str | None]) -> dict[str, str]:
+    """The ids under ``prefix`` whose ``<id>.json`` is a folder (``keys``, a listing, has keys
+    below it; ``names``, what :meth:`Mailbox.checked_names` made of them): id -> the problem."""
+    found = {}
+    for key in keys:
+        if names.get(key) is None:
+            first, slash, _ = key[len(prefix) :].partition("/")
+            stem, _, suffix = first.rpartition(".")
+            if slash and suffix == "json" and is_valid_id(stem):
+                found[stem] = folder_problem(prefix + first)
+    return found
 
 
 def _check_name(value: object, key: str) -> None:

@@ -44,7 +44,7 @@ from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import AGENTS, CANCELS, REQUESTS, RUNS, STATUS
 from fdcore.contract.models import AgentRecord, Cancel, Request, RunRecord, Status
 from fdcore.errors import MailboxFileError
-from fdcore.mailbox.access import Mailbox, Versioned
+from fdcore.mailbox.access import Mailbox, Versioned, folders_in_place
 
 T = TypeVar("T")
 _KEY = operator.attrgetter("key")  # a listed version's key
@@ -108,6 +108,8 @@ class Folder(Generic[T]):
         self._read: dict[str, Entry[T]] = {}  # id -> the last read, with the etag read at
         self._read_at: dict[str, str | None] = {}  # id -> the listed etag when it was read
         self._listing: list[Listed] = []  # the last listing with versions, as the store gave it
+        # Ids whose file is a folder in the last listing (keys below it): id -> the problem.
+        self.misplaced: dict[str, str] = {}
 
     def list(self) -> dict[str, Listed | None]:
         """List the folder (one list call): id -> its listed version (None without
@@ -128,7 +130,12 @@ class Folder(Generic[T]):
                 by_id.pop(None, None)
                 listed = cast(dict[str, Listed | None], by_id)
             else:
-                listed = dict.fromkeys(self.mailbox.ids(self.prefix))
+                keys = list(storage.list(self.prefix))
+                names = self.mailbox.checked_names(self.prefix, keys)
+                listed = dict.fromkeys(filter(None, map(names.get, keys)))
+            # Only when a name was refused: a look pays no loop over the keys otherwise.
+            misplaced = len(listed) < len(keys)
+            self.misplaced = folders_in_place(self.prefix, keys, names) if misplaced else {}
             self.listed = listed
             for gone in self._read.keys() - listed.keys():
                 del self._read[gone]
