@@ -87,7 +87,7 @@ class QueueReader:
         cancelled = index.cancels.list()  # a cancel is read only while its request is pending
         for gone in self._rows.keys() - live:
             del self._rows[gone]
-        for seen in self._unlisted.keys() & with_status.keys() | self._unlisted.keys() - live:
+        for seen in (self._unlisted.keys() & with_status.keys()) | (self._unlisted.keys() - live):
             del self._unlisted[seen]  # listed with a status now, or gone
         rows = []
         for request_id in sorted(live):
