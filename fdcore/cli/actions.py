@@ -18,7 +18,7 @@ from fdcore.cli.output import format_table
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
 from fdcore.contract.models import State
-from fdcore.environment import RequestStory, open_mailbox, request_story
+from fdcore.environment import RequestStory, RunStory, open_mailbox, request_story
 from fdcore.errors import ConfigError, InvalidId
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import retry_request
@@ -167,10 +167,17 @@ def _run_lines(story: RequestStory) -> list[str]:
     lines = ["", "TABLE RUNS", format_table(table)]
     for run in story.runs:
         if run.message or run.output:
-            said = f": {run.message}" if run.message else ""
-            lines += ["", f"{run.table} (attempt {run.attempt}){said}"]
-            lines += [f"  | {line}" for line in (run.output or "").splitlines()]
+            lines += ["", *run_output_lines(run)]
     return lines
+
+
+def run_output_lines(run: RunStory) -> list[str]:
+    """What a table run said: its message, then the tail of its output (``fdcore show``, and
+    ``fdcore wait`` for a failed table)."""
+    said = f": {run.message}" if run.message else ""
+    return [f"{run.table} (attempt {run.attempt}){said}"] + [
+        f"  | {line}" for line in (run.output or "").splitlines()
+    ]
 
 
 def _request_arguments(parser: argparse.ArgumentParser, *, acts: bool) -> None:

@@ -19,6 +19,7 @@ from fdcore.cli.config import (
 )
 from fdcore.cli.output import format_table
 from fdcore.cli.runtime import AgentRuntime
+from fdcore.cli.wait import add_submit_flags, after_submit, check_submit_flags
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
@@ -100,7 +101,7 @@ def _submit(args: argparse.Namespace) -> int:
             "fdcore submit", "--id", f"request {args.id!r} already exists{where}"
         ) from None
     print(request.id)
-    return 0
+    return after_submit(args, request.id)
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -311,8 +312,10 @@ class Submit:
         parser.add_argument("--id", help="request id (default: generated)")
         add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
         parser.add_argument("--deadline", help="ISO 8601 time after which it expires")
+        add_submit_flags(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        check_submit_flags(args)
         return _submit(args)
 
 

@@ -19,6 +19,7 @@ from fdcore.cli.doctor import Doctor
 from fdcore.cli.incidents import Incidents
 from fdcore.cli.notify import Notify
 from fdcore.cli.retention import Retention
+from fdcore.cli.wait import Wait
 from fdcore.plugins.hookspecs import hookimpl
 
 
@@ -28,6 +29,7 @@ def fdcore_commands() -> Sequence[Command]:
         installed.PluginList(),
         *commands.COMMANDS,
         *actions.COMMANDS,
+        Wait(),
         Config(),
         Demo(),
         Doctor(),
