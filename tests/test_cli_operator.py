@@ -50,6 +50,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (["show", "nope"], "request 'nope' not found"),
         (["cancel", "../x"], "fdcore cancel: REQUEST: invalid request id '../x'"),
         (["show", "a b"], "fdcore show: REQUEST: invalid request id 'a b'"),
+        (["wait", "nope"], "request 'nope' not found"),
+        (["wait", "a b"], "fdcore wait: REQUEST: invalid request id 'a b'"),
+        (["wait", "done", "--timeout", "0s"], "fdcore wait: --timeout: must be greater than 0"),
         (["cancel", "done"], "request done already ended succeeded; nothing to cancel"),
         (["retry", "done"], "request done is succeeded; only failed, expired or cancelled"),
         (["retry", "waiting"], "request waiting is waiting (not claimed yet); only failed"),
@@ -67,7 +70,7 @@ def test_bad_input_is_one_line(
     assert problem in err, err
 
 
-@pytest.mark.parametrize("name", ["cancel", "retry", "show"])
+@pytest.mark.parametrize("name", ["cancel", "retry", "show", "wait"])
 def test_a_missing_environment_is_one_line_and_not_created(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
 ) -> None:

@@ -97,11 +97,12 @@ def wait_for(
     module) and return the exit status. An unknown request or environment raises (exit 2)."""
     out, err = out or sys.stdout, err or sys.stderr
     progress = ProgressLines(err) if is_terminal(err) else None
+    story: RequestStory | None
     with Environment.open(url) as environment:
         code = SUCCEEDED
         try:
-            story: RequestStory | None = environment.wait(request_id, timeout, progress=progress)
-            line = succeeded_line(story) if story else f"request {request_id} succeeded"
+            final = environment.wait(request_id, timeout, progress=progress)
+            story, line = final, succeeded_line(final)
         except RequestDidNotSucceed as exc:
             story, line = exc.story, str(exc)
             code = next(status for kind, status in DID_NOT_SUCCEED if isinstance(exc, kind))
