@@ -192,7 +192,7 @@ def test_on_a_terminal_the_wait_shows_each_table_as_it_runs(fleet: AgentFleet) -
         os.close(controller)
     assert process.returncode == SUCCEEDED, shown
     assert out.splitlines() == ["r-shown", "request r-shown succeeded (tables nap1, nap2; by w-01)"]
-    lines = [line.split("  ", 1)[1] for line in shown.splitlines()]
+    lines = [line.partition("  ")[2] for line in shown.splitlines()]  # after the time
     assert "request r-shown running on w-01, attempt 1, table nap1 (1/2)" in lines, shown
     assert "request r-shown running on w-01, attempt 1, table nap2 (2/2)" in lines, shown
     assert lines[-1] == "request r-shown succeeded", shown
