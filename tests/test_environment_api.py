@@ -3,6 +3,8 @@ agents driven by hand on the same folder (their own writers write every status).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -399,3 +401,46 @@ def test_a_long_wait_reads_the_story_once_while_nothing_changes(
     assert caught.value.state == "running"
     # Its request read for its etag and for the story, once each, over some 30 looks.
     assert reads.count(request_key("r1")) == 2
+
+
+# -- changes -----------------------------------------------------------------------------------
+
+
+def test_changes_yields_state_changes_as_they_land(env: Environment, fleet: MemoryFleet) -> None:
+    env.submit(["sales"], id="before")  # there before: no change of it is yielded
+    stop = threading.Event()
+    changes = env.changes(stop=stop)
+    agent = fleet.agent("etl-01")
+
+    def submit_and_run() -> None:
+        env.submit(["stock"], id="r1")
+        time.sleep(0.1)
+        env.cancel("before", by="ann")
+
+    later(0.1, submit_and_run)
+    seen = []
+    for change in changes:
+        seen.append((change.request_id, change.previous, change.state))
+        if len(seen) == 2:
+            break
+    assert seen == [("r1", None, "waiting"), ("before", "waiting", "cancelled")]
+    later(0.1, agent.poll)
+    claimed = next(changes)
+    assert (claimed.request_id, claimed.previous) == ("r1", "waiting")
+    assert claimed.state in ("accepted", "running")
+    later(0.1, stop.set)
+    assert list(changes) == []  # stopped: the iteration ends
+
+
+def test_changes_sees_a_change_written_by_another_process(env: Environment, folder: Path) -> None:
+    env.submit(["sales"], id="r1")
+    changes = env.changes()
+    other = f"""
+from fdcore_localfs.store import LocalFolderStorage
+from fdcore.environment import Environment
+from fdcore.mailbox.access import Mailbox
+Environment(Mailbox(LocalFolderStorage({str(folder)!r}))).cancel("r1", by="other")
+"""
+    subprocess.run([sys.executable, "-c", other], check=True, timeout=PATIENCE)
+    change = next(changes)
+    assert (change.request_id, change.previous, change.state) == ("r1", "waiting", "cancelled")

@@ -13,7 +13,8 @@ implementation:
 - :mod:`.actions`: opening an environment and the operator's actions (cancel, retry,
   acknowledge);
 - :mod:`.client`: :class:`Environment`, the typed face of all of the above for code
-  (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns.
+  (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns; its waits
+  (:mod:`.wait`), state changes (:mod:`.changes`) and the store's watch (:mod:`.watch`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fdcore.environment.actions import (
     operator_file_bound,
     operator_name,
 )
+from fdcore.environment.changes import Change
 from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, RequestHandle
 from fdcore.environment.queue import (
     ACTIVE_STATES,
@@ -64,6 +66,7 @@ __all__ = [
     "AgentRow",
     "AttemptStory",
     "Cancellation",
+    "Change",
     "Environment",
     "Mailbox",
     "QueueFilter",
