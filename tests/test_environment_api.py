@@ -3,6 +3,7 @@ agents driven by hand on the same folder (their own writers write every status).
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ import pytest
 from fdcore_localfs.store import LocalFolderStorage
 
 import fdcore
-from fdcore import Environment
+from fdcore import AsyncEnvironment, Environment
 from fdcore.clock import ManualClock
 from fdcore.contract.layout import request_key, status_key
 from fdcore.environment import QueueFilter, RequestStory
@@ -444,3 +445,72 @@ Environment(Mailbox(LocalFolderStorage({str(folder)!r}))).cancel("r1", by="other
     subprocess.run([sys.executable, "-c", other], check=True, timeout=PATIENCE)
     change = next(changes)
     assert (change.request_id, change.previous, change.state) == ("r1", "waiting", "cancelled")
+
+
+# -- asyncio -----------------------------------------------------------------------------------
+
+
+def test_the_asyncio_face_waits_without_blocking_the_loop(folder: Path, fleet: MemoryFleet) -> None:
+    agent = fleet.agent("etl-01")
+
+    async def scenario() -> tuple[RequestStory, int, list[str]]:
+        async with await AsyncEnvironment.open(str(folder), poll=0.05) as env:
+            handle = await env.submit(["sales"], id="r1")
+            assert await env.submit(["sales"], id="r1") == handle  # idempotent
+            assert (await handle.story()).state == "waiting"
+            ticks = 0
+            states: list[str] = []
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            def finish() -> None:
+                agent.poll()
+                fleet.finish_runs("r1")
+                agent.poll()
+
+            ticker = asyncio.create_task(tick())
+            later(0.3, finish)
+            story = await handle.wait(timeout=PATIENCE, progress=lambda s: states.append(s.state))
+            ticker.cancel()
+            assert (await env.queue()).counts == {"succeeded": 1}
+            return story, ticks, states
+
+    story, ticks, states = asyncio.run(scenario())
+    assert story.state == "succeeded" and states[-1] == "succeeded"
+    assert ticks >= 10  # the loop ran on while the wait waited (0.3 s at 10 ms a tick)
+
+
+def test_the_asyncio_face_ends_each_way_and_follows_changes(folder: Path) -> None:
+    async def scenario() -> None:
+        async with await AsyncEnvironment.open(str(folder), poll=0.05) as env:
+            await env.submit(["sales"], id="r1")
+            with pytest.raises(WaitTimedOut):
+                await env.wait("r1", timeout=0.1)
+            with pytest.raises(RequestNotFound):
+                await env.request("nope")
+            stop = asyncio.Event()
+            seen: list[tuple[str, str]] = []
+
+            async def follow() -> None:
+                async for change in env.changes(stop=stop):
+                    seen.append((change.request_id, change.state))
+                    stop.set()
+
+            follower = asyncio.create_task(follow())
+            await asyncio.sleep(0.2)  # its first look made
+            cancelled = asyncio.create_task(env.handle("r1").wait(timeout=PATIENCE))
+            await env.cancel("r1", by="ann")
+            with pytest.raises(RequestCancelled):
+                await cancelled
+            await asyncio.wait_for(follower, PATIENCE)
+            assert seen == [("r1", "cancelled")]
+            retry = await env.retry("r1", id_of_retry="r2")
+            assert (await retry.story()).request.retry_of == "r1"
+            assert await env.agents() == [] and await env.schedules() == []
+            assert await env.incidents() == []
+
+    asyncio.run(scenario())

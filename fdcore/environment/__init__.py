@@ -14,7 +14,8 @@ implementation:
   acknowledge);
 - :mod:`.client`: :class:`Environment`, the typed face of all of the above for code
   (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns; its waits
-  (:mod:`.wait`), state changes (:mod:`.changes`) and the store's watch (:mod:`.watch`).
+  (:mod:`.wait`), state changes (:mod:`.changes`) and the store's watch (:mod:`.watch`);
+- :mod:`.aio`: :class:`AsyncEnvironment`, the same as coroutines for asyncio code.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from fdcore.environment.actions import (
     operator_file_bound,
     operator_name,
 )
+from fdcore.environment.aio import AsyncEnvironment, AsyncRequestHandle
 from fdcore.environment.changes import Change
 from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, RequestHandle
 from fdcore.environment.queue import (
@@ -64,6 +66,8 @@ __all__ = [
     "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
     "AgentRow",
+    "AsyncEnvironment",
+    "AsyncRequestHandle",
     "AttemptStory",
     "Cancellation",
     "Change",
