@@ -39,6 +39,7 @@ from fdcore.environment.queue import (
     QueueReader,
     queue_page,
     queue_rows,
+    unfinished,
 )
 from fdcore.environment.views import (
     AgentRow,
@@ -97,6 +98,7 @@ __all__ = [
     "schedule_rows",
     "schedule_warnings",
     "shared_by",
+    "unfinished",
     "with_host_folder",
     "with_host_slots",
 ]

@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
 
+from fdcore.abc import TakeoverPolicy
 from fdcore.agent.settings import MAX_ATTEMPTS
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
-from fdcore.contract.models import Incident
+from fdcore.contract.models import Incident, Request
 from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
@@ -76,7 +77,7 @@ class Environment:
         self.closed = threading.Event()  # set by close(): ends waits, watches and changes()
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
-        self._policy, self._policy_problem = lost_agent_policy()
+        self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
 
     @classmethod
     def open(
@@ -165,7 +166,7 @@ class Environment:
             deadline=deadline,
             created_by=created_by,
         )
-        return RequestHandle(self, request.id)
+        return RequestHandle(self, request.id, request)
 
     def request(self, id: str) -> RequestStory:
         """The whole story of request ``id`` (what ``fdcore show`` prints): its tables,
@@ -261,7 +262,7 @@ class Environment:
             now=_now(),
             retry_id=id_of_retry,
         )
-        return RequestHandle(self, retry.id)
+        return RequestHandle(self, retry.id, retry)
 
     def changes(self, *, stop: threading.Event | None = None) -> Iterator[Change]:
         """The requests' state changes from now on, as they land: a :class:`Change` each time a
@@ -335,13 +336,18 @@ class Environment:
     @property
     def lost_agents_unknown(self) -> str | None:
         """Why no agent is ever shown ``lost`` (no takeover policy installed), else None."""
-        return self._policy_problem
+        return self._lost_agent_policy()[1]
+
+    def _lost_agent_policy(self) -> tuple[TakeoverPolicy | None, str | None]:
+        if self._policy is None:
+            self._policy = lost_agent_policy()
+        return self._policy
 
     def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
         """Every agent's row (live, stale, lost, stopped or unreadable), by name; an agent is
         lost ``grace`` seconds past its ``stale_after``. Raises
         :class:`~fdcore.errors.StorageUnavailable`."""
-        return agent_rows(self.mailbox, _now(), self._policy, grace)
+        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace)
 
     def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents (not stopped) hold, by id, with when it is next due and
@@ -363,9 +369,12 @@ class RequestHandle:
     """One request of an :class:`Environment`, as :meth:`Environment.submit` and
     :meth:`Environment.retry` return it (Temporal's workflow handle)."""
 
-    def __init__(self, environment: Environment, id: str) -> None:
+    def __init__(self, environment: Environment, id: str, request: Request | None = None) -> None:
         self.environment = environment
         self.id = id
+        #: The request as submitted (or as it stood, for a submission repeated under its id);
+        #: None for a handle made from an id (:meth:`Environment.handle`).
+        self.request = request
 
     def __repr__(self) -> str:
         return f"RequestHandle({self.id!r})"
