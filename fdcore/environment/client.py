@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
+from typing import Generic, TypeVar
 
 from fdcore.abc import TakeoverPolicy
 from fdcore.agent.settings import MAX_ATTEMPTS
@@ -365,27 +366,36 @@ class Environment:
         return acknowledge_incident(self.mailbox, incident, _now(), by)
 
 
-class RequestHandle:
-    """One request of an :class:`Environment`, as :meth:`Environment.submit` and
-    :meth:`Environment.retry` return it (Temporal's workflow handle)."""
+E = TypeVar("E")
 
-    def __init__(self, environment: Environment, id: str, request: Request | None = None) -> None:
+
+class Handle(Generic[E]):
+    """What a request's handle is, whichever environment (sync or asyncio) it belongs to."""
+
+    def __init__(self, environment: E, id: str, request: Request | None = None) -> None:
         self.environment = environment
         self.id = id
         #: The request as submitted (or as it stood, for a submission repeated under its id);
-        #: None for a handle made from an id (:meth:`Environment.handle`).
+        #: None for a handle made from an id (``environment.handle(id)``).
         self.request = request
 
     def __repr__(self) -> str:
-        return f"RequestHandle({self.id!r})"
+        return f"{type(self).__name__}({self.id!r})"
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RequestHandle):
+        if type(other) is not type(self):
             return NotImplemented
+        assert isinstance(other, Handle)
         return self.id == other.id and self.environment is other.environment
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+
+class RequestHandle(Handle[Environment]):
+    """One request of an :class:`Environment`, as :meth:`Environment.submit` and
+    :meth:`Environment.retry` return it (Temporal's workflow handle): ``id``, ``environment``
+    and ``request`` (the request as submitted; None for :meth:`Environment.handle`'s)."""
 
     def story(self) -> RequestStory:
         """The request's whole story now (:meth:`Environment.request`)."""
