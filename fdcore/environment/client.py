@@ -75,7 +75,7 @@ class Environment:
         self.mailbox = mailbox
         self.url: str = mailbox.storage.url
         self.poll = float(poll)
-        self.closed = threading.Event()  # set by close(): ends waits, watches and changes()
+        self.closed = threading.Event()  # set by close(): ends its watches and changes()
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
         self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
