@@ -17,9 +17,9 @@ import sys
 import time
 from typing import TextIO
 
-from fdcore.cli.actions import FINAL_STATES, _request_id, run_output_lines
+from fdcore.cli.actions import _request_id, run_output_lines
 from fdcore.durations import Duration, add_flag
-from fdcore.environment import Environment, RequestStory
+from fdcore.environment import FINAL_STATES, Environment, RequestStory
 from fdcore.errors import (
     ConfigError,
     RequestCancelled,

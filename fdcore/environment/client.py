@@ -11,15 +11,16 @@ queue, agents, schedules and incidents, and follow state changes as they land.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
+from typing import Generic, TypeVar
 
+from fdcore.abc import TakeoverPolicy
 from fdcore.agent.settings import MAX_ATTEMPTS
 from fdcore.contract.ids import validate_id
-from fdcore.contract.layout import STATUS
-from fdcore.contract.models import Incident
+from fdcore.contract.layout import REQUESTS, STATUS
+from fdcore.contract.models import Incident, Request
 from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
@@ -28,6 +29,7 @@ from fdcore.environment.actions import (
     open_mailbox,
     operator_name,
 )
+from fdcore.environment.changes import Change, ChangeTracker
 from fdcore.environment.queue import QueueFilter, QueuePage, QueueReader, queue_page
 from fdcore.environment.views import (
     AgentRow,
@@ -37,11 +39,12 @@ from fdcore.environment.views import (
     request_story,
     schedule_rows,
 )
-from fdcore.environment.wait import RECORD_LOOK, RequestWait, ended
+from fdcore.environment.wait import RequestWait
 from fdcore.environment.watch import StoreWatch
-from fdcore.errors import InvalidId, RequestError
+from fdcore.errors import InvalidId, RequestError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import Cancellation, cancel_request
+from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import retry_request, submit
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
@@ -72,10 +75,10 @@ class Environment:
         self.mailbox = mailbox
         self.url: str = mailbox.storage.url
         self.poll = float(poll)
-        self.closed = threading.Event()  # set by close(): ends waits, watches and changes()
+        self.closed = threading.Event()  # set by close(): ends its watches and changes()
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
-        self._policy, self._policy_problem = lost_agent_policy()
+        self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
 
     @classmethod
     def open(
@@ -164,7 +167,7 @@ class Environment:
             deadline=deadline,
             created_by=created_by,
         )
-        return RequestHandle(self, request.id)
+        return RequestHandle(self, request.id, request)
 
     def request(self, id: str) -> RequestStory:
         """The whole story of request ``id`` (what ``fdcore show`` prints): its tables,
@@ -198,26 +201,19 @@ class Environment:
         :class:`~fdcore.errors.WaitTimedOut` if it had not ended after ``timeout`` seconds (the
         request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request.
         """
-        wait = RequestWait(self.mailbox, validate_id(id, "request id"))
-        give_up = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+        wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout)
         woken = threading.Event()
         stop_listening = self.watch.listen(STATUS, woken.set)  # before the first look
         try:
             wait.start()
             while True:
-                if wait.story is not None and progress is not None and wait.reported():
+                if progress is not None and wait.story is not None and wait.reported():
                     progress(wait.story)
-                if wait.finished() and wait.story is not None:
-                    return ended(wait.story)
-                left = None if give_up is None else give_up - time.monotonic()
-                if left is not None and left <= 0:
-                    if wait.final and wait.story is not None:
-                        return ended(wait.story)  # without its last run record
-                    raise wait.timed_out(float(timeout or 0.0))
-                pause = RECORD_LOOK if wait.final else self.poll
-                woken.wait(pause if left is None else min(pause, left))
+                if wait.over():
+                    return wait.outcome()
+                woken.wait(wait.pause(self.watch.pause(STATUS, self.poll)))
                 woken.clear()
-                wait.look(story=wait.final)
+                wait.next_look()
         finally:
             stop_listening()
 
@@ -267,7 +263,53 @@ class Environment:
             now=_now(),
             retry_id=id_of_retry,
         )
-        return RequestHandle(self, retry.id)
+        return RequestHandle(self, retry.id, retry)
+
+    def changes(self, *, stop: threading.Event | None = None) -> Iterator[Change]:
+        """The requests' state changes from now on, as they land: a :class:`Change` each time a
+        request is submitted or its status changes state, oldest first, until ``stop`` is set
+        (seen within ``poll`` seconds) or the environment is closed. The current states are
+        :meth:`queue`'s.
+
+        Each look reads only what changed (a mailbox index of its own); where the store can
+        watch, a look follows each change at once, elsewhere one comes every ``poll`` seconds
+        (a request that changed twice in between shows its latest state). A store briefly
+        unavailable delays changes, never loses them. Raises
+        :class:`~fdcore.errors.StorageUnavailable` only if the first look (made by this call)
+        cannot be made.
+        """
+        tracker = ChangeTracker(MailboxIndex(self.mailbox))
+        woken = threading.Event()
+        listening = [self.watch.listen(prefix, woken.set) for prefix in (REQUESTS, STATUS)]
+        try:
+            tracker.look()  # where changes start: now, not at the first next()
+        except BaseException:
+            for stop_listening in listening:
+                stop_listening()
+            raise
+        return self._changes(tracker, woken, listening, stop or threading.Event())
+
+    def _changes(
+        self,
+        tracker: ChangeTracker,
+        woken: threading.Event,
+        listening: list[Callable[[], None]],
+        stop: threading.Event,
+    ) -> Iterator[Change]:
+        try:
+            while not (stop.is_set() or self.closed.is_set()):
+                woken.wait(self.watch.pause(STATUS, self.poll))
+                woken.clear()
+                if stop.is_set() or self.closed.is_set():
+                    return
+                try:
+                    found = tracker.look()
+                except StorageUnavailable:
+                    continue  # the next look finds what this one missed
+                yield from found
+        finally:
+            for stop_listening in listening:
+                stop_listening()
 
     # -- what the environment holds ------------------------------------------------------------
 
@@ -295,13 +337,18 @@ class Environment:
     @property
     def lost_agents_unknown(self) -> str | None:
         """Why no agent is ever shown ``lost`` (no takeover policy installed), else None."""
-        return self._policy_problem
+        return self._lost_agent_policy()[1]
+
+    def _lost_agent_policy(self) -> tuple[TakeoverPolicy | None, str | None]:
+        if self._policy is None:
+            self._policy = lost_agent_policy()
+        return self._policy
 
     def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
         """Every agent's row (live, stale, lost, stopped or unreadable), by name; an agent is
         lost ``grace`` seconds past its ``stale_after``. Raises
         :class:`~fdcore.errors.StorageUnavailable`."""
-        return agent_rows(self.mailbox, _now(), self._policy, grace)
+        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace)
 
     def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents (not stopped) hold, by id, with when it is next due and
@@ -319,24 +366,36 @@ class Environment:
         return acknowledge_incident(self.mailbox, incident, _now(), by)
 
 
-class RequestHandle:
-    """One request of an :class:`Environment`, as :meth:`Environment.submit` and
-    :meth:`Environment.retry` return it (Temporal's workflow handle)."""
+E = TypeVar("E")
 
-    def __init__(self, environment: Environment, id: str) -> None:
+
+class Handle(Generic[E]):
+    """What a request's handle is, whichever environment (sync or asyncio) it belongs to."""
+
+    def __init__(self, environment: E, id: str, request: Request | None = None) -> None:
         self.environment = environment
         self.id = id
+        #: The request as submitted (or as it stood, for a submission repeated under its id);
+        #: None for a handle made from an id (``environment.handle(id)``).
+        self.request = request
 
     def __repr__(self) -> str:
-        return f"RequestHandle({self.id!r})"
+        return f"{type(self).__name__}({self.id!r})"
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RequestHandle):
+        if type(other) is not type(self):
             return NotImplemented
+        assert isinstance(other, Handle)
         return self.id == other.id and self.environment is other.environment
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+
+class RequestHandle(Handle[Environment]):
+    """One request of an :class:`Environment`, as :meth:`Environment.submit` and
+    :meth:`Environment.retry` return it (Temporal's workflow handle): ``id``, ``environment``
+    and ``request`` (the request as submitted; None for :meth:`Environment.handle`'s)."""
 
     def story(self) -> RequestStory:
         """The request's whole story now (:meth:`Environment.request`)."""
