@@ -165,6 +165,7 @@ def base_arguments(command: tuple[str, ...], places: Places) -> list[str]:
     small_run = ["--agents", "1", "--requests", "2", "--table-pool", "1", "--max-tables", "1"]
     bases = {
         ("submit",): ["--env", places.url, "--entities", "t1"],
+        ("wait",): ["r1", "--env", places.url],  # r1 ended: a wait returns at once
         ("queue",): ["--env", places.url, "--count", "1"],
         ("agents",): ["--env", places.url],
         ("schedules",): ["--env", places.url],
