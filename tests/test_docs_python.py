@@ -1,0 +1,269 @@
+"""docs/python.md: its examples run as written against real agent processes on a local folder, and
+its reference says what the code says (as tests/test_hookspecs.py does for docs/plugins.md).
+
+One fleet of real ``fdcore agent run`` processes serves every example of the module; each
+example opens the environment ``./fd`` from the fleet's folder, as the page writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from fdcore import Environment
+from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.errors import RequestFailed
+
+ROOT = Path(__file__).parents[1]
+PAGE = ROOT / "docs" / "python.md"
+AGENT = {"poll_seconds": 0.2, "stale_after": 5.0, "concurrency": 2, "shutdown_grace": 5}
+# Every table succeeds but one named "broken", which fails with a line of output.
+TABLE = (
+    "import os, sys\n"
+    "if os.environ['FDCORE_TABLE'] == 'broken':\n"
+    "    print('bad row 17', file=sys.stderr)\n"
+    "    sys.exit(3)\n"
+)
+TEST_FILES = [
+    path
+    for pattern in ("tests/**/*.py", "plugins/*/tests/**/*.py", "contrib/*/tests/**/*.py")
+    for path in ROOT.glob(pattern)
+]
+
+
+def reference_module() -> ModuleType:
+    """docs/python_reference.py, the page's generator (docs/ is not a package)."""
+    path = PAGE.parent / "python_reference.py"
+    spec = importlib.util.spec_from_file_location("python_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REFERENCE = reference_module()
+
+
+def examples() -> dict[str, str]:
+    """Each ```python block of the page's hand-written part, by the ### heading above it."""
+    text = PAGE.read_text().partition(REFERENCE.MARKER)[0]
+    found: dict[str, str] = {}
+    for heading, body in re.findall(r"^### (.+?)\n(.*?)(?=^##)", text + "\n##", re.M | re.S):
+        blocks = re.findall(r"^```python\n(.*?)^```$", body, re.M | re.S)
+        assert len(blocks) <= 1, f"docs/python.md: more than one example under {heading!r}"
+        if blocks:
+            found[heading] = blocks[0]
+    return found
+
+
+EXAMPLES = examples()
+RUN: set[str] = set()  # the examples the tests below ran
+
+
+def example(heading: str) -> str:
+    RUN.add(heading)
+    assert heading in EXAMPLES, f"docs/python.md has no example under '### {heading}'"
+    return EXAMPLES[heading]
+
+
+def run_cell(heading: str, **names: object) -> dict[str, object]:
+    """Run the example in this process, as a notebook would; return its names."""
+    namespace: dict[str, object] = {"__name__": "docs_python_example", **names}
+    exec(compile(example(heading), f"docs/python.md: {heading}", "exec"), namespace)
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentFleet]:
+    """Two real agents on the folder ``fd`` of a fresh folder, the working folder of the tests."""
+    folder = tmp_path_factory.mktemp("docs-python")
+    fleet = AgentFleet(folder, str(folder / "fd"))
+    (folder / "table.py").write_text(TABLE)
+    runner = {"kind": "command", "command": [sys.executable, str(folder / "table.py")]}
+    for name in ("etl-01", "etl-02"):
+        fleet.add(name, {"agent": AGENT, "runner": runner}).start()
+    yield fleet
+    codes = fleet.stop_all()
+    fleet.kill_all()
+    assert set(codes.values()) == {0}, [agent.output()[-2000:] for agent in fleet]
+
+
+@pytest.fixture
+def in_fleet(fleet: AgentFleet, monkeypatch: pytest.MonkeyPatch) -> AgentFleet:
+    """The fleet, with the working folder its ``./fd`` is in."""
+    monkeypatch.chdir(fleet.folder)
+    return fleet
+
+
+@pytest.mark.slow
+def test_the_notebook_cell_waits_for_both_tables(in_fleet: AgentFleet) -> None:
+    story = run_cell("A notebook cell that submits and waits")["story"]
+    assert story.state == "succeeded"  # type: ignore[attr-defined]
+    assert sorted(run.table for run in story.runs) == ["customers", "sales"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_the_cron_script_exits_zero_on_success_and_one_with_the_output_on_failure(
+    in_fleet: AgentFleet,
+) -> None:
+    script = in_fleet.folder / "refresh.py"
+    script.write_text(example("A script for cron or CI"))
+
+    def refresh(*tables: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(script), *tables]
+        return subprocess.run(command, cwd=in_fleet.folder, capture_output=True, text=True)
+
+    done = refresh("sales", "customers")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.endswith(": sales, customers refreshed\n")
+    failed = refresh("sales", "broken")
+    assert failed.returncode == 1, failed.stderr
+    error, *tail = failed.stderr.splitlines()
+    assert "failed" in error and "broken" in error
+    assert tail == ["--- broken:", "bad row 17"]
+    gone = subprocess.run(
+        [sys.executable, str(script), "sales"], cwd=in_fleet.folder / "..", capture_output=True
+    )
+    assert gone.returncode == 2  # no environment at ./fd there
+
+
+@pytest.mark.slow
+def test_the_orchestrator_task_is_retry_safe_and_fails_on_a_failed_request(
+    in_fleet: AgentFleet,
+) -> None:
+    refresh_tables = run_cell("An orchestrator task")["refresh_tables"]
+    assert callable(refresh_tables)
+    first = refresh_tables("2026-12-01", ["sales"])
+    # The task retried after a lost answer: the same request, queued once.
+    assert refresh_tables("2026-12-01", ["sales"]) == first == "refresh-2026-12-01"
+    with Environment.open("./fd") as env:
+        assert [row.id for row in env.queue().rows if row.id == first] == [first]
+    with pytest.raises(RequestFailed) as failed:
+        refresh_tables("2026-12-02", ["broken"])
+    assert failed.value.request_id == "refresh-2026-12-02"
+    assert "\n" not in str(failed.value)
+
+
+@pytest.mark.slow
+def test_the_live_view_prints_a_request_from_new_to_succeeded(
+    in_fleet: AgentFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    show_changes = run_cell("A live view from `changes()`")["show_changes"]
+    assert callable(show_changes)
+    stop = threading.Event()
+    view = threading.Thread(target=show_changes, args=("./fd", stop))
+    view.start()
+    try:
+        with Environment.open("./fd") as env:
+            handle = env.submit(["sales"])
+            handle.wait(timeout=30)
+        printed: list[str] = []
+        final = f"{handle.id}: "
+        assert wait_until(
+            lambda: printed.append(capsys.readouterr().out) or "-> succeeded" in "".join(printed),
+            10,
+        ), printed
+    finally:
+        stop.set()
+        view.join(10)
+    assert not view.is_alive()  # the event ended the iteration
+    lines = [line for line in "".join(printed).splitlines() if final in line]
+    assert lines[-1].endswith("-> succeeded"), lines
+
+
+@pytest.mark.slow
+def test_the_web_handler_awaits_without_blocking_the_event_loop(in_fleet: AgentFleet) -> None:
+    refresh_handler = run_cell("From an event loop")["refresh_handler"]
+    assert callable(refresh_handler)
+
+    async def serve() -> tuple[object, object, int]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        done = await refresh_handler(["sales"])
+        failed = await refresh_handler(["broken"])
+        ticker.cancel()
+        return done, failed, ticks
+
+    done, failed, ticks = asyncio.run(serve())
+    assert done[0] == 200 and done[1]["state"] == "succeeded"  # type: ignore[index]
+    assert failed[0] == 502 and failed[1]["state"] == "failed"  # type: ignore[index]
+    assert ticks > 5  # the loop ran other work while the requests were waited for
+
+
+def test_every_example_is_run_by_a_test() -> None:
+    """Run last in this module: the examples the tests above ran are every one the page has."""
+    assert sorted(EXAMPLES) == sorted(RUN)
+
+
+# -- the reference ------------------------------------------------------------------------------
+
+
+def public_names() -> list[tuple[str, str]]:
+    return [
+        (module, name)
+        for module in REFERENCE.MODULES
+        for name in importlib.import_module(module).__all__
+    ]
+
+
+def test_the_reference_is_what_the_generator_writes_from_the_code() -> None:
+    text = PAGE.read_text()
+    assert REFERENCE.page(text) == text, (
+        "docs/python.md is out of date: run docs/python_reference.py"
+    )
+
+
+@pytest.mark.parametrize(("module", "name"), public_names(), ids="{0[0]}.{0[1]}".format)
+def test_public_name_is_documented_with_its_signature_and_used_by_a_test(
+    module: str, name: str
+) -> None:
+    entry = REFERENCE.entry(importlib.import_module(module), name)
+    heading, _, *doc = entry
+    assert heading.startswith("### `") and heading in PAGE.read_text().splitlines()
+    assert any(line.strip() and not line.startswith("`") for line in doc), (
+        f"{module}.{name} has no docstring (or, a constant, no #: comment)"
+    )
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    assert any(word.search(path.read_text()) for path in TEST_FILES), f"no test uses {name}"
+
+
+def test_the_public_modules_are_held_to_mypys_strict_flags() -> None:
+    """pyproject's override for the public modules sets every flag `mypy --strict` turns on
+    per module (``strict`` itself cannot be set per module)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    [public] = [o for o in config["overrides"] if "fdcore.environment" in o["module"]]
+    assert set(public["module"]) >= {"fdcore", "fdcore.errors", "fdcore.environment.*"}
+    help_text = subprocess.run(
+        [sys.executable, "-m", "mypy", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    text = re.sub(r"-\n\s+", "-", help_text)  # flags wrapped across lines
+    strict = re.search(r"enables the following flags:(.*?)\n  -", text, re.S)
+    assert strict, "mypy --help no longer lists the flags of --strict"
+    flags = [f.strip().removeprefix("--").replace("-", "_") for f in strict.group(1).split(",")]
+    global_only = {"warn_unused_configs", "warn_redundant_casts"}  # mypy: [mypy] section only
+    missing = [f for f in flags if f not in global_only and public.get(f) is not True]
+    assert not missing, f"pyproject.toml's public-API mypy override lacks {missing}"
+    assert os.path.exists(ROOT / "fdcore" / "py.typed")
