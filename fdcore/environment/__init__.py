@@ -11,7 +11,9 @@ implementation:
 - :mod:`.queue`: the queue read once and kept (``QueueReader``), one page of it filtered and
   counted (``QueueFilter``, ``queue_page``);
 - :mod:`.actions`: opening an environment and the operator's actions (cancel, retry,
-  acknowledge).
+  acknowledge);
+- :mod:`.client`: :class:`Environment`, the typed face of all of the above for code
+  (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from fdcore.environment.actions import (
     lost_agent_policy,
     open_mailbox,
     operator_file_bound,
+    operator_name,
 )
+from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, RequestHandle
 from fdcore.environment.queue import (
     ACTIVE_STATES,
     QueueFilter,
@@ -54,15 +58,19 @@ from fdcore.mailbox.submit import retry_request
 
 __all__ = [
     "ACTIVE_STATES",
+    "DEFAULT_GRACE",
+    "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
     "AgentRow",
     "AttemptStory",
     "Cancellation",
+    "Environment",
     "Mailbox",
     "QueueFilter",
     "QueuePage",
     "QueueReader",
     "QueueRow",
+    "RequestHandle",
     "RequestStory",
     "RunStory",
     "ScheduleRow",
@@ -74,6 +82,7 @@ __all__ = [
     "lost_agent_policy",
     "open_mailbox",
     "operator_file_bound",
+    "operator_name",
     "queue_page",
     "queue_rows",
     "request_story",
