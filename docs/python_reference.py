@@ -82,17 +82,21 @@ def constant_comment(module: ModuleType, name: str) -> str:
     files = sorted(path.parent.glob("*.py")) if path.name == "__init__.py" else [path]
     for file in files:
         lines = file.read_text().splitlines()
-        for node in ast.parse("\n".join(lines)).body:
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            if isinstance(node, ast.AnnAssign):
-                targets = [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+        body = ast.parse("\n".join(lines)).body
+        for node in body + [n for block in body if isinstance(block, ast.Try) for n in block.body]:
+            names = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            if isinstance(node, ast.ImportFrom):
+                names = [alias.asname or alias.name for alias in node.names]
+            if name in names:
                 above: list[str] = []
                 for line in reversed(lines[: node.lineno - 1]):
-                    if not line.startswith("#:"):
+                    if not line.lstrip().startswith("#:"):
                         break
-                    above.insert(0, line[2:].strip())
-                return docstring_text(" ".join(above))
+                    above.insert(0, line.lstrip()[2:].strip())
+                if above:  # else an import of it, or an assignment left undocumented
+                    return docstring_text(" ".join(above))
     return ""
 
 
@@ -142,24 +146,56 @@ def constructor(cls: type) -> str | None:
     return None
 
 
-def entry(module: ModuleType, name: str) -> list[str]:
-    """The Markdown of one public name: its heading (its signature) and its documentation."""
+def home(module: ModuleType, name: str) -> str | None:
+    """The later public module that documents what ``module`` re-exports as ``name``, if any."""
     obj = getattr(module, name)
+    for other in MODULES[MODULES.index(module.__name__) + 1 :]:
+        found = importlib.import_module(other)
+        if name in found.__all__ and getattr(found, name) is obj:
+            return other
+    return None
+
+
+def documentation(module: ModuleType, name: str) -> str:
+    """What the page says of ``name`` under its heading: its docstring, a constant's ``#:``
+    comment, or where a name documented elsewhere on the page is."""
+    obj = getattr(module, name)
+    documented = home(module, name)
+    if documented:
+        return f"`{documented}.{name}`, below."
+    if isinstance(obj, type) and obj.__name__ != name:  # an old name kept working
+        return f"Another name of `{obj.__name__}`."
+    if isinstance(obj, type) or inspect.isfunction(obj):
+        return docstring(obj)
+    return constant_comment(module, name)
+
+
+def heading(module: ModuleType, name: str) -> str:
+    """``name``'s signature, or its class and bases, or its value or type."""
+    obj = getattr(module, name)
+    if isinstance(obj, type) and obj.__name__ != name:
+        return f"{name} = {obj.__name__}"
     if isinstance(obj, type):
-        lines = [f"### `{class_heading(obj)}`", ""]
-        made = constructor(obj)
-        lines += [f"`{made.replace(' -> None', '')}`", ""] if made else []
-        lines += [docstring(obj), ""] if docstring(obj) else []
-        if obj.__module__.startswith(PUBLIC_PREFIXES):
-            for heading, doc in members(obj):
-                lines += [f"#### `{heading}`", ""] + ([doc, ""] if doc else [])
-        return lines
+        return class_heading(obj)
     if inspect.isfunction(obj):
         kind = "async " if inspect.iscoroutinefunction(obj) else ""
-        doc = docstring(obj)
-        return [f"### `{kind}{name}{parameters(obj)}`", ""] + ([doc, ""] if doc else [])
-    comment = constant_comment(module, name)
-    return [f"### `{constant(name, obj)}`", ""] + ([comment, ""] if comment else [])
+        return f"{kind}{name}{parameters(obj)}"
+    return name if home(module, name) else constant(name, obj)
+
+
+def entry(module: ModuleType, name: str) -> list[str]:
+    """The Markdown of one public name: its heading (its signature) and its documentation; a
+    class's constructor and, for a class of a public module, its members."""
+    obj, doc = getattr(module, name), documentation(module, name)
+    lines = [f"### `{heading(module, name)}`", ""]
+    own = isinstance(obj, type) and obj.__name__ == name and not home(module, name)
+    made = constructor(obj) if own else None
+    lines += [f"`{made.replace(' -> None', '')}`", ""] if made else []
+    lines += [doc, ""] if doc else []
+    if own and obj.__module__.startswith(PUBLIC_PREFIXES):
+        for member, text in members(obj):
+            lines += [f"#### `{member}`", ""] + ([text, ""] if text else [])
+    return lines
 
 
 def reference() -> str:
