@@ -30,7 +30,15 @@ __all__ += ["hookimpl"]
 
 #: The public API for code, loaded from :mod:`fdcore.environment` and :mod:`fdcore.errors` on
 #: first use (PEP 562): importing them here would load the whole core with every plugin.
-_ENVIRONMENT = ("Environment", "QueueFilter", "RequestHandle", "RequestStory")
+_ENVIRONMENT = (
+    "AsyncEnvironment",
+    "AsyncRequestHandle",
+    "Change",
+    "Environment",
+    "QueueFilter",
+    "RequestHandle",
+    "RequestStory",
+)
 _ERRORS = (
     "FdcoreError",
     "RequestCancelled",
@@ -43,6 +51,9 @@ _ERRORS = (
 __all__ += [*_ENVIRONMENT, *_ERRORS]
 
 if TYPE_CHECKING:  # the names as the type checker sees them (redundant aliases: re-exports)
+    from fdcore.environment import AsyncEnvironment as AsyncEnvironment
+    from fdcore.environment import AsyncRequestHandle as AsyncRequestHandle
+    from fdcore.environment import Change as Change
     from fdcore.environment import Environment as Environment
     from fdcore.environment import QueueFilter as QueueFilter
     from fdcore.environment import RequestHandle as RequestHandle

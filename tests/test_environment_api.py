@@ -3,6 +3,9 @@ agents driven by hand on the same folder (their own writers write every status).
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +16,7 @@ import pytest
 from fdcore_localfs.store import LocalFolderStorage
 
 import fdcore
-from fdcore import Environment
+from fdcore import AsyncEnvironment, Environment
 from fdcore.clock import ManualClock
 from fdcore.contract.layout import request_key, status_key
 from fdcore.environment import QueueFilter, RequestStory
@@ -399,3 +402,115 @@ def test_a_long_wait_reads_the_story_once_while_nothing_changes(
     assert caught.value.state == "running"
     # Its request read for its etag and for the story, once each, over some 30 looks.
     assert reads.count(request_key("r1")) == 2
+
+
+# -- changes -----------------------------------------------------------------------------------
+
+
+def test_changes_yields_state_changes_as_they_land(env: Environment, fleet: MemoryFleet) -> None:
+    env.submit(["sales"], id="before")  # there before: no change of it is yielded
+    stop = threading.Event()
+    changes = env.changes(stop=stop)
+    agent = fleet.agent("etl-01")
+
+    def submit_and_run() -> None:
+        env.submit(["stock"], id="r1")
+        time.sleep(0.1)
+        env.cancel("before", by="ann")
+
+    later(0.1, submit_and_run)
+    seen = []
+    for change in changes:
+        seen.append((change.request_id, change.previous, change.state))
+        if len(seen) == 2:
+            break
+    assert seen == [("r1", None, "waiting"), ("before", "waiting", "cancelled")]
+    later(0.1, agent.poll)
+    claimed = next(changes)
+    assert (claimed.request_id, claimed.previous) == ("r1", "waiting")
+    assert claimed.state in ("accepted", "running")
+    later(0.1, stop.set)
+    assert list(changes) == []  # stopped: the iteration ends
+
+
+def test_changes_sees_a_change_written_by_another_process(env: Environment, folder: Path) -> None:
+    env.submit(["sales"], id="r1")
+    changes = env.changes()
+    other = f"""
+from fdcore_localfs.store import LocalFolderStorage
+from fdcore.environment import Environment
+from fdcore.mailbox.access import Mailbox
+Environment(Mailbox(LocalFolderStorage({str(folder)!r}))).cancel("r1", by="other")
+"""
+    subprocess.run([sys.executable, "-c", other], check=True, timeout=PATIENCE)
+    change = next(changes)
+    assert (change.request_id, change.previous, change.state) == ("r1", "waiting", "cancelled")
+
+
+# -- asyncio -----------------------------------------------------------------------------------
+
+
+def test_the_asyncio_face_waits_without_blocking_the_loop(folder: Path, fleet: MemoryFleet) -> None:
+    agent = fleet.agent("etl-01")
+
+    async def scenario() -> tuple[RequestStory, int, list[str]]:
+        async with await AsyncEnvironment.open(str(folder), poll=0.05) as env:
+            handle = await env.submit(["sales"], id="r1")
+            assert await env.submit(["sales"], id="r1") == handle  # idempotent
+            assert (await handle.story()).state == "waiting"
+            ticks = 0
+            states: list[str] = []
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            def finish() -> None:
+                agent.poll()
+                fleet.finish_runs("r1")
+                agent.poll()
+
+            ticker = asyncio.create_task(tick())
+            later(0.3, finish)
+            story = await handle.wait(timeout=PATIENCE, progress=lambda s: states.append(s.state))
+            ticker.cancel()
+            assert (await env.queue()).counts == {"succeeded": 1}
+            return story, ticks, states
+
+    story, ticks, states = asyncio.run(scenario())
+    assert story.state == "succeeded" and states[-1] == "succeeded"
+    assert ticks >= 10  # the loop ran on while the wait waited (0.3 s at 10 ms a tick)
+
+
+def test_the_asyncio_face_ends_each_way_and_follows_changes(folder: Path) -> None:
+    async def scenario() -> None:
+        async with await AsyncEnvironment.open(str(folder), poll=0.05) as env:
+            await env.submit(["sales"], id="r1")
+            with pytest.raises(WaitTimedOut):
+                await env.wait("r1", timeout=0.1)
+            with pytest.raises(RequestNotFound):
+                await env.request("nope")
+            stop = asyncio.Event()
+            seen: list[tuple[str, str]] = []
+
+            async def follow() -> None:
+                async for change in env.changes(stop=stop):
+                    seen.append((change.request_id, change.state))
+                    stop.set()
+
+            follower = asyncio.create_task(follow())
+            await asyncio.sleep(0.2)  # its first look made
+            cancelled = asyncio.create_task(env.handle("r1").wait(timeout=PATIENCE))
+            await env.cancel("r1", by="ann")
+            with pytest.raises(RequestCancelled):
+                await cancelled
+            await asyncio.wait_for(follower, PATIENCE)
+            assert seen == [("r1", "cancelled")]
+            retry = await env.retry("r1", id_of_retry="r2")
+            assert (await retry.story()).request.retry_of == "r1"
+            assert await env.agents() == [] and await env.schedules() == []
+            assert await env.incidents() == []
+
+    asyncio.run(scenario())

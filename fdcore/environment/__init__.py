@@ -13,7 +13,9 @@ implementation:
 - :mod:`.actions`: opening an environment and the operator's actions (cancel, retry,
   acknowledge);
 - :mod:`.client`: :class:`Environment`, the typed face of all of the above for code
-  (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns.
+  (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns; its waits
+  (:mod:`.wait`), state changes (:mod:`.changes`) and the store's watch (:mod:`.watch`);
+- :mod:`.aio`: :class:`AsyncEnvironment`, the same as coroutines for asyncio code.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from fdcore.environment.actions import (
     operator_file_bound,
     operator_name,
 )
+from fdcore.environment.aio import AsyncEnvironment, AsyncRequestHandle
+from fdcore.environment.changes import Change
 from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, RequestHandle
 from fdcore.environment.queue import (
     ACTIVE_STATES,
@@ -62,8 +66,11 @@ __all__ = [
     "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
     "AgentRow",
+    "AsyncEnvironment",
+    "AsyncRequestHandle",
     "AttemptStory",
     "Cancellation",
+    "Change",
     "Environment",
     "Mailbox",
     "QueueFilter",

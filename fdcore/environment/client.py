@@ -11,14 +11,13 @@ queue, agents, schedules and incidents, and follow state changes as they land.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
 
 from fdcore.agent.settings import MAX_ATTEMPTS
 from fdcore.contract.ids import validate_id
-from fdcore.contract.layout import STATUS
+from fdcore.contract.layout import REQUESTS, STATUS
 from fdcore.contract.models import Incident
 from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
@@ -28,6 +27,7 @@ from fdcore.environment.actions import (
     open_mailbox,
     operator_name,
 )
+from fdcore.environment.changes import Change, ChangeTracker
 from fdcore.environment.queue import QueueFilter, QueuePage, QueueReader, queue_page
 from fdcore.environment.views import (
     AgentRow,
@@ -37,11 +37,12 @@ from fdcore.environment.views import (
     request_story,
     schedule_rows,
 )
-from fdcore.environment.wait import RECORD_LOOK, RequestWait, ended
+from fdcore.environment.wait import RequestWait
 from fdcore.environment.watch import StoreWatch
-from fdcore.errors import InvalidId, RequestError
+from fdcore.errors import InvalidId, RequestError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import Cancellation, cancel_request
+from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import retry_request, submit
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
@@ -198,26 +199,19 @@ class Environment:
         :class:`~fdcore.errors.WaitTimedOut` if it had not ended after ``timeout`` seconds (the
         request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request.
         """
-        wait = RequestWait(self.mailbox, validate_id(id, "request id"))
-        give_up = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+        wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout)
         woken = threading.Event()
         stop_listening = self.watch.listen(STATUS, woken.set)  # before the first look
         try:
             wait.start()
             while True:
-                if wait.story is not None and progress is not None and wait.reported():
+                if progress is not None and wait.story is not None and wait.reported():
                     progress(wait.story)
-                if wait.finished() and wait.story is not None:
-                    return ended(wait.story)
-                left = None if give_up is None else give_up - time.monotonic()
-                if left is not None and left <= 0:
-                    if wait.final and wait.story is not None:
-                        return ended(wait.story)  # without its last run record
-                    raise wait.timed_out(float(timeout or 0.0))
-                pause = RECORD_LOOK if wait.final else self.poll
-                woken.wait(pause if left is None else min(pause, left))
+                if wait.over():
+                    return wait.outcome()
+                woken.wait(wait.pause(self.poll))
                 woken.clear()
-                wait.look(story=wait.final)
+                wait.next_look()
         finally:
             stop_listening()
 
@@ -268,6 +262,52 @@ class Environment:
             retry_id=id_of_retry,
         )
         return RequestHandle(self, retry.id)
+
+    def changes(self, *, stop: threading.Event | None = None) -> Iterator[Change]:
+        """The requests' state changes from now on, as they land: a :class:`Change` each time a
+        request is submitted or its status changes state, oldest first, until ``stop`` is set
+        (seen within ``poll`` seconds) or the environment is closed. The current states are
+        :meth:`queue`'s.
+
+        Each look reads only what changed (a mailbox index of its own); where the store can
+        watch, a look follows each change at once, elsewhere one comes every ``poll`` seconds
+        (a request that changed twice in between shows its latest state). A store briefly
+        unavailable delays changes, never loses them. Raises
+        :class:`~fdcore.errors.StorageUnavailable` only if the first look (made by this call)
+        cannot be made.
+        """
+        tracker = ChangeTracker(MailboxIndex(self.mailbox))
+        woken = threading.Event()
+        listening = [self.watch.listen(prefix, woken.set) for prefix in (REQUESTS, STATUS)]
+        try:
+            tracker.look()  # where changes start: now, not at the first next()
+        except BaseException:
+            for stop_listening in listening:
+                stop_listening()
+            raise
+        return self._changes(tracker, woken, listening, stop or threading.Event())
+
+    def _changes(
+        self,
+        tracker: ChangeTracker,
+        woken: threading.Event,
+        listening: list[Callable[[], None]],
+        stop: threading.Event,
+    ) -> Iterator[Change]:
+        try:
+            while not (stop.is_set() or self.closed.is_set()):
+                woken.wait(self.poll)
+                woken.clear()
+                if stop.is_set() or self.closed.is_set():
+                    return
+                try:
+                    found = tracker.look()
+                except StorageUnavailable:
+                    continue  # the next look finds what this one missed
+                yield from found
+        finally:
+            for stop_listening in listening:
+                stop_listening()
 
     # -- what the environment holds ------------------------------------------------------------
 

@@ -85,9 +85,11 @@ def _has_last_record(story: RequestStory) -> bool:
 class RequestWait:
     """The looks of one wait for request ``request_id``: :meth:`look` until :attr:`final`."""
 
-    def __init__(self, mailbox: Mailbox, request_id: str) -> None:
+    def __init__(self, mailbox: Mailbox, request_id: str, timeout: float | None = None) -> None:
         self.mailbox = mailbox
         self.request_id = request_id
+        self.timeout = timeout  # seconds (None: as long as it takes)
+        self._give_up = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         self.story: RequestStory | None = None  # as last read
         self.problem: str | None = None  # why the last look could not read it, if it could not
         self._key = status_key(request_id)
@@ -136,6 +138,33 @@ class RequestWait:
             self._final_since = now
         return now - self._final_since >= RECORD_GRACE
 
+    def over(self) -> bool:
+        """Whether to stop looking: :meth:`finished`, or out of time."""
+        return self.finished() or self._left() == 0.0
+
+    def outcome(self) -> RequestStory:
+        """The end of a wait that is :meth:`over`: the final story if it succeeded; else raise
+        how it ended (:func:`ended`), or :class:`~fdcore.errors.WaitTimedOut`."""
+        if self.final and self.story is not None:
+            return ended(self.story)  # at the timeout, perhaps without its last run record
+        raise WaitTimedOut(self.request_id, float(self.timeout or 0.0), self.state, self.story)
+
+    def pause(self, poll: float) -> float:
+        """Seconds until the next look at the latest (sooner if the store's watch wakes it)."""
+        pause = RECORD_LOOK if self.final else poll
+        left = self._left()
+        return pause if left is None else min(pause, left)
+
+    def _left(self) -> float | None:
+        if self._give_up is None:
+            return None
+        return max(0.0, self._give_up - time.monotonic())
+
+    def next_look(self) -> bool:
+        """The look after a pause: the status, or while it waits for the last run record, the
+        whole story."""
+        return self.look(story=self.final)
+
     def look(self, *, story: bool = False) -> bool:
         """Read the status if it may have changed, and the story if it did; True if the story
         is new. Never raises for a bad file or an unavailable store (see :attr:`problem`); an
@@ -159,10 +188,6 @@ class RequestWait:
         changed = found != self.story
         self.story = found
         return changed
-
-    def timed_out(self, timeout: float) -> WaitTimedOut:
-        """The error of this wait given up after ``timeout`` seconds."""
-        return WaitTimedOut(self.request_id, timeout, self.state, self.story)
 
     def _status_etag(self) -> str | None:
         """The status's etag now (None: absent; :data:`UNREADABLE`: no file a reader reads),
