@@ -8,6 +8,7 @@ example opens the environment ``./fd`` from the fleet's folder, as the page writ
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import importlib.util
 import os
@@ -28,7 +29,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 import fdcore
-from fdcore import Environment, QueueFilter
+from fdcore import AsyncEnvironment, AsyncRequestHandle, Change, Environment, QueueFilter
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.environment import AgentRow, QueuePage, QueueRow
 from fdcore.errors import RequestFailed
@@ -94,13 +95,12 @@ def run_cell(heading: str, **names: object) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentFleet]:
-    """Two real agents on the folder ``fd`` of a fresh folder, the working folder of the tests."""
+    """A real agent on the folder ``fd`` of a fresh folder, the working folder of the tests."""
     folder = tmp_path_factory.mktemp("docs-python")
     fleet = AgentFleet(folder, str(folder / "fd"))
     (folder / "table.py").write_text(TABLE)
     runner = {"kind": "command", "command": [sys.executable, str(folder / "table.py")]}
-    for name in ("etl-01", "etl-02"):
-        fleet.add(name, {"agent": AGENT, "runner": runner}).start()
+    fleet.add("etl-01", {"agent": AGENT, "runner": runner}).start()
     yield fleet
     codes = fleet.stop_all()
     fleet.kill_all()
@@ -157,8 +157,18 @@ def test_the_orchestrator_task_is_retry_safe_and_fails_on_a_failed_request(
     assert refresh_tables("2026-12-01", ["sales"]) == first == "refresh-2026-12-01"
     with Environment.open("./fd") as env:
         assert [row.id for row in env.queue().rows if row.id == first] == [first]
-    with pytest.raises(RequestFailed) as failed:
-        refresh_tables("2026-12-02", ["broken"])
+    with Environment.open("./fd") as env:
+        changes = env.changes()  # from now on
+        with pytest.raises(RequestFailed) as failed:
+            refresh_tables("2026-12-02", ["broken"])
+        change = next(changes)
+    assert isinstance(change, Change)
+    # one look after the request ended: its latest state, new since the last look
+    assert (change.request_id, change.previous, change.state) == (
+        failed.value.request_id,
+        None,
+        "failed",
+    )
     assert failed.value.request_id == "refresh-2026-12-02"
     assert "\n" not in str(failed.value)
 
@@ -210,6 +220,14 @@ def test_the_web_handler_awaits_without_blocking_the_event_loop(in_fleet: AgentF
         ticker.cancel()
         return done, failed, ticks
 
+    async def submit() -> AsyncRequestHandle:
+        async with await AsyncEnvironment.open("./fd") as env:
+            handle = await env.submit(["sales"], id="from-a-coroutine")
+            await handle.wait(timeout=30)
+            return handle
+
+    handle = asyncio.run(submit())
+    assert isinstance(handle, AsyncRequestHandle) and handle.id == "from-a-coroutine"
     done, failed, ticks = asyncio.run(serve())
     assert done[0] == 200 and done[1]["state"] == "succeeded"  # type: ignore[index]
     assert failed[0] == 502 and failed[1]["state"] == "failed"  # type: ignore[index]
@@ -222,7 +240,7 @@ def test_the_environment_shows_the_fleets_agents_and_queue(in_fleet: AgentFleet)
         agents = env.agents()
         page = env.queue(QueueFilter(state="succeeded"), limit=1)
     assert all(isinstance(row, AgentRow) for row in agents)
-    assert [(row.name, row.state) for row in agents] == [("etl-01", "live"), ("etl-02", "live")]
+    assert [(row.name, row.state) for row in agents] == [("etl-01", "live")]
     assert isinstance(page, QueuePage) and page.counts["succeeded"] >= 1
     [row] = page.rows
     assert isinstance(row, QueueRow) and row.state == "succeeded" and row.agent in in_fleet.agents
@@ -268,12 +286,16 @@ def test_public_name_is_documented_with_its_signature_and_used_by_a_test(
         assert used_by_a_test(name) != (name in NOT_USED_BY_A_TEST_YET), name
 
 
-def used_by_a_test(name: str) -> bool:
-    word = re.compile(rf"\b{re.escape(name)}\b")
+@functools.cache
+def test_texts() -> str:
+    """Every test file's text; this one's without the list below."""
     texts = [path.read_text() for path in TEST_FILES if path != Path(__file__)]
     this = re.sub(r"NOT_USED_BY_A_TEST_YET = \{.*?\}", "", Path(__file__).read_text(), flags=re.S)
-    texts.append(this)
-    return any(word.search(text) for text in texts)
+    return "\n".join([*texts, this])
+
+
+def used_by_a_test(name: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", test_texts()) is not None
 
 
 # The commands' and the monitor's helpers exported before the Python API, used by tests only
