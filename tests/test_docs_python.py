@@ -244,6 +244,17 @@ def test_the_environment_shows_the_fleets_agents_and_queue(in_fleet: AgentFleet)
     assert isinstance(row, QueueRow) and row.state == "succeeded" and row.agent in in_fleet.agents
 
 
+@pytest.mark.slow
+def test_the_examples_type_check_under_mypy_strict(tmp_path: Path) -> None:
+    """What users write against the API (the package ships py.typed) passes ``mypy --strict``:
+    every name they touch is typed, with no Any leaking into their code."""
+    for number, code in enumerate(EXAMPLES.values()):
+        (tmp_path / f"example_{number}.py").write_text(code)
+    command = [sys.executable, "-m", "mypy", "--strict", str(tmp_path)]
+    checked = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def test_every_example_is_run_by_a_test() -> None:
     """Each example's heading is one this module's tests run (by name, so -k and xdist agree)."""
     source = Path(__file__).read_text()
