@@ -312,11 +312,9 @@ def used_by_a_test(name: str) -> bool:
 # The commands' and the monitor's helpers exported before the Python API, used by tests only
 # through the commands: a test naming one takes it off this list (and must: it fails until).
 NOT_USED_BY_A_TEST_YET = {
-    "ACTIVE_STATES",
     "DEFAULT_GRACE",
     "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
-    "Cancellation",
     "ScheduleRow",
     "agent_rows",
     "schedule_rows",

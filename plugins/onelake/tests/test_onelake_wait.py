@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from fdcore_onelake.testing import Azurite
 
-from fdcore import Environment, RequestNotFound, WaitTimedOut
+from fdcore import Environment, QueueFilter, RequestCancelled, RequestNotFound, WaitTimedOut
 from fdcore.cli.fleet import AgentFleet
+from fdcore.environment import ACTIVE_STATES, Cancellation
 
 VARIABLE = "FDCORE_TEST_AZURITE_CONNECTION"
 AGENT = {"poll_seconds": 0.3, "stale_after": 5, "concurrency": 2, "shutdown_grace": 10}
@@ -29,7 +30,7 @@ def fdcore_storage_options(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.slow
-def test_wait_on_azurite_returns_the_final_story_or_times_out(
+def test_wait_on_azurite_returns_the_final_story_or_raises_how_it_ended(
     fdcore_fleet: AgentFleet, fdcore_environment: str, fdcore_storage_options: dict[str, str]
 ) -> None:
     fdcore_fleet.add("etl-01", {"agent": AGENT, "runner": WRITER}).start()
@@ -44,4 +45,11 @@ def test_wait_on_azurite_returns_the_final_story_or_times_out(
         handle = env.submit(["sales"])  # no agent left to run it
         with pytest.raises(WaitTimedOut) as timed_out:
             handle.wait(timeout=1.5)
-    assert (timed_out.value.request_id, timed_out.value.state) == (handle.id, "waiting")
+        assert (timed_out.value.request_id, timed_out.value.state) == (handle.id, "waiting")
+        [row] = env.queue(QueueFilter(state="active")).rows
+        assert row.id == handle.id and row.state in ACTIVE_STATES
+        # Cancelled while nobody holds it: it ends at once, and a wait says so.
+        assert isinstance(handle.cancel(by="ann", reason="not today"), Cancellation)
+        with pytest.raises(RequestCancelled) as cancelled:
+            handle.wait(timeout=10)
+    assert cancelled.value.story.cancel.by == "ann"
