@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fdcore_localfs.store import LocalFolderStorage
+from test_submit_idempotent import LostAnswer
 
 import fdcore
 from fdcore import AsyncEnvironment, Environment
@@ -112,19 +113,6 @@ def test_submit_is_idempotent_under_an_id(env: Environment, folder: Path) -> Non
     with pytest.raises(RequestError) as caught:
         env.submit(["stock"], id="nightly")
     assert "\n" not in str(caught.value) and "entities=sales" in str(caught.value)
-
-
-class LostAnswer(LocalFolderStorage):
-    """A folder whose next create writes the file, then fails as a dropped connection would."""
-
-    lose_next = False
-
-    def create(self, key: str, data: bytes) -> str:
-        etag = super().create(key, data)
-        if self.lose_next:
-            self.lose_next = False
-            raise StorageUnavailable(key, "connection reset before the answer")
-        return etag
 
 
 def test_a_submit_retried_after_a_lost_answer_queues_one_request(folder: Path) -> None:

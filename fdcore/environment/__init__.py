@@ -39,6 +39,7 @@ from fdcore.environment.queue import (
     QueueReader,
     queue_page,
     queue_rows,
+    unfinished,
 )
 from fdcore.environment.views import (
     AgentRow,
@@ -56,6 +57,7 @@ from fdcore.environment.views import (
     with_host_folder,
     with_host_slots,
 )
+from fdcore.environment.wait import FINAL_STATES
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.submit import retry_request
@@ -65,6 +67,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
+    "FINAL_STATES",
     "AgentRow",
     "AsyncEnvironment",
     "AsyncRequestHandle",
@@ -97,6 +100,7 @@ __all__ = [
     "schedule_rows",
     "schedule_warnings",
     "shared_by",
+    "unfinished",
     "with_host_folder",
     "with_host_slots",
 ]

@@ -21,7 +21,7 @@ from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
 from fdcore.contract.models import Incident
 from fdcore.environment.changes import Change, ChangeTracker
-from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment
+from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, Handle
 from fdcore.environment.queue import QueueFilter, QueuePage
 from fdcore.environment.views import AgentRow, RequestStory, ScheduleRow
 from fdcore.environment.wait import RequestWait
@@ -125,7 +125,7 @@ class AsyncEnvironment:
             max_attempts=max_attempts,
             created_by=created_by,
         )
-        return AsyncRequestHandle(self, handle.id)
+        return AsyncRequestHandle(self, handle.id, handle.request)
 
     async def request(self, id: str) -> RequestStory:
         """The request's whole story; RequestNotFound if there is no such request."""
@@ -181,7 +181,7 @@ class AsyncEnvironment:
         handle = await asyncio.to_thread(
             self.environment.retry, id, id_of_retry=id_of_retry, by=by, from_table=from_table
         )
-        return AsyncRequestHandle(self, handle.id)
+        return AsyncRequestHandle(self, handle.id, handle.request)
 
     async def queue(
         self,
@@ -252,24 +252,9 @@ class AsyncEnvironment:
                 stop_listening()
 
 
-class AsyncRequestHandle:
+class AsyncRequestHandle(Handle[AsyncEnvironment]):
     """One request of an :class:`AsyncEnvironment`, as its ``submit`` and ``retry`` return
-    it."""
-
-    def __init__(self, environment: AsyncEnvironment, id: str) -> None:
-        self.environment = environment
-        self.id = id
-
-    def __repr__(self) -> str:
-        return f"AsyncRequestHandle({self.id!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, AsyncRequestHandle):
-            return NotImplemented
-        return self.id == other.id and self.environment is other.environment
-
-    def __hash__(self) -> int:
-        return hash(self.id)
+    it: ``id``, ``environment`` and ``request`` (None for ``handle(id)``'s)."""
 
     async def story(self) -> RequestStory:
         """The request's whole story now."""

@@ -14,11 +14,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
+from typing import Generic, TypeVar
 
+from fdcore.abc import TakeoverPolicy
 from fdcore.agent.settings import MAX_ATTEMPTS
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
-from fdcore.contract.models import Incident
+from fdcore.contract.models import Incident, Request
 from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
@@ -76,7 +78,7 @@ class Environment:
         self.closed = threading.Event()  # set by close(): ends waits, watches and changes()
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
-        self._policy, self._policy_problem = lost_agent_policy()
+        self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
 
     @classmethod
     def open(
@@ -165,7 +167,7 @@ class Environment:
             deadline=deadline,
             created_by=created_by,
         )
-        return RequestHandle(self, request.id)
+        return RequestHandle(self, request.id, request)
 
     def request(self, id: str) -> RequestStory:
         """The whole story of request ``id`` (what ``fdcore show`` prints): its tables,
@@ -261,7 +263,7 @@ class Environment:
             now=_now(),
             retry_id=id_of_retry,
         )
-        return RequestHandle(self, retry.id)
+        return RequestHandle(self, retry.id, retry)
 
     def changes(self, *, stop: threading.Event | None = None) -> Iterator[Change]:
         """The requests' state changes from now on, as they land: a :class:`Change` each time a
@@ -335,13 +337,18 @@ class Environment:
     @property
     def lost_agents_unknown(self) -> str | None:
         """Why no agent is ever shown ``lost`` (no takeover policy installed), else None."""
-        return self._policy_problem
+        return self._lost_agent_policy()[1]
+
+    def _lost_agent_policy(self) -> tuple[TakeoverPolicy | None, str | None]:
+        if self._policy is None:
+            self._policy = lost_agent_policy()
+        return self._policy
 
     def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
         """Every agent's row (live, stale, lost, stopped or unreadable), by name; an agent is
         lost ``grace`` seconds past its ``stale_after``. Raises
         :class:`~fdcore.errors.StorageUnavailable`."""
-        return agent_rows(self.mailbox, _now(), self._policy, grace)
+        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace)
 
     def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents (not stopped) hold, by id, with when it is next due and
@@ -359,24 +366,36 @@ class Environment:
         return acknowledge_incident(self.mailbox, incident, _now(), by)
 
 
-class RequestHandle:
-    """One request of an :class:`Environment`, as :meth:`Environment.submit` and
-    :meth:`Environment.retry` return it (Temporal's workflow handle)."""
+E = TypeVar("E")
 
-    def __init__(self, environment: Environment, id: str) -> None:
+
+class Handle(Generic[E]):
+    """What a request's handle is, whichever environment (sync or asyncio) it belongs to."""
+
+    def __init__(self, environment: E, id: str, request: Request | None = None) -> None:
         self.environment = environment
         self.id = id
+        #: The request as submitted (or as it stood, for a submission repeated under its id);
+        #: None for a handle made from an id (``environment.handle(id)``).
+        self.request = request
 
     def __repr__(self) -> str:
-        return f"RequestHandle({self.id!r})"
+        return f"{type(self).__name__}({self.id!r})"
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RequestHandle):
+        if type(other) is not type(self):
             return NotImplemented
+        assert isinstance(other, Handle)
         return self.id == other.id and self.environment is other.environment
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+
+class RequestHandle(Handle[Environment]):
+    """One request of an :class:`Environment`, as :meth:`Environment.submit` and
+    :meth:`Environment.retry` return it (Temporal's workflow handle): ``id``, ``environment``
+    and ``request`` (the request as submitted; None for :meth:`Environment.handle`'s)."""
 
     def story(self) -> RequestStory:
         """The request's whole story now (:meth:`Environment.request`)."""

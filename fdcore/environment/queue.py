@@ -36,6 +36,7 @@ __all__ = [
     "QueueReader",
     "queue_page",
     "queue_rows",
+    "unfinished",
 ]
 
 T = TypeVar("T")
@@ -96,7 +97,7 @@ class QueueReader:
                 cancel = index.cancels.get(request_id)
                 by = cancel.value.by if cancel.value else None
                 row = attrs.evolve(row, cancelled_by=by, cancel_problem=cancel.problem)
-            if include_final or row.state in ACTIVE_STATES or row.state == "unreadable":
+            if include_final or unfinished(row):
                 rows.append(row)
         rows.extend(_archived_rows(self.mailbox, archived))
         rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
@@ -124,6 +125,12 @@ class QueueReader:
             found, problem = self.mailbox.read_or_problem(Status, status_key(request_id))
             self._unlisted[request_id] = problem if found is None else None
         return misplaced or self._unlisted.get(request_id)
+
+
+def unfinished(row: QueueRow) -> bool:
+    """Whether a row is shown without the finished ones (``fdcore queue --active``): not
+    finished yet, or unreadable (stuck: its operator must hear of it)."""
+    return row.state in ACTIVE_STATES or row.state == "unreadable"
 
 
 def _archived_rows(mailbox: Mailbox, archived: set[str]) -> list[QueueRow]:
