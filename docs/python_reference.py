@@ -109,6 +109,8 @@ def constant(name: str, value: object) -> str:
     """``NAME = value`` for a plain value that is the same in every install, else its type."""
     if name.startswith("__") or not isinstance(value, (int, str, tuple, frozenset)):
         return f"{name}: {type(value).__name__}"
+    if isinstance(value, frozenset):  # in a stable order, whatever the hash seed
+        return f"{name} = frozenset({{{', '.join(sorted(map(repr, value)))}}})"
     return f"{name} = {value!r}"
 
 
