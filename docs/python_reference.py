@@ -17,6 +17,7 @@ import importlib
 import inspect
 import re
 import sys
+import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -119,11 +120,58 @@ def class_heading(cls: type) -> str:
     return f"class {cls.__name__}({', '.join(bases)})" if bases else f"class {cls.__name__}"
 
 
+def instance_attributes(cls: type) -> Iterator[tuple[str, str]]:
+    """``name: type`` and the ``#:`` comment of each public attribute ``cls``'s ``__init__`` (or
+    its nearest fdcore base's) sets on ``self``; the type is its annotation, or the annotation of
+    the parameter it is set from."""
+    init = next((vars(c)["__init__"] for c in cls.__mro__ if "__init__" in vars(c)), None)
+    if init is None or not getattr(init, "__module__", "").startswith("fdcore"):
+        return
+    lines = inspect.cleandoc("\n" + inspect.getsource(init)).splitlines()
+    function = ast.parse("\n".join(lines)).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    params = {a.arg: a.annotation for a in function.args.args + function.args.kwonlyargs}
+    generics = {  # a generic base's type variables as this class binds them: E -> Environment
+        str(variable.__name__): annotation(bound)
+        for base in getattr(cls, "__orig_bases__", ())
+        for variable, bound in zip(
+            getattr(typing.get_origin(base), "__parameters__", ()),
+            typing.get_args(base),
+            strict=True,
+        )
+    }
+    for node in function.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if not (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and not target.attr.startswith("_")
+        ):
+            continue
+        kind = node.annotation if isinstance(node, ast.AnnAssign) else None
+        value = getattr(node, "value", None)
+        if kind is None and isinstance(value, ast.Name):
+            kind = params.get(value.id)
+        if kind is None:  # an attribute left untyped is not one to document
+            continue
+        shown = re.sub(r"\w+", lambda m: generics.get(m.group(), m.group()), ast.unparse(kind))
+        above: list[str] = []
+        for line in reversed(lines[: node.lineno - 1]):
+            if not line.lstrip().startswith("#:"):
+                break
+            above.insert(0, line.lstrip()[2:].strip())
+        yield f"{cls.__name__}.{target.attr}: {shown}", docstring_text(" ".join(above))
+
+
 def members(cls: type) -> Iterator[tuple[str, str]]:
-    """Each public member of ``cls`` it defines itself: its heading text and its docstring."""
+    """Each public member of ``cls`` it defines itself, and each attribute it sets: its heading
+    text and its docstring."""
     for name, attribute in cls.__annotations__.items() if not attrs.has(cls) else ():
         if not name.startswith("_"):
             yield f"{cls.__name__}.{name}: {attribute}", ""
+    if not attrs.has(cls) and not issubclass(cls, BaseException):  # (their constructors say)
+        yield from instance_attributes(cls)
     for name, member in vars(cls).items():
         if name.startswith("_"):
             continue
