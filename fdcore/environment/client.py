@@ -211,7 +211,7 @@ class Environment:
                     progress(wait.story)
                 if wait.over():
                     return wait.outcome()
-                woken.wait(wait.pause(self.poll))
+                woken.wait(wait.pause(self.watch.pause(STATUS, self.poll)))
                 woken.clear()
                 wait.next_look()
         finally:
@@ -298,7 +298,7 @@ class Environment:
     ) -> Iterator[Change]:
         try:
             while not (stop.is_set() or self.closed.is_set()):
-                woken.wait(self.poll)
+                woken.wait(self.watch.pause(STATUS, self.poll))
                 woken.clear()
                 if stop.is_set() or self.closed.is_set():
                     return
