@@ -10,15 +10,20 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 try:
+    #: The installed distribution's version (``0.0.0`` from a source tree without an install).
     __version__ = version("fdcore")
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
+#: The version of the mailbox's layout and files this fdcore reads and writes (docs/contracts.md).
 MAILBOX_CONTRACT = 1
+#: The version of the status file's contract (docs/contracts.md).
 STATUS_CONTRACT = 1
 
 __all__ = ["MAILBOX_CONTRACT", "STATUS_CONTRACT", "__version__"]
 
+#: Marks a plugin's hook implementations: ``@hookimpl def fdcore_notifiers(): ...``
+#: (docs/plugins.md).
 from fdcore.plugins.hookspecs import hookimpl  # noqa: E402  (after __version__, which plugins read)
 
 __all__ += ["hookimpl"]

@@ -167,6 +167,7 @@ class QueueFilter:
     text: str = ""  # part of its id (any case)
 
     def matches(self, row: QueueRow) -> bool:
+        """Whether ``row`` is one this filter shows."""
         return (
             self._state(row)
             and self._schedule(row)

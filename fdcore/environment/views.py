@@ -52,6 +52,8 @@ __all__ = [
 
 @attrs.frozen
 class AgentRow:
+    """One agent as ``fdcore agents`` shows it, from its record: its state, work and settings."""
+
     name: str
     state: str  # live, stale, lost, stopped, unreadable
     version: str | None
@@ -68,6 +70,7 @@ class AgentRow:
     clock_skew: float | None = None  # its clock minus the store's, as it last measured
 
     def to_json(self) -> dict[str, Any]:
+        """The row as ``fdcore agents --json`` prints it (docs/agents.md)."""
         return {
             "name": self.name,
             "state": self.state,
@@ -120,6 +123,8 @@ def agent_state(
 def agent_rows(
     mailbox: Mailbox, now: datetime, policy: TakeoverPolicy | None, grace: float
 ) -> list[AgentRow]:
+    """One row per agent record, by name; an agent is lost past ``stale_after`` plus ``grace``
+    seconds by ``policy`` (None: never shown lost, only stale)."""
     rows = []
     for name in sorted(mailbox.agent_names()):
         found = mailbox.read_or_report(AgentRecord, agent_key(name))
@@ -144,6 +149,8 @@ def agent_rows(
 
 @attrs.frozen
 class QueueRow:
+    """One request as ``fdcore queue`` shows it: its state, agent, attempts and schedule slot."""
+
     id: str
     state: str  # a status state, or "waiting" (no status yet), or "unreadable"
     agent: str | None
@@ -160,6 +167,7 @@ class QueueRow:
     cancel_problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The row as ``fdcore queue --json`` prints it (docs/agents.md)."""
         return {
             "id": self.id,
             "state": self.state,
@@ -236,6 +244,7 @@ class ScheduleRow:
     next_due: datetime | None
 
     def to_json(self) -> dict[str, Any]:
+        """The row as ``fdcore schedules --json`` prints it (docs/agents.md)."""
         return {
             "id": self.id,
             "shared": self.shared,
@@ -258,6 +267,7 @@ def _copies(agents: list[AgentRow]) -> dict[str, list[tuple[str, ScheduleInfo]]]
 
 
 def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
+    """One row per schedule id the agents' records name, with the agents serving it."""
     rows = []
     for schedule_id, copies in sorted(_copies(agents).items()):
         first = copies[0][1]
@@ -306,6 +316,7 @@ class RunStory:
         return (self.ended_at - self.started_at).total_seconds()
 
     def to_json(self) -> dict[str, Any]:
+        """The run as ``fdcore show --json`` prints it in ``runs`` (docs/agents.md)."""
         return {
             "table": self.table,
             "agent": self.agent,
@@ -333,6 +344,7 @@ class AttemptStory:
     message: str | None
 
     def to_json(self) -> dict[str, Any]:
+        """The attempt as ``fdcore show --json`` prints it in ``attempts`` (docs/agents.md)."""
         return {
             "number": self.number,
             "agent": self.agent,
@@ -364,6 +376,7 @@ class RequestStory:
         return self.request.id
 
     def to_json(self) -> dict[str, Any]:
+        """The story as ``fdcore show --json`` prints it (docs/agents.md)."""
         request = self.request
         return {
             "id": request.id,
