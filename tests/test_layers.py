@@ -155,6 +155,19 @@ def test_importing_the_facade_loads_no_public_api_module() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_loading_the_plugins_imports_no_storage_sdk() -> None:
+    """Every command loads every installed plugin; a storage backend's SDK (the Azure SDK, boto3:
+    most of a second together) is imported only by a process that opens that storage."""
+    code = (
+        "import sys; from fdcore.plugins.manager import load_plugins; load_plugins(); "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('azure', 'boto3', "
+        "'botocore')); assert not heavy, heavy; "
+        "import fdcore_onelake, fdcore_s3; fdcore_onelake.OneLakeStorage; fdcore_s3.S3Storage; "
+        "assert 'azure.storage.blob' in sys.modules and 'boto3' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_no_import_cycle() -> None:
     edges = graph()
     edges["fdcore"] -= FACADE_ON_USE  # loaded on first use, after the facade (test above)

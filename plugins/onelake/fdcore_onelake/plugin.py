@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from fdcore import hookimpl
 from fdcore.abc import StorageBackend
 from fdcore_onelake.credentials import EMULATOR_ACCOUNT
-from fdcore_onelake.store import OneLakeStorage, open_storage
 from fdcore_onelake.urls import is_emulator_host, looks_like_azure
+
+if TYPE_CHECKING:
+    from fdcore_onelake.store import OneLakeStorage
 
 
 class OneLakeBackend:
@@ -32,6 +35,8 @@ class OneLakeBackend:
         # created but the blobs ``create``/``replace`` write (blob storage has no folders to
         # make; containers and workspaces are never created). A folder without blobs reads as
         # an empty environment; a missing container fails the first read with one line.
+        from fdcore_onelake.store import open_storage  # the Azure SDK only when opened
+
         return open_storage(url, options)
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fdcore import hookimpl
 from fdcore.abc import StorageBackend
 from fdcore_s3.location import looks_like_s3, parse_location
-from fdcore_s3.store import S3Storage
+
+if TYPE_CHECKING:
+    from fdcore_s3.store import S3Storage
 
 
 class S3Backend:
@@ -23,6 +26,8 @@ class S3Backend:
         # but the objects create/replace write (a bucket has no folders to make, and buckets
         # are never created). A folder without objects reads as an empty environment; a
         # missing bucket fails the first request with one line.
+        from fdcore_s3.store import S3Storage  # boto3 only when opened
+
         return S3Storage(parse_location(url, options))
 
 
