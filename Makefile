@@ -27,9 +27,12 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP) azurite
 
+# Every distribution builds with setuptools alone: installed once into the venv first, it spares
+# pip an isolated build environment per distribution (11 of them).
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS) $(CONTRIB)) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'setuptools>=70.1'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-build-isolation \
 		-e '.[test]' $(foreach p,$(PLUGINS) $(CONTRIB),-e '$(p)[test]')
 	touch $@
 
@@ -67,15 +70,21 @@ pytest: setup chromium  # the browser only the tests need (the demo does not)
 
 test: lint typecheck pytest
 
-# The fault suite in full: ten minutes of kills, pauses, deleted leases, a full disk, a read-only
-# mailbox and a skewed clock on real agents (make test runs it for 30 s); then a minute of
-# retention runs racing two agents (make test leaves that to the fault suite's short form); then
-# the simulator's 10,000 seeded runs (make test runs 2,000 of them).
+# The long forms of what make test runs short: the fault suite in full, ten minutes of kills,
+# pauses, deleted leases, a full disk, a read-only mailbox and a skewed clock on real agents
+# (make test: 15 s, until each kind of fault came once); a minute of retention runs racing two
+# agents (make test leaves that to the fault suite's short form); 45 SIGKILLs among three real
+# agents sharing a schedule (make test: 6); the simulator's 10,000 seeded runs
+# (make test: 1,000), its 10,000 requests on uneven tables (make test: 2,000) and its 1,000
+# hourly slots of a shared schedule (make test: 250).
 SOAK_SECONDS ?= 600
 soak: setup
 	FDCORE_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest -s tests/test_fault_suite.py
 	FDCORE_RETENTION_RACE_SECONDS=60 $(BIN)/pytest -s tests/test_processes_retention.py
-	FDCORE_SIMULATOR_SEEDS=5000 $(BIN)/pytest tests/test_simulator.py -k 10000_seeded_runs
+	FDCORE_SCHEDULE_KILLS=45 $(BIN)/pytest tests/test_processes_schedules.py
+	FDCORE_SIMULATOR_SEEDS=5000 FDCORE_SIMULATOR_REQUESTS=10000 $(BIN)/pytest \
+		tests/test_simulator.py -k "10000_seeded_runs or 10000_requests"
+	FDCORE_SCHEDULE_HOURS=1000 $(BIN)/pytest tests/test_simulator_schedules.py -k 1000_slots
 
 bench: setup
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops

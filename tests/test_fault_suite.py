@@ -16,7 +16,8 @@ read and write within a size bound of 64 KiB, which one request's status cannot 
 values of no meaning (``--grace nan``, ``--keep 99999999999999999999d``) come among the faults:
 each is one line, exit 2 (item 5).
 
-``make test`` runs it for ``FDCORE_SOAK_SECONDS`` (default 30); ``make soak`` for 600.
+``make test`` runs it for ``FDCORE_SOAK_SECONDS`` (default 15, and on until each kind of fault
+has come once); ``make soak`` for 600.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import double_writers
 from fdcore.testing.tables import table_writes
 
-SOAK_SECONDS = float(os.environ.get("FDCORE_SOAK_SECONDS", "30"))
+SOAK_SECONDS = float(os.environ.get("FDCORE_SOAK_SECONDS", "15"))
 POLL, STALE, GRACE = 0.3, 3.0, 1.0
 # A size bound of 64 KiB: no status of the suite's requests comes near it but TOO_BIG's.
 BOUND = 65536
@@ -97,6 +98,7 @@ class Faults:
     stopped: dict[str, float] = attrs.field(factory=dict)  # agent -> when to SIGCONT it
     deck: list[Callable[[], None]] = attrs.field(factory=list)
     bugs: list[str] = attrs.field(factory=list)  # hostile commands that were not one line
+    dealt: int = 0  # faults injected (or tried: a kill finds no agent while one is stopped)
 
     def kinds(self) -> list[Callable[[], None]]:
         kinds = [self.kill_and_restart, self.stop_past_stale, self.delete_leases, self.retention]
@@ -111,6 +113,11 @@ class Faults:
             self.deck = self.kinds()
             self.rng.shuffle(self.deck)
         self.deck.pop()()
+        self.dealt += 1
+
+    def every_kind_came(self) -> bool:
+        """The first deck is dealt: each kind of fault came once."""
+        return self.dealt >= len(self.kinds())
 
     def agent(self) -> AgentProcess | None:
         """A running agent, if at least two run: one is always left to move requests on."""
@@ -237,7 +244,7 @@ def test_under_every_fault_every_request_finishes_with_one_writer_per_table(
         watch.start()
         racer.start()
         end = time.monotonic() + SOAK_SECONDS
-        while time.monotonic() < end:
+        while time.monotonic() < end or not faults.every_kind_came():
             tables = rng.sample(TABLES, rng.randint(1, 2))
             request_id = f"r{len(submitted):04d}"
             try:
