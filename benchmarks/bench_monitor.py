@@ -89,11 +89,15 @@ def copy_to_folder(memory: Any, root: Path) -> None:
 
 
 def copy_to_store(memory: Any, target: Any, workers: int = 16) -> None:
+    """Copy each file of ``memory`` that ``target`` lacks (a kept Azurite folder's upload may
+    have been cut short)."""
+
     def copy(key: str) -> None:
         target.create(key, memory.read(key).data)
 
+    missing = sorted(set(memory.list("")) - set(target.list("")))
     with ThreadPoolExecutor(workers) as pool:
-        for _ in pool.map(copy, list(memory.list("")), chunksize=64):
+        for _ in pool.map(copy, missing, chunksize=64):
             pass
 
 
@@ -179,6 +183,12 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--azurite", action="store_true", help="also on Azurite (fdcore-onelake)")
+    parser.add_argument(
+        "--azurite-folder",
+        type=Path,
+        help="Azurite keeps its blobs here (default: in memory); a later run with the same folder "
+        "and --requests reuses the upload",
+    )
     parser.add_argument("--no-command", action="store_true", help="skip fdcore queue --json")
     parser.add_argument("--no-local", action="store_true", help="skip the local folder")
     args = parser.parse_args()
@@ -190,10 +200,14 @@ def main() -> None:
     if args.azurite:
         from fdcore_onelake.testing import Azurite
 
-        with Azurite() as azurite:
+        with Azurite(args.azurite_folder) as azurite:
             azurite.create_container("fdcore-bench")
-            url = azurite.url("fdcore-bench", f"env-{uuid.uuid4().hex[:12]}")
-            target = load_plugins().open_storage(url)
+            # A kept folder names its environment by what it holds, so a later run reuses it.
+            name = f"env-{args.requests}-{args.waiting}" if args.azurite_folder else "env"
+            url = azurite.url("fdcore-bench", f"{name}-{uuid.uuid4().hex[:12]}")
+            if args.azurite_folder:
+                url = azurite.url("fdcore-bench", name)
+            target = load_plugins().open_storage(url, create=True)
             start = time.perf_counter()
             copy_to_store(memory, target)
             print(f"Azurite {url}: uploaded in {time.perf_counter() - start:.1f} s", flush=True)
