@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "AlreadyExists",
@@ -22,12 +23,18 @@ __all__ = [
     "NotFound",
     "PluginError",
     "PreconditionFailed",
+    "RequestCancelled",
+    "RequestDidNotSucceed",
     "RequestError",
+    "RequestExpired",
+    "RequestFailed",
+    "RequestNotFound",
     "StaleFencingToken",
     "StorageError",
     "StorageUnavailable",
     "UnknownRequest",
     "UnreadableFile",
+    "WaitTimedOut",
 ]
 
 
@@ -203,5 +210,61 @@ class RequestError(FdcoreError):
     """A request cannot be acted on as asked (cancel, retry): names the request and why."""
 
 
-class UnknownRequest(RequestError):
-    """No request of that id is in the environment."""
+class RequestNotFound(RequestError, LookupError):
+    """No request of that id is in the environment, live or archived by retention."""
+
+    def __init__(self, request_id: str, where: str | None = None) -> None:
+        self.request_id = request_id
+        super().__init__(f"request {request_id!r} not found" + (f" in {where}" if where else ""))
+
+
+#: The name of :class:`RequestNotFound` before the public API (one class, two names).
+UnknownRequest = RequestNotFound
+
+
+# -- waiting for a request to end (fdcore.environment's ``wait``) ------------------------------
+#
+# ``story`` is the request's :class:`fdcore.environment.RequestStory` as the wait last read it.
+# It is typed ``Any`` here: this module is the lowest layer and may not import the views.
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class RequestDidNotSucceed(FdcoreError):
+    """The request ended, but not ``succeeded``: the base of :class:`RequestFailed`,
+    :class:`RequestExpired` and :class:`RequestCancelled`. ``state`` is its final state,
+    ``story`` its whole story (a :class:`fdcore.environment.RequestStory`)."""
+
+    def __init__(self, request_id: str, state: str, story: Any, why: str | None = None) -> None:
+        self.request_id = request_id
+        self.state = state
+        self.story = story
+        super().__init__(f"request {request_id} {state}" + (f": {_one_line(why)}" if why else ""))
+
+
+class RequestFailed(RequestDidNotSucceed):
+    """The request ended ``failed``; its story names the failed table and its output tail."""
+
+
+class RequestExpired(RequestDidNotSucceed):
+    """The request ended ``expired``: its deadline passed (or its attempts ran out)."""
+
+
+class RequestCancelled(RequestDidNotSucceed):
+    """The request ended ``cancelled`` (``fdcore cancel``)."""
+
+
+class WaitTimedOut(FdcoreError, TimeoutError):
+    """The wait gave up after ``timeout`` seconds; the request goes on. ``story`` is its story
+    as last read (a :class:`fdcore.environment.RequestStory`), ``state`` its state then."""
+
+    def __init__(self, request_id: str, timeout: float, state: str, story: Any) -> None:
+        self.request_id = request_id
+        self.timeout = timeout
+        self.state = state
+        self.story = story
+        super().__init__(
+            f"request {request_id} still {state} after waiting {timeout:g}s; it goes on"
+        )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,14 +131,33 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert not upward, "\n".join(upward)
 
 
+#: What ``fdcore/__init__.py`` loads on first use of a name (PEP 562 ``__getattr__``), never
+#: while ``import fdcore`` runs: ``from fdcore import Environment``.
+FACADE_ON_USE = {"fdcore.environment", "fdcore.errors"}
+
+
 def test_the_facade_imports_only_the_plugin_marker_and_the_command_line() -> None:
     edges = graph()
-    assert edges["fdcore"] <= {"fdcore.plugins", "fdcore.plugins.hookspecs"}
+    assert edges["fdcore"] <= {"fdcore.plugins", "fdcore.plugins.hookspecs", *FACADE_ON_USE}
     assert edges["fdcore.__main__"] <= {"fdcore.cli", "fdcore.cli.main"}
+
+
+def test_importing_the_facade_loads_no_public_api_module() -> None:
+    """The names ``fdcore`` gives from the public API load on first use only: a module that
+    reads ``fdcore.__version__`` while ``fdcore.environment`` loads is no cycle."""
+    code = (
+        "import sys, fdcore; "
+        "assert 'fdcore.environment' not in sys.modules; "
+        "from fdcore import Environment, RequestFailed; "
+        "assert Environment.__module__ == 'fdcore.environment.client'; "
+        "assert RequestFailed.__module__ == 'fdcore.errors'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_no_import_cycle() -> None:
     edges = graph()
+    edges["fdcore"] -= FACADE_ON_USE  # loaded on first use, after the facade (test above)
     # A package's __init__ re-exporting its modules is not a cycle with them; a module that
     # imports its own package's __init__ while that __init__ imports it is.
     cycles = [scc for scc in strongly_connected(edges) if len(scc) > 1]

@@ -39,7 +39,9 @@ def test_queue_watch_reads_each_finished_file_once_over_its_frames(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = CountingStore(finished_environment("watch-reads"))
-    monkeypatch.setattr(commands, "open_mailbox", lambda url, create: Mailbox(store))
+    monkeypatch.setattr(
+        commands.Environment, "open", classmethod(lambda cls, url: cls(Mailbox(store)))
+    )
     assert (
         main(
             ["queue", "--env", "memory://watch-reads", "--watch", "0.01", "--count", "3", "--json"]

@@ -2,37 +2,25 @@
 
 ``cancel`` and ``retry`` write new files only (``cancels/``, ``retries/``, a new request):
 requests never change and history is never rewritten. ``show`` prints
-:func:`fdcore.environment.request_story`, the view the monitor page shows too.
+:meth:`fdcore.Environment.request`, the view the monitor page shows too. Each is one call of
+:class:`fdcore.Environment`.
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
-import socket
-from datetime import datetime, timezone
+from datetime import datetime
 
 from fdcore.abc import Command
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
 from fdcore.contract.models import State
-from fdcore.environment import RequestStory, open_mailbox, request_story
+from fdcore.environment import Environment, RequestStory
 from fdcore.errors import ConfigError, InvalidId
-from fdcore.mailbox.cancel import cancel_request
-from fdcore.mailbox.submit import retry_request
 
 FINAL_STATES = {state.value for state in State if state.final}
-
-
-def operator_name() -> str:
-    """Who acts, when ``--by`` does not say: ``user@host``."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no user name in the environment nor the password database
-        user = "operator"
-    return f"{user}@{socket.gethostname()}"
 
 
 def _request_id(command: str, text: str) -> str:
@@ -44,11 +32,8 @@ def _request_id(command: str, text: str) -> str:
 
 def _cancel(args: argparse.Namespace) -> int:
     request_id = _request_id("cancel", args.request)
-    now = datetime.now(timezone.utc)
-    by = args.by or operator_name()
-    done = cancel_request(
-        open_mailbox(args.env, create=False), request_id, by=by, reason=args.reason, now=now
-    )
+    with Environment.open(args.env) as environment:
+        done = environment.cancel(request_id, by=args.by, reason=args.reason)
     holder = done.status.agent if done.status else None
     if args.json:
         document = {
@@ -78,15 +63,11 @@ def _retry(args: argparse.Namespace) -> int:
             validate_id(args.from_table, "table name")
         except InvalidId as exc:
             raise ConfigError("fdcore retry", "--from-table", str(exc)) from None
-    retry = retry_request(
-        open_mailbox(args.env, create=False),
-        request_id,
-        from_table=args.from_table,
-        by=args.by or operator_name(),
-        now=datetime.now(timezone.utc),
-    )
+    with Environment.open(args.env) as environment:
+        retry = environment.retry(request_id, from_table=args.from_table, by=args.by)
     if args.json:
-        document = {"request": retry.id, "retry_of": request_id, "tables": retry.entities}
+        tables = retry.request.entities if retry.request else []
+        document = {"request": retry.id, "retry_of": request_id, "tables": tables}
         print(json.dumps(document, indent=2))
     else:
         print(retry.id)
@@ -95,7 +76,8 @@ def _retry(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     request_id = _request_id("show", args.request)
-    story = request_story(open_mailbox(args.env, create=False), request_id)
+    with Environment.open(args.env) as environment:
+        story = environment.request(request_id)
     if args.json:
         print(json.dumps(story.to_json(), indent=2))
     else:

@@ -25,19 +25,15 @@ from fdcore.contract.ids import validate_id
 from fdcore.durations import GRACE, Seconds, Whole, add_flag
 from fdcore.environment import (
     AgentRow,
-    Mailbox,
-    QueueReader,
-    agent_rows,
+    Environment,
     describe_attempts,
-    lost_agent_policy,
-    open_mailbox,
     schedule_rows,
     schedule_warnings,
     shared_by,
+    unfinished,
     with_host_folder,
 )
 from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
-from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import LiveView
 
@@ -86,14 +82,15 @@ def _submit(args: argparse.Namespace) -> int:
                 "fdcore submit", "--deadline", f"not an ISO 8601 time: {exc}"
             ) from None
     try:
-        request = submit(
-            open_mailbox(args.env, create=False),  # a mistyped URL must not start a new one
-            entities,
-            request_id=args.id,
-            max_attempts=args.max_attempts,
-            deadline=deadline,
-            created_by="fdcore submit",
-        )
+        # Only an existing environment: a mistyped URL must not start a new one.
+        with Environment.open(args.env) as environment:
+            request = environment.submit(
+                entities,
+                id=args.id,
+                max_attempts=args.max_attempts,
+                deadline=deadline,
+                created_by="fdcore submit",
+            )
     except AlreadyExists as exc:
         where = " (archived)" if exc.key and exc.key.startswith("archive/") else ""
         raise ConfigError(
@@ -121,12 +118,11 @@ def _time(value: datetime | None) -> str:
     return f"{value:%Y-%m-%d %H:%M:%S}" if value else "-"
 
 
-def _agent_rows(mailbox: Mailbox, grace: float) -> tuple[list[AgentRow], list[str]]:
+def _agent_rows(environment: Environment, grace: float) -> tuple[list[AgentRow], list[str]]:
     """The agents' rows, and a warning when no takeover policy can tell a lost agent: these
     commands only read, so they run without one (fdcore-takeover), showing such agents stale."""
-    policy, why_none = lost_agent_policy()
-    rows = agent_rows(mailbox, datetime.now(timezone.utc), policy, grace)
-    return rows, [why_none] if why_none else []
+    why_none = environment.lost_agents_unknown
+    return environment.agents(grace=grace), [why_none] if why_none else []
 
 
 def _print(
@@ -143,11 +139,12 @@ def _print(
 
 
 def _queue_listing(
-    args: argparse.Namespace, queue: QueueReader
+    args: argparse.Namespace, environment: Environment
 ) -> tuple[list[Any], list[Any], list[str]]:
-    """The queue's rows, its human table and its warnings, read once."""
-    rows = queue.rows(include_final=not args.active, include_archived=args.all)
-    agents, lost_unknown = _agent_rows(queue.mailbox, args.grace)
+    """The queue's rows (oldest first), its human table and its warnings, read once."""
+    newest_first = environment.queue(include_archived=args.all).rows
+    rows = [row for row in reversed(newest_first) if not args.active or unfinished(row)]
+    agents, lost_unknown = _agent_rows(environment, args.grace)
     states = {row.name: row.state for row in agents}
     sharing = shared_by(agents)
     header = ("REQUEST", "STATE", "ATTEMPTS", "SCHEDULE", "CREATED", "DEADLINE")
@@ -174,23 +171,23 @@ def _queue_listing(
 def _queue(args: argparse.Namespace) -> int:
     if args.active and args.all:
         raise ConfigError("fdcore queue", "--all", "cannot be given with --active")
-    # one reader for every frame of --watch: what never changes is read once
-    queue = QueueReader(open_mailbox(args.env, create=False))
-    if args.watch is not None:
-        return _watch_queue(args, queue)
-    rows, table, warnings = _queue_listing(args, queue)
+    # one environment for every frame of --watch: its queue reads what never changes once
+    with Environment.open(args.env) as environment:
+        if args.watch is not None:
+            return _watch_queue(args, environment)
+        rows, table, warnings = _queue_listing(args, environment)
     _print(args, "requests", rows, table, warnings)
     return 0
 
 
-def _watch_queue(args: argparse.Namespace, queue: QueueReader) -> int:
+def _watch_queue(args: argparse.Namespace, environment: Environment) -> int:
     """``queue --watch``: the queue redrawn in place every interval until Ctrl-C (or
     ``--count`` frames); with ``--json``, one JSON document per line per frame."""
     view = LiveView()
     frames = 0
     try:
         while True:
-            rows, table, warnings = _queue_listing(args, queue)
+            rows, table, warnings = _queue_listing(args, environment)
             if args.json:
                 document = {"requests": [row.to_json() for row in rows], "warnings": warnings}
                 print(json.dumps(document), flush=True)
@@ -212,7 +209,8 @@ def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow
 
 
 def _agents(args: argparse.Namespace) -> int:
-    found, lost_unknown = _agent_rows(open_mailbox(args.env, create=False), args.grace)
+    with Environment.open(args.env) as environment:
+        found, lost_unknown = _agent_rows(environment, args.grace)
     rows = _host_slots(args, found)
     table = [
         (
@@ -252,8 +250,9 @@ def _agents(args: argparse.Namespace) -> int:
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    agents, lost_unknown = _agent_rows(open_mailbox(args.env, create=False), args.grace)
-    rows = schedule_rows(agents)
+    with Environment.open(args.env) as environment:
+        agents, lost_unknown = _agent_rows(environment, args.grace)
+    rows = schedule_rows(agents)  # what environment.schedules() is, with the agents kept
     table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
     for row in rows:
         table.append(

@@ -22,8 +22,7 @@ from fdcore.cli.output import format_table
 from fdcore.contract.codec import to_dict
 from fdcore.contract.models import Incident
 from fdcore.durations import GRACE, add_flag
-from fdcore.environment import acknowledge_incident, open_mailbox
-from fdcore.environment import incidents as environment_incidents
+from fdcore.environment import Environment
 from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook, add_note, lookup, resolve
 from fdcore.incidents.delivery import claim_posts, send_posts
@@ -32,9 +31,9 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
 
 
-def _book(url: str) -> IncidentBook:
+def _open(url: str) -> Environment:
     # Only an existing environment: "not set up" is one clear error, never an incident.
-    return IncidentBook(open_mailbox(url, create=False))
+    return Environment.open(url)
 
 
 def _who(args: argparse.Namespace) -> str:
@@ -51,7 +50,8 @@ def _time(value: datetime | None) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    incidents = environment_incidents(_book(args.env).mailbox, include_resolved=args.all)
+    with _open(args.env) as environment:
+        incidents = environment.incidents(include_resolved=args.all)
     if args.json:
         print(json.dumps({"incidents": [to_dict(i) for i in incidents]}, indent=2))
         return 0
@@ -100,7 +100,8 @@ def _describe(incident: Incident) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    incident = lookup(_book(args.env).read(), args.incident)
+    with _open(args.env) as environment:
+        incident = lookup(IncidentBook(environment.mailbox).read(), args.incident)
     print(json.dumps(to_dict(incident), indent=2) if args.json else _describe(incident))
     return 0
 
@@ -108,15 +109,16 @@ def _show(args: argparse.Namespace) -> int:
 def _change(args: argparse.Namespace) -> int:
     now = datetime.now(timezone.utc)
     who = _who(args)
-    book = _book(args.env)
-    if args.incidents_command == "ack":
-        incident = acknowledge_incident(book.mailbox, args.incident, now, who)
-    elif args.incidents_command == "resolve":
-        incident = book.change(lambda d: resolve(d, args.incident, now, who))
-    else:
-        if not args.text.strip():
-            raise ConfigError("fdcore incidents note", "TEXT", "is empty")
-        incident = book.change(lambda d: add_note(d, args.incident, args.text, now, who))
+    with _open(args.env) as environment:
+        book = IncidentBook(environment.mailbox)
+        if args.incidents_command == "ack":
+            incident = environment.acknowledge(args.incident, by=who)
+        elif args.incidents_command == "resolve":
+            incident = book.change(lambda d: resolve(d, args.incident, now, who))
+        else:
+            if not args.text.strip():
+                raise ConfigError("fdcore incidents note", "TEXT", "is empty")
+            incident = book.change(lambda d: add_note(d, args.incident, args.text, now, who))
     if args.json:
         print(json.dumps(to_dict(incident), indent=2))
     else:

@@ -11,7 +11,11 @@ implementation:
 - :mod:`.queue`: the queue read once and kept (``QueueReader``), one page of it filtered and
   counted (``QueueFilter``, ``queue_page``);
 - :mod:`.actions`: opening an environment and the operator's actions (cancel, retry,
-  acknowledge).
+  acknowledge);
+- :mod:`.client`: :class:`Environment`, the typed face of all of the above for code
+  (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns; its waits
+  (:mod:`.wait`), state changes (:mod:`.changes`) and the store's watch (:mod:`.watch`);
+- :mod:`.aio`: :class:`AsyncEnvironment`, the same as coroutines for asyncio code.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from fdcore.environment.actions import (
     lost_agent_policy,
     open_mailbox,
     operator_file_bound,
+    operator_name,
 )
+from fdcore.environment.aio import AsyncEnvironment, AsyncRequestHandle
+from fdcore.environment.changes import Change
+from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, RequestHandle
 from fdcore.environment.queue import (
     ACTIVE_STATES,
     QueueFilter,
@@ -31,6 +39,7 @@ from fdcore.environment.queue import (
     QueueReader,
     queue_page,
     queue_rows,
+    unfinished,
 )
 from fdcore.environment.views import (
     AgentRow,
@@ -54,15 +63,22 @@ from fdcore.mailbox.submit import retry_request
 
 __all__ = [
     "ACTIVE_STATES",
+    "DEFAULT_GRACE",
+    "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
     "AgentRow",
+    "AsyncEnvironment",
+    "AsyncRequestHandle",
     "AttemptStory",
     "Cancellation",
+    "Change",
+    "Environment",
     "Mailbox",
     "QueueFilter",
     "QueuePage",
     "QueueReader",
     "QueueRow",
+    "RequestHandle",
     "RequestStory",
     "RunStory",
     "ScheduleRow",
@@ -74,6 +90,7 @@ __all__ = [
     "lost_agent_policy",
     "open_mailbox",
     "operator_file_bound",
+    "operator_name",
     "queue_page",
     "queue_rows",
     "request_story",
@@ -81,6 +98,7 @@ __all__ = [
     "schedule_rows",
     "schedule_warnings",
     "shared_by",
+    "unfinished",
     "with_host_folder",
     "with_host_slots",
 ]

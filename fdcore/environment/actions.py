@@ -7,7 +7,9 @@ so an action from the page is recorded exactly as one from the terminal.
 
 from __future__ import annotations
 
+import getpass
 import os
+import socket
 from datetime import datetime
 
 from fdcore.abc import TakeoverPolicy
@@ -26,6 +28,7 @@ __all__ = [
     "lost_agent_policy",
     "open_mailbox",
     "operator_file_bound",
+    "operator_name",
 ]
 
 #: Sets the mailbox file size bound for the commands, the monitor, and agents whose agent.toml
@@ -48,16 +51,31 @@ def operator_file_bound() -> int:
 
 
 def open_mailbox(
-    url: str, *, create: bool = False, max_file_bytes: int | None = None, setting: str = "--env"
+    url: str,
+    *,
+    create: bool = False,
+    max_file_bytes: int | None = None,
+    setting: str = "--env",
+    options: dict[str, str] | None = None,
 ) -> Mailbox:
     """The mailbox of the environment at ``url`` through its installed storage plugin, each read
     bounded by ``max_file_bytes`` (by default :func:`operator_file_bound`). ``create=False``
     (for whatever only reads or acts on what is there): a missing environment is
     :class:`~fdcore.errors.EnvironmentNotFound`, never a new empty one. ``setting`` names where
-    the URL was given, for the error of a URL no installed plugin opens."""
+    the URL was given, for the error of a URL no installed plugin opens; ``options`` are the
+    store's ``[storage]`` settings."""
     bound = operator_file_bound() if max_file_bytes is None else max_file_bytes
-    storage = load_plugins().open_storage(url, create=create, setting=setting)
+    storage = load_plugins().open_storage(url, options, create=create, setting=setting)
     return Mailbox(storage, max_file_bytes=bound)
+
+
+def operator_name() -> str:
+    """Who acts when the caller does not say: ``user@host``."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no user name in the environment nor the password database
+        user = "operator"
+    return f"{user}@{socket.gethostname()}"
 
 
 def lost_agent_policy() -> tuple[TakeoverPolicy | None, str | None]:

@@ -36,6 +36,7 @@ __all__ = [
     "QueueReader",
     "queue_page",
     "queue_rows",
+    "unfinished",
 ]
 
 T = TypeVar("T")
@@ -91,7 +92,7 @@ class QueueReader:
             rows = self._live(set())
         if include_final:
             return rows
-        return [row for row in rows if row.state in ACTIVE_STATES or row.state == "unreadable"]
+        return [row for row in rows if unfinished(row)]
 
     def _live(self, archived: set[str]) -> list[QueueRow]:
         """A row per listed request not in ``archived``, oldest first (a new list each time)."""
@@ -146,6 +147,12 @@ class QueueReader:
             found, problem = self.mailbox.read_or_problem(Status, status_key(request_id))
             self._unlisted[request_id] = problem if found is None else None
         return misplaced or self._unlisted.get(request_id)
+
+
+def unfinished(row: QueueRow) -> bool:
+    """Whether a row is shown without the finished ones (``fdcore queue --active``): not
+    finished yet, or unreadable (stuck: its operator must hear of it)."""
+    return row.state in ACTIVE_STATES or row.state == "unreadable"
 
 
 def _same(before: tuple[object, ...], now: tuple[object, ...]) -> bool:

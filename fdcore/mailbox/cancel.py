@@ -42,7 +42,7 @@ def known_request(mailbox: Mailbox, request_id: str) -> RequestFiles:
     validate_id(request_id, "request id")
     files = find_request_files(mailbox, request_id)
     if files is None or files.request is None:
-        raise UnknownRequest(f"request {request_id!r} not found in {mailbox.storage.url}")
+        raise UnknownRequest(request_id, mailbox.storage.url)
     return files
 
 

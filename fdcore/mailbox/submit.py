@@ -136,10 +136,13 @@ def retry_request(
     from_table: str | None = None,
     by: str,
     now: datetime,
+    retry_id: str | None = None,
 ) -> Request:
     """Queue a new request running a failed, expired or cancelled request's tables again (from
-    ``from_table`` on, if given); return it. Refuses (:class:`RequestError`) a request that has
-    not ended, that succeeded, or that was already retried, and a table it does not have.
+    ``from_table`` on, if given) under ``retry_id`` (default: a new id); return it. Refuses
+    (:class:`RequestError`) a request that has not ended, that succeeded, or that was already
+    retried (but with the ``retry_id`` of that retry, returns it: a retry repeated after a lost
+    answer), and a table it does not have.
 
     The new request keeps the old one's ``max_attempts`` and ``affinity``; not its deadline
     (which has passed for an expired one) nor its schedule slot (the slot was served).
@@ -148,6 +151,9 @@ def retry_request(
     old = files.request
     assert old is not None  # known_request refuses a request whose file is gone
     entities = _tables_from(old, from_table)
+    made = _made_retry(mailbox, files.retry, retry_id)
+    if made is not None:
+        return made  # this very retry was made already (an answer lost)
     state = files.status.state if files.status else None
     if files.archived and files.retry is not None:  # its link moved with it
         raise RequestError(
@@ -161,7 +167,11 @@ def retry_request(
             "can be retried"
         )
     link = Retry(
-        request=request_id, retry=new_request_id(now), by=by, at=now, from_table=from_table
+        request=request_id,
+        retry=retry_id or new_request_id(now),
+        by=by,
+        at=now,
+        from_table=from_table,
     )
     _refuse_unfit(mailbox, Request(id=link.retry, entities=entities, created_at=now))
     try:
@@ -169,8 +179,13 @@ def retry_request(
     except AlreadyExists:
         standing = mailbox.retry(request_id)
         if standing is None:  # removed since: try again from the start
-            return retry_request(mailbox, request_id, from_table=from_table, by=by, now=now)
+            return retry_request(
+                mailbox, request_id, from_table=from_table, by=by, now=now, retry_id=retry_id
+            )
         link = standing.value
+        made = _made_retry(mailbox, link, retry_id)
+        if made is not None:
+            return made  # a racing call made this very retry
         if mailbox.request(link.retry) is not None:
             raise RequestError(
                 f"request {request_id} was already retried as {link.retry}; "
@@ -197,6 +212,14 @@ def retry_request(
             ) from None
         return written.value  # a racing completion of the same link wrote it
     return request
+
+
+def _made_retry(mailbox: Mailbox, link: Retry | None, retry_id: str | None) -> Request | None:
+    """The request ``link`` names, if it is the retry ``retry_id`` asks for and was made."""
+    if retry_id is None or link is None or link.retry != retry_id:
+        return None
+    files = find_request_files(mailbox, retry_id)
+    return files.request if files is not None else None
 
 
 def _tables_from(request: Request, table: str | None) -> list[str]:

@@ -1,0 +1,416 @@
+"""``fdcore.Environment``: an environment driven from code, the one face the commands and the
+monitor are built on (docs/python.md).
+
+It keeps what repeated looks share: the mailbox (one store handle), one
+:class:`~fdcore.environment.queue.QueueReader` whose index reads again only what changed
+(client-go's shared informer cache), and one watch of the store where it can watch. Its methods
+are the operator's: submit, read a request's story, wait for it to end, cancel, retry, list the
+queue, agents, schedules and incidents, and follow state changes as they land.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from fdcore.abc import TakeoverPolicy
+from fdcore.agent.settings import MAX_ATTEMPTS
+from fdcore.contract.ids import validate_id
+from fdcore.contract.layout import REQUESTS, STATUS
+from fdcore.contract.models import Incident, Request
+from fdcore.durations import GRACE, check_whole
+from fdcore.environment.actions import (
+    acknowledge_incident,
+    incidents,
+    lost_agent_policy,
+    open_mailbox,
+    operator_name,
+)
+from fdcore.environment.changes import Change, ChangeTracker
+from fdcore.environment.queue import QueueFilter, QueuePage, QueueReader, queue_page
+from fdcore.environment.views import (
+    AgentRow,
+    RequestStory,
+    ScheduleRow,
+    agent_rows,
+    request_story,
+    schedule_rows,
+)
+from fdcore.environment.wait import RequestWait
+from fdcore.environment.watch import StoreWatch
+from fdcore.errors import InvalidId, RequestError, StorageUnavailable
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.cancel import Cancellation, cancel_request
+from fdcore.mailbox.index import MailboxIndex
+from fdcore.mailbox.submit import retry_request, submit
+
+__all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
+
+#: Seconds between two reads of a waited request's status where the store cannot watch (and,
+#: where it can, the longest a wait trusts the watch alone).
+DEFAULT_POLL = 1.0
+#: Seconds past an agent's ``stale_after`` before it counts as lost (the commands' ``--grace``).
+DEFAULT_GRACE: float = GRACE.default
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Environment:
+    """One environment (a mailbox in storage) as code drives it.
+
+    Open one with :meth:`open` and close it (or use it as a context manager). It is safe to
+    share between threads; its look at the queue is shared by every caller.
+    """
+
+    def __init__(self, mailbox: Mailbox, *, poll: float = DEFAULT_POLL) -> None:
+        """Wrap an open ``mailbox`` (see :meth:`open` for the usual way in); ``poll`` is the
+        seconds between two reads of a waited request's status where the store cannot watch."""
+        if not poll > 0:
+            raise ValueError(f"poll must be a positive number of seconds, got {poll!r}")
+        self.mailbox = mailbox
+        self.url: str = mailbox.storage.url
+        self.poll = float(poll)
+        self.closed = threading.Event()  # set by close(): ends waits, watches and changes()
+        self._queue = QueueReader(mailbox)
+        self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
+        self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        create: bool = False,
+        max_file_bytes: int | None = None,
+        poll: float = DEFAULT_POLL,
+        **storage_options: str,
+    ) -> Environment:
+        """Open the environment at ``url`` through its installed storage plugin, with the
+        store's ``storage_options`` (its ``[storage]`` settings) and reads bounded by
+        ``max_file_bytes`` (default: ``$FDCORE_MAX_FILE_BYTES``, else 1 MiB).
+
+        Raises :class:`~fdcore.errors.EnvironmentNotFound` if there is none there and not
+        ``create``; :class:`~fdcore.errors.PluginError` if no installed plugin opens the URL;
+        :class:`~fdcore.errors.StorageUnavailable` if the store cannot be reached.
+        """
+        mailbox = open_mailbox(
+            url,
+            create=create,
+            max_file_bytes=max_file_bytes,
+            options=dict(storage_options),
+        )
+        return cls(mailbox, poll=poll)
+
+    def close(self) -> None:
+        """Stop its watches and close the store; it is not used afterwards."""
+        if not self.closed.is_set():
+            self.closed.set()
+            self.mailbox.storage.close()
+
+    def __enter__(self) -> Environment:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Environment({self.url!r})"
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        entities: Sequence[str],
+        *,
+        id: str | None = None,
+        deadline: datetime | None = None,
+        max_attempts: int | None = None,
+        created_by: str = "python",
+    ) -> RequestHandle:
+        """Queue a request running the tables ``entities`` in order; return its handle.
+
+        Idempotent with an ``id``: if a request of that id exists (live or archived) and names
+        the same work, its handle is returned and nothing is queued again (a retry after a lost
+        answer). Raises :class:`~fdcore.errors.RequestError` if that id names other work, or if
+        the request could not run through within the mailbox's size bound;
+        :class:`~fdcore.errors.InvalidId` for a bad table name or id;
+        :class:`~fdcore.errors.ConfigError` for ``max_attempts`` out of range;
+        :class:`~fdcore.errors.StorageUnavailable` if the store did not answer (submitting again
+        with the same ``id`` is then safe).
+        """
+        if isinstance(entities, str):
+            raise InvalidId(f"entities: expected a list of table names, got {entities!r}")
+        tables = [validate_id(table, "table name") for table in entities]
+        if not tables:
+            raise InvalidId("entities: a request names at least one table", "entities")
+        if id is not None:
+            validate_id(id, "request id")
+        if deadline is not None and deadline.utcoffset() is None:
+            raise RequestError(f"deadline {deadline.isoformat()} has no time zone: give one")
+        if max_attempts is not None:
+            check_whole("Environment.submit", "max_attempts", max_attempts, 1, MAX_ATTEMPTS)
+        request = submit(
+            self.mailbox,
+            tables,
+            request_id=id,
+            max_attempts=max_attempts,
+            deadline=deadline,
+            created_by=created_by,
+        )
+        return RequestHandle(self, request.id, request)
+
+    def request(self, id: str) -> RequestStory:
+        """The whole story of request ``id`` (what ``fdcore show`` prints): its tables,
+        attempts, table runs with their output tails, cancel and retry links, how it ended;
+        live or archived by retention.
+
+        Raises :class:`~fdcore.errors.RequestNotFound` if there is no such request,
+        :class:`~fdcore.errors.InvalidId` for a malformed id,
+        :class:`~fdcore.errors.MailboxFileError` if one of its files is malformed.
+        """
+        return request_story(self.mailbox, validate_id(id, "request id"))
+
+    def wait(
+        self,
+        id: str,
+        timeout: float | None = None,
+        *,
+        progress: Callable[[RequestStory], None] | None = None,
+    ) -> RequestStory:
+        """Wait until request ``id`` ends; return its final story if it succeeded.
+
+        ``timeout`` is in seconds (None: as long as it takes); ``progress`` is called with the
+        story first and again each time it changes (state, holder, a table done), from the
+        calling thread. Where the store can watch (a local folder) the wait wakes as the
+        status lands; elsewhere it reads the request's status file every ``poll`` seconds (and
+        only that file, while it is unchanged). A malformed or hostile status file, or the store
+        briefly unavailable, does not end the wait: it waits on, within ``timeout``.
+
+        Raises :class:`~fdcore.errors.RequestFailed`, :class:`~fdcore.errors.RequestExpired` or
+        :class:`~fdcore.errors.RequestCancelled` (each with ``.story``) if it ended otherwise;
+        :class:`~fdcore.errors.WaitTimedOut` if it had not ended after ``timeout`` seconds (the
+        request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request.
+        """
+        wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout)
+        woken = threading.Event()
+        stop_listening = self.watch.listen(STATUS, woken.set)  # before the first look
+        try:
+            wait.start()
+            while True:
+                if progress is not None and wait.story is not None and wait.reported():
+                    progress(wait.story)
+                if wait.over():
+                    return wait.outcome()
+                woken.wait(wait.pause(self.poll))
+                woken.clear()
+                wait.next_look()
+        finally:
+            stop_listening()
+
+    def handle(self, id: str) -> RequestHandle:
+        """The handle of request ``id`` (read nothing: :meth:`RequestHandle.story` does)."""
+        return RequestHandle(self, validate_id(id, "request id"))
+
+    def cancel(self, id: str, *, by: str | None = None, reason: str | None = None) -> Cancellation:
+        """Cancel request ``id`` as ``by`` (default ``user@host``): unclaimed it ends
+        ``cancelled`` now, held its holder stops it at its next poll. Cancelling twice returns
+        the first cancel (``created`` False).
+
+        Raises :class:`~fdcore.errors.RequestNotFound`, or :class:`~fdcore.errors.RequestError`
+        if it already ended.
+        """
+        return cancel_request(
+            self.mailbox,
+            validate_id(id, "request id"),
+            by=by or operator_name(),
+            reason=reason,
+            now=_now(),
+        )
+
+    def retry(
+        self,
+        id: str,
+        *,
+        id_of_retry: str | None = None,
+        by: str | None = None,
+        from_table: str | None = None,
+    ) -> RequestHandle:
+        """Run the failed, expired or cancelled request ``id`` again as a new request (from
+        ``from_table`` on, if given) under ``id_of_retry`` (default: generated); return its
+        handle. Retrying again with the same ``id_of_retry`` returns the same retry.
+
+        Raises :class:`~fdcore.errors.RequestNotFound`, or :class:`~fdcore.errors.RequestError`
+        if it has not ended, succeeded, was already retried (as another id), or has no table
+        ``from_table``.
+        """
+        if id_of_retry is not None:
+            validate_id(id_of_retry, "request id")
+        retry = retry_request(
+            self.mailbox,
+            validate_id(id, "request id"),
+            from_table=from_table,
+            by=by or operator_name(),
+            now=_now(),
+            retry_id=id_of_retry,
+        )
+        return RequestHandle(self, retry.id, retry)
+
+    def changes(self, *, stop: threading.Event | None = None) -> Iterator[Change]:
+        """The requests' state changes from now on, as they land: a :class:`Change` each time a
+        request is submitted or its status changes state, oldest first, until ``stop`` is set
+        (seen within ``poll`` seconds) or the environment is closed. The current states are
+        :meth:`queue`'s.
+
+        Each look reads only what changed (a mailbox index of its own); where the store can
+        watch, a look follows each change at once, elsewhere one comes every ``poll`` seconds
+        (a request that changed twice in between shows its latest state). A store briefly
+        unavailable delays changes, never loses them. Raises
+        :class:`~fdcore.errors.StorageUnavailable` only if the first look (made by this call)
+        cannot be made.
+        """
+        tracker = ChangeTracker(MailboxIndex(self.mailbox))
+        woken = threading.Event()
+        listening = [self.watch.listen(prefix, woken.set) for prefix in (REQUESTS, STATUS)]
+        try:
+            tracker.look()  # where changes start: now, not at the first next()
+        except BaseException:
+            for stop_listening in listening:
+                stop_listening()
+            raise
+        return self._changes(tracker, woken, listening, stop or threading.Event())
+
+    def _changes(
+        self,
+        tracker: ChangeTracker,
+        woken: threading.Event,
+        listening: list[Callable[[], None]],
+        stop: threading.Event,
+    ) -> Iterator[Change]:
+        try:
+            while not (stop.is_set() or self.closed.is_set()):
+                woken.wait(self.poll)
+                woken.clear()
+                if stop.is_set() or self.closed.is_set():
+                    return
+                try:
+                    found = tracker.look()
+                except StorageUnavailable:
+                    continue  # the next look finds what this one missed
+                yield from found
+        finally:
+            for stop_listening in listening:
+                stop_listening()
+
+    # -- what the environment holds ------------------------------------------------------------
+
+    def queue(
+        self,
+        where: QueueFilter | None = None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        include_archived: bool = False,
+    ) -> QueuePage:
+        """One page of the queue: the requests ``where`` selects (default: all), newest first,
+        ``limit`` of them (default: all) from ``offset``, with the counts by state. With
+        ``include_archived``, requests retention archived too.
+
+        Each call lists the mailbox and reads only what changed since the last (one look kept
+        by the environment). Raises :class:`~fdcore.errors.StorageUnavailable`; a malformed
+        file is a row in state ``unreadable``, never an error.
+        """
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        rows = self._queue.rows(include_archived=include_archived)
+        return queue_page(rows, where or QueueFilter(), offset, limit or max(len(rows), 1))
+
+    @property
+    def lost_agents_unknown(self) -> str | None:
+        """Why no agent is ever shown ``lost`` (no takeover policy installed), else None."""
+        return self._lost_agent_policy()[1]
+
+    def _lost_agent_policy(self) -> tuple[TakeoverPolicy | None, str | None]:
+        if self._policy is None:
+            self._policy = lost_agent_policy()
+        return self._policy
+
+    def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
+        """Every agent's row (live, stale, lost, stopped or unreadable), by name; an agent is
+        lost ``grace`` seconds past its ``stale_after``. Raises
+        :class:`~fdcore.errors.StorageUnavailable`."""
+        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace)
+
+    def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
+        """Every schedule the agents (not stopped) hold, by id, with when it is next due and
+        who serves it. Raises :class:`~fdcore.errors.StorageUnavailable`."""
+        return schedule_rows(self.agents(grace=grace))
+
+    def incidents(self, *, include_resolved: bool = True) -> list[Incident]:
+        """The open incidents, then (with ``include_resolved``) the resolved ones, newest
+        first. Raises :class:`~fdcore.errors.StorageUnavailable`."""
+        return incidents(self.mailbox, include_resolved)
+
+    def acknowledge(self, incident: str, *, by: str) -> Incident:
+        """Acknowledge the open incident with id or key ``incident`` as ``by``; return it.
+        Raises :class:`~fdcore.errors.ConfigError` if no open incident has that id or key."""
+        return acknowledge_incident(self.mailbox, incident, _now(), by)
+
+
+E = TypeVar("E")
+
+
+class Handle(Generic[E]):
+    """What a request's handle is, whichever environment (sync or asyncio) it belongs to."""
+
+    def __init__(self, environment: E, id: str, request: Request | None = None) -> None:
+        self.environment = environment
+        self.id = id
+        #: The request as submitted (or as it stood, for a submission repeated under its id);
+        #: None for a handle made from an id (``environment.handle(id)``).
+        self.request = request
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Handle)
+        return self.id == other.id and self.environment is other.environment
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+
+class RequestHandle(Handle[Environment]):
+    """One request of an :class:`Environment`, as :meth:`Environment.submit` and
+    :meth:`Environment.retry` return it (Temporal's workflow handle): ``id``, ``environment``
+    and ``request`` (the request as submitted; None for :meth:`Environment.handle`'s)."""
+
+    def story(self) -> RequestStory:
+        """The request's whole story now (:meth:`Environment.request`)."""
+        return self.environment.request(self.id)
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        progress: Callable[[RequestStory], None] | None = None,
+    ) -> RequestStory:
+        """Wait until the request ends (:meth:`Environment.wait`): its final story if it
+        succeeded; RequestFailed, RequestExpired, RequestCancelled or WaitTimedOut otherwise."""
+        return self.environment.wait(self.id, timeout, progress=progress)
+
+    def cancel(self, *, by: str | None = None, reason: str | None = None) -> Cancellation:
+        """Cancel the request (:meth:`Environment.cancel`)."""
+        return self.environment.cancel(self.id, by=by, reason=reason)
