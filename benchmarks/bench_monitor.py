@@ -101,6 +101,16 @@ def copy_to_store(memory: Any, target: Any, workers: int = 16) -> None:
             pass
 
 
+def source(mailbox: Mailbox) -> Source:
+    """The monitor's source of ``mailbox``: around an Environment where the monitor has one
+    (issue 22), else (an older checkout) around the mailbox itself."""
+    try:
+        from fdcore.environment import Environment
+    except ImportError:
+        return Source(mailbox)
+    return Source(Environment(mailbox))
+
+
 def median_seconds(call: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -128,7 +138,7 @@ def measure(url: str, repeat: int, reference: Callable[[], object]) -> None:
     """Print each look's operations beyond the lists, the lists, and its median time beside the
     median of ``reference`` (a listing) timed in turn with it, and their ratio."""
     store = CountingStore(load_plugins().open_storage(url, create=False))
-    settings = Settings(Source(Mailbox(store)), url, Actions(None, "bench"), "127.0.0.1")
+    settings = Settings(source(Mailbox(store)), url, Actions(None, "bench"), "127.0.0.1")
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as http:
 
         def get(path: str) -> Callable[[], object]:
