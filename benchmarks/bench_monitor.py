@@ -10,7 +10,8 @@ folder (and with ``--azurite`` into an Azurite this script starts), so the build
 not the minutes of fsynced writes. A fresh monitor app looks at every page once (what never
 changes is read then), then each look is timed ``--repeat`` times (medians) through Starlette's
 test client (the monitor's work without the network), and its store operations are counted
-through a wrapper around the store. ``fdcore queue --json`` runs as a process.
+through a wrapper around the store. ``fdcore queue --json`` runs as a process (with ``--before
+CHECKOUT``, that checkout's in turn with this one's).
 
 The same script runs against an older checkout (``PYTHONPATH=<checkout>:<checkout>/plugins/
 monitor``): it uses only names both have.
@@ -169,6 +170,27 @@ def measure(url: str, repeat: int, reference: Callable[[], object]) -> None:
             )
 
 
+def queue_once(url: str, repeat: int, before: Path | None) -> None:
+    """``fdcore queue --json`` as a process, ``repeat`` times (median); with ``before`` (an older
+    checkout) that checkout's in turn with it, run from outside either so neither imports the
+    other's ``fdcore`` by accident."""
+    command = [sys.executable, "-m", "fdcore.cli", "queue", "--env", url, "--json"]
+    checkouts: dict[str, dict[str, str]] = {"this checkout": dict(os.environ)}
+    if before is not None:
+        paths = [before, before / "plugins" / "localfs", before / "plugins" / "monitor"]
+        path = os.pathsep.join(str(p.resolve()) for p in paths)
+        checkouts = {str(before): {**os.environ, "PYTHONPATH": path}, **checkouts}
+    times: dict[str, list[float]] = {what: [] for what in checkouts}
+    for _ in range(repeat):  # side by side: each checkout in turn
+        for what, env in checkouts.items():
+            start = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, env=env, cwd="/")
+            times[what].append(time.perf_counter() - start)
+    for what, seconds in times.items():
+        median = statistics.median(seconds) * 1000
+        print(f"  fdcore queue --json (a process, {what}) {median:8.1f} ms", flush=True)
+
+
 def local(memory: Any, args: argparse.Namespace) -> None:
     """Each look on a local folder holding the memory store's files, and `fdcore queue`."""
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-monitor-") as folder:
@@ -181,10 +203,7 @@ def local(memory: Any, args: argparse.Namespace) -> None:
         )
         measure(root.as_uri(), args.repeat, listing_with_stat(root))
         if not args.no_command:
-            command = [sys.executable, "-m", "fdcore.cli", "queue", "--env", root.as_uri()]
-            run = lambda: subprocess.run([*command, "--json"], check=True, capture_output=True)  # noqa: E731
-            seconds = median_seconds(run, args.repeat)
-            print(f"  fdcore queue --json (a process) {seconds * 1000:8.1f} ms", flush=True)
+            queue_once(root.as_uri(), args.repeat, args.before)
 
 
 def main() -> None:
@@ -200,6 +219,11 @@ def main() -> None:
         "and --requests reuses the upload",
     )
     parser.add_argument("--no-command", action="store_true", help="skip fdcore queue --json")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="an older checkout: its fdcore queue --json timed in turn with this one's",
+    )
     parser.add_argument("--no-local", action="store_true", help="skip the local folder")
     args = parser.parse_args()
     start = time.perf_counter()
