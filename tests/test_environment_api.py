@@ -502,3 +502,30 @@ def test_the_asyncio_face_ends_each_way_and_follows_changes(folder: Path) -> Non
             assert await env.incidents() == []
 
     asyncio.run(scenario())
+
+
+def test_on_a_local_folder_a_wait_and_changes_wake_by_the_watch_not_the_poll(
+    folder: Path,
+) -> None:
+    """With a poll of a minute, only the folder's watch can end these within PATIENCE."""
+    env = Environment.open(str(folder), poll=60)
+    writer = Environment.open(str(folder))
+    env.submit(["sales"], id="r1")
+    env.submit(["sales"], id="r2")
+    ended: list[BaseException] = []
+    changes = env.changes()
+
+    def wait() -> None:
+        try:
+            env.wait("r1")
+        except RequestCancelled as exc:
+            ended.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    later(1.0, lambda: writer.cancel("r1", by="ann"), lambda: writer.cancel("r2", by="ann"))
+    waiter.join(PATIENCE)
+    assert len(ended) == 1 and not waiter.is_alive()
+    seen = {next(changes).request_id, next(changes).request_id}
+    assert seen == {"r1", "r2"}
+    env.close()

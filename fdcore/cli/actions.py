@@ -16,11 +16,8 @@ from fdcore.abc import Command
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
-from fdcore.contract.models import State
-from fdcore.environment import Environment, RequestStory
+from fdcore.environment import FINAL_STATES, Environment, RequestStory
 from fdcore.errors import ConfigError, InvalidId
-
-FINAL_STATES = {state.value for state in State if state.final}
 
 
 def _request_id(command: str, text: str) -> str:

@@ -57,6 +57,7 @@ from fdcore.environment.views import (
     with_host_folder,
     with_host_slots,
 )
+from fdcore.environment.wait import FINAL_STATES
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.submit import retry_request
@@ -66,6 +67,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
+    "FINAL_STATES",
     "AgentRow",
     "AsyncEnvironment",
     "AsyncRequestHandle",

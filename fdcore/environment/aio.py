@@ -152,7 +152,9 @@ class AsyncEnvironment:
                     progress(wait.story)
                 if wait.over():
                     return wait.outcome()
-                await woken.wait(wait.pause(self.environment.poll))
+                await woken.wait(
+                    wait.pause(self.environment.watch.pause(STATUS, self.environment.poll))
+                )
                 await asyncio.to_thread(wait.next_look)
         finally:
             stop_listening()
@@ -238,7 +240,7 @@ class AsyncEnvironment:
         try:
             await asyncio.to_thread(tracker.look)  # where changes start
             while not stopped():
-                await woken.wait(environment.poll)
+                await woken.wait(environment.watch.pause(STATUS, environment.poll))
                 if stopped():
                     return
                 try:

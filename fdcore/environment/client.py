@@ -75,7 +75,7 @@ class Environment:
         self.mailbox = mailbox
         self.url: str = mailbox.storage.url
         self.poll = float(poll)
-        self.closed = threading.Event()  # set by close(): ends waits, watches and changes()
+        self.closed = threading.Event()  # set by close(): ends its watches and changes()
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
         self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
@@ -211,7 +211,7 @@ class Environment:
                     progress(wait.story)
                 if wait.over():
                     return wait.outcome()
-                woken.wait(wait.pause(self.poll))
+                woken.wait(wait.pause(self.watch.pause(STATUS, self.poll)))
                 woken.clear()
                 wait.next_look()
         finally:
@@ -298,7 +298,7 @@ class Environment:
     ) -> Iterator[Change]:
         try:
             while not (stop.is_set() or self.closed.is_set()):
-                woken.wait(self.poll)
+                woken.wait(self.watch.pause(STATUS, self.poll))
                 woken.clear()
                 if stop.is_set() or self.closed.is_set():
                     return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from fdcore.abc import Storage, WatchableStorage
@@ -18,6 +19,11 @@ from fdcore.abc import Storage, WatchableStorage
 __all__ = ["StoreWatch"]
 
 log = logging.getLogger("fdcore.environment")
+
+#: Seconds after a folder's watch starts during which it may not see changes yet (its thread
+#: arms it): callers look every :data:`SETTLING_LOOK` seconds meanwhile, not every ``poll``.
+SETTLING = 0.5
+SETTLING_LOOK = 0.05
 
 
 class StoreWatch:
@@ -29,6 +35,7 @@ class StoreWatch:
         self._lock = threading.Lock()
         self._listeners: dict[str, dict[int, Callable[[], None]]] = {}
         self._next = 0
+        self._started: dict[str, float] = {}  # prefix -> when its watch started (monotonic)
 
     @property
     def available(self) -> bool:
@@ -53,10 +60,20 @@ class StoreWatch:
 
         return stop_listening
 
+    def pause(self, prefix: str, poll: float) -> float:
+        """How long a caller listening to ``prefix`` may pause between two looks: ``poll``, or
+        :data:`SETTLING_LOOK` while the folder's watch is new (it may miss a change yet)."""
+        with self._lock:
+            started = self._started.get(prefix)
+        if started is not None and time.monotonic() - started < SETTLING:
+            return min(poll, SETTLING_LOOK)
+        return poll
+
     def _start(self, prefix: str) -> None:
         if self._storage is None or self._stop.is_set():
             return
         storage = self._storage
+        self._started[prefix] = time.monotonic()
 
         def watch() -> None:
             try:

@@ -2,7 +2,7 @@
 with the folder's watch (inotify), and through the same folder without it (a store that only
 reads, so the wait re-reads the status every ``poll`` seconds).
 
-    .venv/bin/python benchmarks/bench_wait.py [--runs 20] [--poll 1.0]
+    .venv/bin/python benchmarks/bench_environment_wait.py [--runs 20] [--poll 1.0]
 
 Each run submits a request, starts a wait in this thread, and after a random pause (0.1 to
 0.6 s) another Environment on the folder, in another thread, cancels it (no agent holds it: the
