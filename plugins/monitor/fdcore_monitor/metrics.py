@@ -25,14 +25,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from fdcore.contract.models import Outcome, State
-from fdcore.environment import QueueRow
+from fdcore.environment import FINAL_STATES, QueueRow
 from fdcore_monitor.snapshot import Fleet, Source
 
 AGENT_STATES = ("live", "stale", "lost", "stopped", "unreadable")
 REQUEST_STATES = ("waiting", *(state.value for state in State), "unreadable")
 #: Table run durations, seconds: tables run from a second to an hour or more.
 BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
-FINAL_STATES = frozenset(state.value for state in State if state.final)
 RUN_OUTCOMES = (Outcome.SUCCEEDED.value, Outcome.FAILED.value)
 
 
