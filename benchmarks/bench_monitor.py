@@ -10,7 +10,8 @@ folder (and with ``--azurite`` into an Azurite this script starts), so the build
 not the minutes of fsynced writes. A fresh monitor app looks at every page once (what never
 changes is read then), then each look is timed ``--repeat`` times (medians) through Starlette's
 test client (the monitor's work without the network), and its store operations are counted
-through a wrapper around the store. ``fdcore queue --json`` runs as a process.
+through a wrapper around the store. ``fdcore queue --json`` runs as a process (with ``--before
+CHECKOUT``, that checkout's in turn with this one's).
 
 The same script runs against an older checkout (``PYTHONPATH=<checkout>:<checkout>/plugins/
 monitor``): it uses only names both have.
@@ -89,12 +90,26 @@ def copy_to_folder(memory: Any, root: Path) -> None:
 
 
 def copy_to_store(memory: Any, target: Any, workers: int = 16) -> None:
+    """Copy each file of ``memory`` that ``target`` lacks (a kept Azurite folder's upload may
+    have been cut short)."""
+
     def copy(key: str) -> None:
         target.create(key, memory.read(key).data)
 
+    missing = sorted(set(memory.list("")) - set(target.list("")))
     with ThreadPoolExecutor(workers) as pool:
-        for _ in pool.map(copy, list(memory.list("")), chunksize=64):
+        for _ in pool.map(copy, missing, chunksize=64):
             pass
+
+
+def source(mailbox: Mailbox) -> Source:
+    """The monitor's source of ``mailbox``: around an Environment where the monitor has one
+    (issue 22), else (an older checkout) around the mailbox itself."""
+    try:
+        from fdcore.environment import Environment
+    except ImportError:
+        return Source(mailbox)
+    return Source(Environment(mailbox))
 
 
 def median_seconds(call: Callable[[], object], repeat: int) -> float:
@@ -124,7 +139,7 @@ def measure(url: str, repeat: int, reference: Callable[[], object]) -> None:
     """Print each look's operations beyond the lists, the lists, and its median time beside the
     median of ``reference`` (a listing) timed in turn with it, and their ratio."""
     store = CountingStore(load_plugins().open_storage(url, create=False))
-    settings = Settings(Source(Mailbox(store)), url, Actions(None, "bench"), "127.0.0.1")
+    settings = Settings(source(Mailbox(store)), url, Actions(None, "bench"), "127.0.0.1")
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as http:
 
         def get(path: str) -> Callable[[], object]:
@@ -155,6 +170,27 @@ def measure(url: str, repeat: int, reference: Callable[[], object]) -> None:
             )
 
 
+def queue_once(url: str, repeat: int, before: Path | None) -> None:
+    """``fdcore queue --json`` as a process, ``repeat`` times (median); with ``before`` (an older
+    checkout) that checkout's in turn with it, run from outside either so neither imports the
+    other's ``fdcore`` by accident."""
+    command = [sys.executable, "-m", "fdcore.cli", "queue", "--env", url, "--json"]
+    checkouts: dict[str, dict[str, str]] = {"this checkout": dict(os.environ)}
+    if before is not None:
+        paths = [before, before / "plugins" / "localfs", before / "plugins" / "monitor"]
+        path = os.pathsep.join(str(p.resolve()) for p in paths)
+        checkouts = {str(before): {**os.environ, "PYTHONPATH": path}, **checkouts}
+    times: dict[str, list[float]] = {what: [] for what in checkouts}
+    for _ in range(repeat):  # side by side: each checkout in turn
+        for what, env in checkouts.items():
+            start = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, env=env, cwd="/")
+            times[what].append(time.perf_counter() - start)
+    for what, seconds in times.items():
+        median = statistics.median(seconds) * 1000
+        print(f"  fdcore queue --json (a process, {what}) {median:8.1f} ms", flush=True)
+
+
 def local(memory: Any, args: argparse.Namespace) -> None:
     """Each look on a local folder holding the memory store's files, and `fdcore queue`."""
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-monitor-") as folder:
@@ -167,10 +203,7 @@ def local(memory: Any, args: argparse.Namespace) -> None:
         )
         measure(root.as_uri(), args.repeat, listing_with_stat(root))
         if not args.no_command:
-            command = [sys.executable, "-m", "fdcore.cli", "queue", "--env", root.as_uri()]
-            run = lambda: subprocess.run([*command, "--json"], check=True, capture_output=True)  # noqa: E731
-            seconds = median_seconds(run, args.repeat)
-            print(f"  fdcore queue --json (a process) {seconds * 1000:8.1f} ms", flush=True)
+            queue_once(root.as_uri(), args.repeat, args.before)
 
 
 def main() -> None:
@@ -179,7 +212,18 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--azurite", action="store_true", help="also on Azurite (fdcore-onelake)")
+    parser.add_argument(
+        "--azurite-folder",
+        type=Path,
+        help="Azurite keeps its blobs here (default: in memory); a later run with the same folder "
+        "and --requests reuses the upload",
+    )
     parser.add_argument("--no-command", action="store_true", help="skip fdcore queue --json")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="an older checkout: its fdcore queue --json timed in turn with this one's",
+    )
     parser.add_argument("--no-local", action="store_true", help="skip the local folder")
     args = parser.parse_args()
     start = time.perf_counter()
@@ -190,10 +234,14 @@ def main() -> None:
     if args.azurite:
         from fdcore_onelake.testing import Azurite
 
-        with Azurite() as azurite:
+        with Azurite(args.azurite_folder) as azurite:
             azurite.create_container("fdcore-bench")
-            url = azurite.url("fdcore-bench", f"env-{uuid.uuid4().hex[:12]}")
-            target = load_plugins().open_storage(url)
+            # A kept folder names its environment by what it holds, so a later run reuses it.
+            name = f"env-{args.requests}-{args.waiting}" if args.azurite_folder else "env"
+            url = azurite.url("fdcore-bench", f"{name}-{uuid.uuid4().hex[:12]}")
+            if args.azurite_folder:
+                url = azurite.url("fdcore-bench", name)
+            target = load_plugins().open_storage(url, create=True)
             start = time.perf_counter()
             copy_to_store(memory, target)
             print(f"Azurite {url}: uploaded in {time.perf_counter() - start:.1f} s", flush=True)

@@ -13,7 +13,7 @@ from fdcore.cli import commands
 from fdcore.cli.main import main
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import Attempt, Outcome, State, Status
-from fdcore.environment import Mailbox, QueueFilter, QueueReader, queue_page
+from fdcore.environment import Mailbox, QueueFilter, QueueReader, cancel_request, queue_page
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
 from fdcore.testing.counting import CountingStore
@@ -67,3 +67,37 @@ def test_a_page_of_the_queue_is_newest_first_filtered_and_counted() -> None:
     assert last.offset == 30 and [row.id for row in last.rows][-1] == "r000"
     assert not last.has_next
     assert queue_page(rows, QueueFilter(agent="nobody"), 0, 10).matching == 0
+
+
+def test_a_look_with_the_same_listings_keeps_its_rows_and_any_change_is_seen(
+    tmp_path: Any,
+) -> None:
+    """A look whose versioned listings equal the last one's keeps its rows (no pass over them);
+    a status written or replaced, a cancel written, a request gone or new shows at the next."""
+    store = CountingStore(load_plugins().open_storage((tmp_path / "env").as_uri()))
+    mailbox = Mailbox(store)
+    now = datetime.now(timezone.utc)
+    for request_id in ("r1", "r2", "r3"):
+        submit(mailbox, ["a"], request_id=request_id, now=now)
+    mailbox.create(status_key("r1"), Status("r1", State.RUNNING, now, agent="etl-1"))
+    reader = QueueReader(mailbox)
+    reader.rows().clear()  # a caller's list is its own
+    store.calls.clear()
+    states = [(row.id, row.state) for row in reader.rows()]
+    assert states == [("r1", "running"), ("r2", "waiting"), ("r3", "waiting")]
+    assert sum(store.beyond_lists().values()) == 0  # the same listings: nothing read
+
+    cancel_request(mailbox, "r1", by="alice", reason=None, now=now)  # held: a cancel file
+    mailbox.create(status_key("r2"), Status("r2", State.RUNNING, now, agent="etl-1"))
+    rows = {row.id: row for row in reader.rows()}
+    assert rows["r1"].cancelled_by == "alice" and rows["r2"].state == "running"
+
+    held = mailbox.status("r2")
+    assert held is not None
+    done = Status("r2", State.SUCCEEDED, now, agent="etl-1")
+    mailbox.replace(status_key("r2"), done, held.etag)
+    submit(mailbox, ["a"], request_id="r4", now=now)
+    store.delete("requests/r3.json")
+    rows = {row.id: row for row in reader.rows()}
+    assert rows["r2"].state == "succeeded" and rows["r4"].state == "waiting"
+    assert "r3" not in rows

@@ -20,7 +20,7 @@ from fdcore.abc import TakeoverPolicy
 from fdcore.agent.settings import MAX_ATTEMPTS
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
-from fdcore.contract.models import Incident, Request
+from fdcore.contract.models import Incident, Request, RunRecord
 from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
@@ -333,6 +333,15 @@ class Environment:
             raise ValueError(f"limit must be at least 1, got {limit}")
         rows = self._queue.rows(include_archived=include_archived)
         return queue_page(rows, where or QueueFilter(), offset, limit or max(len(rows), 1))
+
+    def table_runs(self, id: str) -> list[RunRecord]:
+        """The run records of live request ``id`` (its tables' outcomes and times, without the
+        rest of its story): one listing, each record read once while it stays listed (the
+        queue's look keeps them). A malformed record is left out and reported once; none for an
+        unknown id. Raises :class:`~fdcore.errors.InvalidId`,
+        :class:`~fdcore.errors.StorageUnavailable`."""
+        records, _ = self._queue.index.runs(validate_id(id, "request id"))
+        return records
 
     @property
     def lost_agents_unknown(self) -> str | None:

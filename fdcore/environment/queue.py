@@ -68,6 +68,9 @@ class QueueReader:
         self._rows: dict[str, tuple[object, object, str | None, QueueRow]] = {}
         # request id -> why its unlisted status is unreadable (None: absent), read once
         self._unlisted: dict[str, str | None] = {}
+        # The last look's listings (as the index returned them) and every live row it made,
+        # oldest first: with a versioned listing, the same listings again mean the same rows.
+        self._last: tuple[tuple[object, ...], list[QueueRow]] | None = None
         self._lock = threading.Lock()  # the monitor's pages look from several threads at once
 
     def rows(self, include_final: bool = True, include_archived: bool = False) -> list[QueueRow]:
@@ -81,11 +84,30 @@ class QueueReader:
             return self._look(include_final, include_archived)
 
     def _look(self, include_final: bool, include_archived: bool) -> list[QueueRow]:
+        if include_archived:
+            archived = set(archived_ids(self.mailbox))
+            rows = self._live(archived) + _archived_rows(self.mailbox, archived)
+            rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
+        else:
+            rows = self._live(set())
+        if include_final:
+            return rows
+        return [row for row in rows if unfinished(row)]
+
+    def _live(self, archived: set[str]) -> list[QueueRow]:
+        """A row per listed request not in ``archived``, oldest first (a new list each time)."""
         index = self.index
-        archived = set(archived_ids(self.mailbox)) if include_archived else set()
-        live = set(index.requests.list()) - archived
+        requests = index.requests.list()
         with_status = index.statuses.list()  # a request with none is waiting: nothing to read
         cancelled = index.cancels.list()  # a cancel is read only while its request is pending
+        # A versioned listing equal to the last one is returned as the same object (the index
+        # compares it at C speed): nothing listed changed, so no row did. This makes a look with
+        # nothing changed cost the listings, not a pass over every request.
+        listings = (requests, with_status, cancelled, index.statuses.misplaced)
+        last = self._last
+        if index.versioned and not archived and last and _same(last[0], listings):
+            return list(last[1])
+        live = set(requests) - archived
         for gone in self._rows.keys() - live:
             del self._rows[gone]
         for seen in (self._unlisted.keys() & with_status.keys()) | (self._unlisted.keys() - live):
@@ -97,11 +119,11 @@ class QueueReader:
                 cancel = index.cancels.get(request_id)
                 by = cancel.value.by if cancel.value else None
                 row = attrs.evolve(row, cancelled_by=by, cancel_problem=cancel.problem)
-            if include_final or unfinished(row):
-                rows.append(row)
-        rows.extend(_archived_rows(self.mailbox, archived))
+            rows.append(row)
         rows.sort(key=lambda row: (row.created_at is None, row.created_at, row.id))
-        return rows
+        if not archived:
+            self._last = (listings, rows)
+        return list(rows)
 
     def _row(self, request_id: str, has_status: bool) -> QueueRow:
         request = self.index.requests.get(request_id)
@@ -131,6 +153,10 @@ def unfinished(row: QueueRow) -> bool:
     """Whether a row is shown without the finished ones (``fdcore queue --active``): not
     finished yet, or unreadable (stuck: its operator must hear of it)."""
     return row.state in ACTIVE_STATES or row.state == "unreadable"
+
+
+def _same(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
+    return all(a is b for a, b in zip(before, now, strict=True))
 
 
 def _archived_rows(mailbox: Mailbox, archived: set[str]) -> list[QueueRow]:

@@ -141,8 +141,8 @@ class LocalFolderStorage:
         self._internal = self.root / INTERNAL
         self._scratch_time: datetime | None = None
         self._write_time: datetime | None = None  # of the last create or replace that landed
-        # etags a versioned listing worked out, by key, with the stat they belong to
-        self._listed: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+        # versions (etags) a versioned listing worked out, by key, with the stat they belong to
+        self._listed: dict[str, tuple[tuple[int, int, int, int], Listed]] = {}
         self._open_root(create)
         # What must still be a folder for the environment not to have vanished (_check_root):
         # ``.fdcore`` tells a mounted share from the empty mount point, the root is all a
@@ -393,7 +393,7 @@ class LocalFolderStorage:
         A file's etag holds a hash of its content (so a reused inode stamped in the same clock
         tick is never taken for the old version), which a ``stat`` cannot give: the store hashes
         a file the first time it lists that version and, once its times are two seconds old,
-        remembers the etag by the file's inode, times and size. A reader that lists again pays
+        remembers that version by the file's inode, times and size. A reader that lists again pays
         one ``stat`` per unchanged file.
         """
         listed: builtins.list[Listed] = []
@@ -408,12 +408,13 @@ class LocalFolderStorage:
                 raise self._unavailable(key, exc) from None
             known = self._listed.get(key)
             if known is not None and known[0] == _signature(found):
-                etag = known[1]
-            else:
-                etag, found = self._hashed(entry.path, found)
-                if time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) > SETTLED_NS:
-                    self._listed[key] = (_signature(found), etag)
-            listed.append(Listed(key, etag, datetime.fromtimestamp(found.st_mtime, timezone.utc)))
+                listed.append(known[1])  # the same object: a reader compares it at once
+                continue
+            etag, found = self._hashed(entry.path, found)
+            version = Listed(key, etag, datetime.fromtimestamp(found.st_mtime, timezone.utc))
+            if time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) > SETTLED_NS:
+                self._listed[key] = (_signature(found), version)
+            listed.append(version)
         return iter(listed)
 
     def _hashed(self, path: str, found: os.stat_result) -> tuple[str, os.stat_result]:

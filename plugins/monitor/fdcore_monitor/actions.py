@@ -18,7 +18,7 @@ import attrs
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from fdcore.environment import Mailbox, acknowledge_incident, cancel_request, retry_request
+from fdcore.environment import Environment
 from fdcore.errors import FdcoreError
 
 log = logging.getLogger("fdcore.monitor")
@@ -53,16 +53,16 @@ class Actions:
         subject: str,
         given: str | None,
         client: str,
-        act: Callable[[datetime], str],
+        act: Callable[[], str],
     ) -> str:
-        """Check the token, then ``act(now)``; log who did what, when and from where."""
+        """Check the token, then ``act()``; log who did what, when and from where."""
         try:
             self.check(given)
         except Refused as exc:
             log.warning("monitor: refused %s %s from %s: %s", name, subject, client, exc)
             raise
         now = datetime.now(timezone.utc)
-        result = act(now)
+        result = act()
         log.info(
             "monitor: %s %s by %s from %s at %s: %s", name, subject, self.by, client, now, result
         )
@@ -70,16 +70,16 @@ class Actions:
 
 
 class ActionRoutes:
-    """The POST routes of the page's buttons: each checks the token, acts through
-    :mod:`fdcore.environment` (as the commands do) and answers JSON: 200 with what was done,
-    403 refused here, 409 refused by the mailbox (with the command's own one-line reason)."""
+    """The POST routes of the page's buttons: each checks the token, acts through the
+    monitor's :class:`fdcore.Environment` (as the commands do) and answers JSON: 200 with what
+    was done, 403 refused here, 409 refused by the mailbox (the command's own one-line reason)."""
 
-    def __init__(self, actions: Actions, mailbox: Mailbox) -> None:
+    def __init__(self, actions: Actions, environment: Environment) -> None:
         self.actions = actions
-        self.mailbox = mailbox
+        self.environment = environment
 
     def _answer(
-        self, request: Request, name: str, subject: str, act: Callable[[datetime], str]
+        self, request: Request, name: str, subject: str, act: Callable[[], str]
     ) -> Response:
         client = request.client.host if request.client else "?"
         try:
@@ -94,32 +94,28 @@ class ActionRoutes:
 
     def acknowledge(self, request: Request) -> Response:
         incident = request.path_params["id"]
-        return self._answer(request, "acknowledge", incident, lambda now: self._ack(incident, now))
+        return self._answer(request, "acknowledge", incident, lambda: self._ack(incident))
 
-    def _ack(self, incident: str, now: datetime) -> str:
+    def _ack(self, incident: str) -> str:
         by = self.actions.by
-        return f"{acknowledge_incident(self.mailbox, incident, now, by).id} acknowledged by {by}"
+        return f"{self.environment.acknowledge(incident, by=by).id} acknowledged by {by}"
 
     def cancel(self, request: Request) -> Response:
         request_id = request.path_params["id"]
-        return self._answer(
-            request, "cancel", request_id, lambda now: self._cancel(request_id, now)
-        )
+        return self._answer(request, "cancel", request_id, lambda: self._cancel(request_id))
 
-    def _cancel(self, request_id: str, now: datetime) -> str:
+    def _cancel(self, request_id: str) -> str:
         by = self.actions.by
-        done = cancel_request(
-            self.mailbox, request_id, by=by, reason="from fdcore monitor", now=now
-        )
+        done = self.environment.cancel(request_id, by=by, reason="from fdcore monitor")
         if not done.created:
             return f"{request_id} was already cancelled by {done.cancel.by}: {done.state}"
         return f"{request_id} cancelled by {by}: {done.state}"
 
     def retry(self, request: Request) -> Response:
         request_id = request.path_params["id"]
-        return self._answer(request, "retry", request_id, lambda now: self._retry(request_id, now))
+        return self._answer(request, "retry", request_id, lambda: self._retry(request_id))
 
-    def _retry(self, request_id: str, now: datetime) -> str:
+    def _retry(self, request_id: str) -> str:
         by = self.actions.by
-        new = retry_request(self.mailbox, request_id, by=by, now=now)
+        new = self.environment.retry(request_id, by=by)
         return f"{request_id} retried by {by} as {new.id}"

@@ -62,7 +62,7 @@ def guarded(handler: Callable[[Request], Response]) -> Handler:
 def routes(settings: Settings) -> list[BaseRoute]:
     """Every route of the monitor, each to its handler."""
     pages = Pages(settings)
-    act = ActionRoutes(settings.actions, settings.source.mailbox)
+    act = ActionRoutes(settings.actions, settings.source.environment)
     post = ["POST"]
     static = Path(str(files("fdcore_monitor") / "static"))
     return [

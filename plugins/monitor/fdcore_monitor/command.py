@@ -109,5 +109,8 @@ class MonitorCommand:
             )
         print(f"Prometheus metrics: {address}metrics", flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False)
-        uvicorn.Server(config).run(sockets=[sock])
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            source.environment.close()
         return 0

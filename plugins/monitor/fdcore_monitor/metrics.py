@@ -1,8 +1,9 @@
 """``/metrics``: the environment in Prometheus text, read from the mailbox on each scrape.
 
 A custom collector (``prometheus_client``'s documented way to export figures another system
-keeps): every scrape reads one :class:`~fdcore_monitor.snapshot.Fleet`, the rows ``fdcore queue``
-and ``fdcore agents`` print, so the two always agree. Counters are counted over the status files
+keeps): every scrape reads one :class:`~fdcore_monitor.snapshot.Fleet` through the monitor's
+:class:`fdcore.Environment`, the rows ``fdcore queue`` and ``fdcore agents`` print, so the two
+always agree. Counters are counted over the status files
 present: a retention run that deletes old ones lowers them, which Prometheus' ``rate()`` and
 ``increase()`` treat as a counter reset.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -25,14 +25,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from fdcore.contract.models import Outcome, State
-from fdcore.environment import QueueRow
+from fdcore.environment import FINAL_STATES, QueueRow
 from fdcore_monitor.snapshot import Fleet, Source
 
 AGENT_STATES = ("live", "stale", "lost", "stopped", "unreadable")
 REQUEST_STATES = ("waiting", *(state.value for state in State), "unreadable")
 #: Table run durations, seconds: tables run from a second to an hour or more.
 BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
-FINAL_STATES = frozenset(state.value for state in State if state.final)
 RUN_OUTCOMES = (Outcome.SUCCEEDED.value, Outcome.FAILED.value)
 
 
@@ -83,14 +82,14 @@ class FleetCollector(Collector):
             return runs
         if row.state == "waiting":
             return []  # not claimed: no run yet
-        records, _ = self.source.queue.index.runs(row.id)  # each record read once
+        records = self.source.environment.table_runs(row.id)  # each record read once
         runs = [(r.outcome.value, (r.ended_at - r.started_at).total_seconds()) for r in records]
         if row.state in FINAL_STATES:
             self._finished_runs[row.id] = runs
         return runs
 
     def collect(self) -> Iterator[Metric]:
-        fleet = self.source.fleet(datetime.now(timezone.utc))
+        fleet = self.source.fleet()
         agents = GaugeMetricFamily(
             "fdcore_agents", "Agents of the environment by state (fdcore agents).", labels=["state"]
         )

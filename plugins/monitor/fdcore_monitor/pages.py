@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.templating import Jinja2Templates
 
 from fdcore.contract.codec import to_dict
-from fdcore.environment import QueueFilter, RequestStory, queue_page, request_story
-from fdcore.errors import InvalidId, MailboxFileError, UnknownRequest
+from fdcore.environment import QueueFilter, RequestStory
+from fdcore.errors import InvalidId, MailboxFileError, RequestNotFound
 from fdcore_monitor.actions import TOKEN_HEADER, Actions
 from fdcore_monitor.metrics import REQUEST_STATES, oldest_waiting_seconds, registry
 from fdcore_monitor.snapshot import Source
@@ -89,7 +89,7 @@ def page_number(request: Request) -> int:
 
 
 class Pages:
-    """The read-only routes of one monitor: each reads the mailbox through its source."""
+    """The read-only routes of one monitor: each reads through its source's environment."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -122,10 +122,9 @@ class Pages:
         return self.render("agents", request, context)
 
     def queue(self, request: Request) -> Response:
-        fleet = self.source.fleet()
         where = queue_filter(request)
-        number = page_number(request)
-        shown = queue_page(fleet.requests, where, (number - 1) * PAGE_ROWS, PAGE_ROWS)
+        fleet = self.source.fleet(where, (page_number(request) - 1) * PAGE_ROWS, PAGE_ROWS)
+        shown = fleet.queue
         context = {
             "fleet": fleet,
             "shown": shown,
@@ -147,8 +146,8 @@ class Pages:
     def _story(self, request: Request) -> RequestStory | tuple[int, str]:
         """The request's story, or the HTTP status and line saying why there is none."""
         try:
-            return request_story(self.source.mailbox, request.path_params["id"])
-        except (InvalidId, UnknownRequest) as exc:
+            return self.source.environment.request(request.path_params["id"])
+        except (InvalidId, RequestNotFound) as exc:
             return 404, str(exc)
         except MailboxFileError as exc:  # a malformed file of it: the line `fdcore show` prints
             return 422, str(exc)
@@ -169,12 +168,11 @@ class Pages:
 
     def api_rows(self, request: Request) -> Response:
         what = request.path_params["what"]
-        fleet = self.source.fleet()
+        fleet = self.source.fleet(queue_filter(request) if what == "queue" else None)
         if what == "agents":
             rows: list[Any] = fleet.agents
         elif what == "queue":
-            where = queue_filter(request)
-            rows = [row for row in fleet.requests if where.matches(row)]
+            rows = fleet.requests  # those the filters select, oldest first
             what = "requests"
         elif what == "schedules":
             rows = fleet.schedules

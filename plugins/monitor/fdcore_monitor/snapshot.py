@@ -1,10 +1,11 @@
 """What the monitor reads from the mailbox: the rows of the ``fdcore`` commands, at one moment.
 
-One :class:`Source` per ``fdcore monitor``; each page, fragment, JSON answer and scrape reads a
-fresh :class:`Fleet` through it. The rows are those of ``fdcore agents``, ``fdcore queue`` and
-``fdcore schedules`` (:mod:`fdcore.environment`), never a second reading of the files, and the
-queue is read through one :class:`~fdcore.environment.QueueReader` kept for the monitor's life:
-a look costs the listings and the files that changed since the last one.
+One :class:`Source` per ``fdcore monitor``, around ONE :class:`fdcore.Environment` kept for the
+process: each page, fragment, JSON answer and scrape reads a fresh :class:`Fleet` through it.
+The rows are those of ``fdcore agents``, ``fdcore queue`` and ``fdcore schedules`` (the
+environment's :meth:`~fdcore.Environment.agents` and :meth:`~fdcore.Environment.queue`), never a
+second reading of the files: the environment keeps one look at the queue for the monitor's life,
+so a look costs the listings and the files that changed since the last one.
 """
 
 from __future__ import annotations
@@ -13,19 +14,15 @@ from datetime import datetime, timezone
 
 import attrs
 
-from fdcore.abc import TakeoverPolicy
 from fdcore.contract.models import Incident
 from fdcore.durations import GRACE
 from fdcore.environment import (
     AgentRow,
-    Mailbox,
-    QueueReader,
+    Environment,
+    QueueFilter,
+    QueuePage,
     QueueRow,
     ScheduleRow,
-    agent_rows,
-    incidents,
-    lost_agent_policy,
-    open_mailbox,
     schedule_rows,
     schedule_warnings,
     with_host_folder,
@@ -34,13 +31,19 @@ from fdcore.environment import (
 
 @attrs.frozen
 class Fleet:
-    """An environment's agents, requests and schedules as read at ``now``."""
+    """An environment's agents, requests and schedules as read at ``now``; ``queue`` is the page
+    of the queue the look asked for (every request, unless filtered or paged)."""
 
     now: datetime
     agents: list[AgentRow]
-    requests: list[QueueRow]
+    queue: QueuePage
     schedules: list[ScheduleRow]
     warnings: list[str]
+
+    @property
+    def requests(self) -> list[QueueRow]:
+        """The queue's rows oldest first (as ``fdcore queue`` prints them)."""
+        return self.queue.rows[::-1]
 
     def agent_states(self) -> dict[str, str]:
         return {row.name: row.state for row in self.agents}
@@ -48,18 +51,13 @@ class Fleet:
 
 @attrs.define
 class Source:
-    """One environment as the monitor reads it: the takeover policy's idea of "lost" (with
-    ``grace``, as ``fdcore agents --grace``) and, with ``host``, that host folder's slots."""
+    """One environment as the monitor reads it: ``grace`` is the takeover policy's idea of
+    "lost" (as ``fdcore agents --grace``) and, with ``host``, that host folder's slots."""
 
-    mailbox: Mailbox
+    environment: Environment
     grace: float = GRACE.default
     host: str | None = None
     host_admission: str = "slots"
-    # The policy, or None and why (without fdcore-takeover no agent is shown lost).
-    lost: tuple[TakeoverPolicy | None, str | None] = attrs.field(factory=lost_agent_policy)
-    queue: QueueReader = attrs.field(
-        default=attrs.Factory(lambda self: QueueReader(self.mailbox), takes_self=True)
-    )
 
     @classmethod
     def open(
@@ -69,24 +67,29 @@ class Source:
         host: str | None = None,
         host_admission: str = "slots",
     ) -> Source:
-        # create=False: a mistyped URL is "environment not found", never a new empty mailbox
-        return cls(open_mailbox(url, create=False), grace, host, host_admission)
+        # not created: a mistyped URL is "environment not found", never a new empty mailbox
+        return cls(Environment.open(url), grace, host, host_admission)
 
-    def agents(self, now: datetime) -> list[AgentRow]:
-        rows = agent_rows(self.mailbox, now, self.lost[0], self.grace)
+    def agents(self) -> list[AgentRow]:
+        rows = self.environment.agents(grace=self.grace)
         return with_host_folder(rows, self.host, self.host_admission) if self.host else rows
 
-    def fleet(self, now: datetime | None = None) -> Fleet:
-        now = now or datetime.now(timezone.utc)
-        agents = self.agents(now)
+    def fleet(
+        self, where: QueueFilter | None = None, offset: int = 0, limit: int | None = None
+    ) -> Fleet:
+        """The agents, schedules and the page of the queue ``where``, ``offset`` and ``limit``
+        select (:meth:`fdcore.Environment.queue`), read now."""
+        now = datetime.now(timezone.utc)
+        agents = self.agents()
+        why_no_lost = self.environment.lost_agents_unknown
         return Fleet(
             now=now,
             agents=agents,
-            requests=self.queue.rows(),
+            queue=self.environment.queue(where, offset=offset, limit=limit),
             schedules=schedule_rows(agents),
-            warnings=schedule_warnings(agents) + [why for why in self.lost[1:] if why],
+            warnings=schedule_warnings(agents) + ([why_no_lost] if why_no_lost else []),
         )
 
     def incidents(self) -> list[Incident]:
         """Open incidents first, then the resolved ones, newest first (``incidents list --all``)."""
-        return incidents(self.mailbox)
+        return self.environment.incidents()

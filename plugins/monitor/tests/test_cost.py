@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from fdcore.contract.layout import agent_key, run_key, status_key
 from fdcore.contract.models import AgentRecord, Attempt, Outcome, RunRecord, State, Status
-from fdcore.environment import Mailbox
+from fdcore.environment import Environment, Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
 from fdcore.testing.counting import CountingStore
@@ -97,7 +97,7 @@ LOOKS = [
 
 def test_a_look_with_nothing_changed_costs_the_lists_and_few_reads(store_url: str) -> None:
     store = CountingStore(load_plugins().open_storage(store_url, create=False))
-    settings = Settings(Source(Mailbox(store)), "env", Actions(None, "x"), "127.0.0.1")
+    settings = Settings(Source(Environment(Mailbox(store))), "env", Actions(None, "x"), "127.0.0.1")
     costs = {}
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as http:
         for look in LOOKS:  # every page once: what never changes is read now
@@ -118,7 +118,7 @@ def test_the_first_look_reads_each_file_once_and_a_change_is_read(tmp_path: Path
     mailbox = Mailbox(inner)
     write_finished(mailbox, 20, running=1)
     store = CountingStore(inner)
-    source = Source(Mailbox(store))
+    source = Source(Environment(Mailbox(store)))
 
     def rows() -> dict[str, str]:
         return {r.id: r.state for r in source.fleet().requests}

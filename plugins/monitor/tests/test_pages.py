@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from fdcore.cli.main import main
 from fdcore.contract.models import State
-from fdcore.environment import AttemptStory, RunStory, request_story
+from fdcore.environment import AttemptStory, Environment, RunStory, request_story
 from fdcore.incidents.book import IncidentBook
 
 TOKEN = "s3cret-token"
@@ -29,7 +29,7 @@ PAGES = ["/", "/queue", "/schedules", "/incidents", "/requests/ok1", "/requests/
 
 def client(history: Any, token: str | None = TOKEN) -> TestClient:
     settings = Settings(
-        source=Source(history.mailbox),
+        source=Source(Environment(history.mailbox)),
         environment=history.url,
         actions=Actions(token, "alice"),
         bound_to="127.0.0.1",
@@ -289,7 +289,9 @@ def test_with_a_host_folder_this_machines_agents_show_its_slots(
     capsys.readouterr()
     assert main(["agents", "--env", history.url, "--host", host, "--json"]) == 0
     command = json.loads(capsys.readouterr().out)
-    settings = Settings(Source(history.mailbox, host=host), history.url, Actions(None, "x"), "::1")
+    settings = Settings(
+        Source(Environment(history.mailbox), host=host), history.url, Actions(None, "x"), "::1"
+    )
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as http:
         assert http.get("/api/agents").json() == command
         page = http.get("/").text
@@ -299,4 +301,43 @@ def test_with_a_host_folder_this_machines_agents_show_its_slots(
         "etl-live": 3,
         "etl-lost": None,
         "etl-stopped": None,
+    }
+
+
+class RecordingEnvironment(Environment):
+    """An Environment that records which of its methods were called (and calls them)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.called: set[str] = set()
+
+    def __getattribute__(self, name: str) -> Any:
+        found = super().__getattribute__(name)
+        if callable(found) and not name.startswith("_"):
+            super().__getattribute__("__dict__").setdefault("called", set()).add(name)
+        return found
+
+
+def test_every_read_and_action_goes_through_the_one_environment(history: Any) -> None:
+    environment = RecordingEnvironment(history.mailbox)
+    settings = Settings(Source(environment), history.url, Actions(TOKEN, "alice"), "127.0.0.1")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as http:
+        for path in [*PAGES, "/metrics", "/api/queue?state=waiting", "/api/incidents"]:
+            assert http.get(path).status_code == 200, path
+        for action in (
+            "requests/w1/cancel",
+            "requests/bad1/retry",
+            "incidents/inc-0001/acknowledge",
+        ):
+            answer = http.post(f"/actions/{action}", headers={TOKEN_HEADER: TOKEN})
+            assert answer.status_code == 200, answer.text
+    assert environment.called >= {
+        "queue",
+        "agents",
+        "request",
+        "incidents",
+        "table_runs",
+        "cancel",
+        "retry",
+        "acknowledge",
     }
