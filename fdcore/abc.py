@@ -40,6 +40,8 @@ __all__ = [
     "LeaseProvider",
     "LeaseWaits",
     "Listed",
+    "ListedChanges",
+    "ListingChanges",
     "Notification",
     "Notifier",
     "NotifierChannel",
@@ -209,6 +211,40 @@ class VersionedListing(Protocol):
     def list_versions(self, prefix: str = "") -> Iterator[Listed]:
         """Like :meth:`Storage.list`, each key with its current etag and last-modified time,
         in the same order and from the same single pass over the store's listing."""
+
+
+@attrs.frozen
+class ListedChanges:
+    """What :meth:`ListingChanges.list_changes` answers: a whole listing, or what changed."""
+
+    #: Hand it back to the next call for the same prefix (opaque to the caller).
+    cursor: object
+    #: True: ``listed`` is the whole listing (a first call, or a cursor the store no longer
+    #: follows); False: ``listed`` and ``removed`` are what changed since the cursor.
+    complete: bool
+    #: Complete: every key, as :meth:`VersionedListing.list_versions` gives them. Otherwise each
+    #: key created or replaced since the cursor and still there, at its current version, in
+    #: key order.
+    listed: list[Listed]
+    #: Not complete: the keys deleted since the cursor and not there now (some may never have
+    #: been listed to the caller: created and deleted in between). Empty when complete.
+    removed: list[str]
+
+
+@runtime_checkable
+class ListingChanges(Protocol):
+    """Optional for a :class:`VersionedListing`: a listing diffed by the store against a cursor.
+
+    A reader that lists a folder over and over (an agent's poll) then pays for what changed
+    since its last listing, not for every live key. Offered where the store can tell cheaply
+    (the memory store and the simulator's keep a log of their writes); a real store's reader
+    keeps the full listing (:meth:`VersionedListing.list_versions`).
+    """
+
+    def list_changes(self, prefix: str, cursor: object | None = None) -> ListedChanges:
+        """One list operation: with ``cursor`` None (or one the store forgot), the whole
+        listing of ``prefix`` (``complete``); otherwise what changed under ``prefix`` since the
+        call that gave ``cursor``."""
 
 
 def read_mailbox_file(storage: Storage, key: str, max_bytes: int = MAX_FILE_BYTES) -> Blob | None:
