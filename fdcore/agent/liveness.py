@@ -67,6 +67,8 @@ class Holder:
     as_listed: tuple[AgentRecord, Listed, AgentRecord] | None = None
     # (the store's time, record, listed, lost): the last judgement, true while these stay
     judged: tuple[datetime, AgentRecord | None, Listed | None, bool] | None = None
+    # (record, listed, until): not lost up to ``until`` on these (the policy's ``lost_after``)
+    safe: tuple[AgentRecord, Listed, datetime] | None = None
 
     def record_as_listed(self) -> AgentRecord | None:
         """Its record with ``updated_at`` the store's last-modified of the listed version."""
@@ -74,12 +76,16 @@ class Holder:
         if record is None or listed is None:
             return None
         made = self.as_listed
-        if made is None or made[0] is not record or made[1] is not listed:
+        if made is None or made[0] is not record:
             made = self.as_listed = (
                 record,
                 listed,
                 attrs.evolve(record, updated_at=listed.modified),
             )
+        elif made[1] is not listed:
+            # A new version of the same record (a heartbeat): the copy is this holder's own.
+            made[2].updated_at = listed.modified
+            made = self.as_listed = (record, listed, made[2])
         return made[2]
 
 
@@ -95,6 +101,8 @@ class Liveness:
         resolution = getattr(index.mailbox.storage, "clock_resolution", 0.0)
         self.resolution = resolution if isinstance(resolution, float) else 0.0
         self.holders: dict[str, Holder] = {}
+        self._followed = 0  # the position in the agents folder's log (Folder.since)
+        self._following = False  # the last look followed the listing (by_listing then)
         # The store's time when this process's first sweep began (it read every status then).
         self.all_read_at: datetime | None = None
         # Not by the listing: each holder's epoch with the record it was judged by.
@@ -128,15 +136,25 @@ class Liveness:
         agent's versions: read the records that changed off their cadence, move epochs."""
         if self._listed or not self.index.versioned:
             return
-        listed = self.agents.list()
+        self.agents.refresh()
         self._listed = True
+        names, self._followed = self.agents.since(self._followed)
         if not self.by_listing:
+            self._following = False
             return
-        for name in self.holders.keys() - listed.keys():
-            del self.holders[name]
-        for name, version in listed.items():
+        listed = self.agents.listed
+        if names is None or not self._following:  # the log forgot some: every agent again
+            names = list(listed.keys() | self.holders.keys())
+            self._following = True
+        # Only the agents whose listed version changed (or that were read) since the last
+        # look, and those whose first read failed: the others' versions did not move.
+        unread = [name for name, holder in self.holders.items() if not holder.read]
+        for name in sorted({*names, *unread}, key=_key):  # in the listing's order
+            version = listed.get(name)
             if version is not None:
                 self._follow(name, version)
+            elif name not in listed:
+                self.holders.pop(name, None)
 
     def _follow(self, name: str, version: Listed) -> None:
         holder = self.holders.get(name)
@@ -208,7 +226,20 @@ class Liveness:
         holder = self.holders.get(name)
         if holder is None:
             return False
-        at = self.store_now(now)
+        return self._judged(name, holder, self.store_now(now))
+
+    def _judged(self, name: str, holder: Holder, at: datetime) -> bool:
+        """:meth:`lost` at ``at`` (the store's time), judged once per time and version, and not
+        at all before the time the policy said it could be lost (``lost_after``)."""
+        safe = holder.safe
+        if (
+            safe is not None
+            and at <= safe[2]
+            and safe[0] is holder.record
+            and safe[1] is holder.listed
+        ):
+            holder.lost_at = None
+            return False
         judged = holder.judged
         if (
             judged is not None
@@ -222,7 +253,21 @@ class Liveness:
             return judged[3]
         lost = self._judge(name, holder, at)
         holder.judged = (at, holder.record, holder.listed, lost)
+        holder.safe = None if lost else self._safe_until(holder)
         return lost
+
+    def _safe_until(self, holder: Holder) -> tuple[AgentRecord, Listed, datetime] | None:
+        """Until when the policy says ``holder`` cannot be lost on its record as listed (an
+        optional ``lost_after(record, grace_seconds)`` of the policy); None when it cannot say."""
+        lost_after = getattr(self.policy, "lost_after", None)
+        as_listed = holder.record_as_listed()
+        if lost_after is None or as_listed is None:
+            return None
+        until = lost_after(as_listed, self.grace)
+        if not isinstance(until, datetime):
+            return None
+        assert holder.record is not None and holder.listed is not None
+        return holder.record, holder.listed, until
 
     def still_lost(self, name: str) -> bool:
         """Whether ``name``, judged lost by this sweep's listing of ``agents/``, is still lost
@@ -268,8 +313,9 @@ class Liveness:
         """Judge every listed agent (by the listing): which are lost, since when."""
         if self.by_listing:
             self.look()
-            for name in list(self.holders):
-                self.lost(name, now)
+            at = self.store_now(now)
+            for name, holder in list(self.holders.items()):
+                self._judged(name, holder, at)
 
     @property
     def suspects(self) -> list[Holder]:
@@ -316,6 +362,10 @@ class Liveness:
             epoch += 1
         self._epochs[name] = (epoch, record)
         return record
+
+
+def _key(name: str) -> str:
+    return f"{name}.json"
 
 
 def _suspect(holder: Holder) -> bool:
