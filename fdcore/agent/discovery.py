@@ -189,12 +189,9 @@ class Discovery:
         if not (self._swept and not self.liveness.suspects):
             look |= self._unread  # an agent lost or stopping may hold one
         look.update(self.holdings.work.keys() & self._open)
+        at = self.liveness.store_now(now)
         for holder, by_epoch in self._held.items():
-            trusted = None
-            if self.liveness.record(holder) is not None and not (
-                self.config.take_over and self.liveness.lost(holder, now)
-            ):
-                trusted = self.liveness.epoch(holder)
+            trusted = self.liveness.trusted_epoch(holder, at, self.config.take_over)
             for epoch, ids in by_epoch.items():
                 if epoch != trusted:
                     look |= ids

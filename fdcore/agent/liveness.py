@@ -33,6 +33,8 @@ never lost (docs/takeover.md).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from datetime import datetime, timedelta
 
 import attrs
@@ -54,6 +56,7 @@ class Holder:
     """What this agent knows of another agent, judged by the listing."""
 
     epoch: int = 0
+    order: int = 0  # when it was first met, among the holders: judged in this order
     record: AgentRecord | None = None  # as last read
     listed: Listed | None = None  # its version in the last listing
     lost_at: datetime | None = None  # the store's time it was first judged lost (while lost)
@@ -67,7 +70,9 @@ class Holder:
     as_listed: tuple[AgentRecord, Listed, AgentRecord] | None = None
     # (the store's time, record, listed, lost): the last judgement, true while these stay
     judged: tuple[datetime, AgentRecord | None, Listed | None, bool] | None = None
-    # (record, listed, until): not lost up to ``until`` on these (the policy's ``lost_after``)
+    # (record, listed, until): lost after ``until`` on these (the policy's ``lost_after``), and
+    # the same while it was judged not lost (safe)
+    until: tuple[AgentRecord, Listed, datetime] | None = None
     safe: tuple[AgentRecord, Listed, datetime] | None = None
 
     def record_as_listed(self) -> AgentRecord | None:
@@ -84,7 +89,7 @@ class Holder:
             )
         elif made[1] is not listed:
             # A new version of the same record (a heartbeat): the copy is this holder's own.
-            made[2].updated_at = listed.modified
+            object.__setattr__(made[2], "updated_at", listed.modified)  # no validator to run
             made = self.as_listed = (record, listed, made[2])
         return made[2]
 
@@ -96,6 +101,9 @@ class Liveness:
         self.index = index
         self.agents = index.agents
         self.policy = policy
+        # The policy's optional ``lost_after(record, grace_seconds)``: the time after which
+        # ``is_lost`` holds on ``record`` (docs/plugins.md): then judged by comparing times.
+        self._lost_after = getattr(policy, "lost_after", None)
         self.grace = grace_seconds
         self.skew: ClockSkew | None = None  # this agent's clock against the store's
         resolution = getattr(index.mailbox.storage, "clock_resolution", 0.0)
@@ -103,6 +111,12 @@ class Liveness:
         self.holders: dict[str, Holder] = {}
         self._followed = 0  # the position in the agents folder's log (Folder.since)
         self._following = False  # the last look followed the listing (by_listing then)
+        # Judged by the listing, a sweep judges only the holders that may have become lost:
+        # those whose version moved or that were lost, stopping or unjudgeable (due), and
+        # those whose time not to be lost (Holder.safe) ran out, from a heap by that time.
+        self._met = itertools.count()
+        self._due: set[str] = set()
+        self._deadlines: list[tuple[datetime, int, str]] = []
         # The store's time when this process's first sweep began (it read every status then).
         self.all_read_at: datetime | None = None
         # Not by the listing: each holder's epoch with the record it was judged by.
@@ -159,7 +173,8 @@ class Liveness:
     def _follow(self, name: str, version: Listed) -> None:
         holder = self.holders.get(name)
         if holder is None:
-            holder = self.holders[name] = Holder()
+            holder = self.holders[name] = Holder(order=next(self._met))
+        self._due.add(name)
         if not holder.read:
             self._read(name, holder)  # first met (or its first read failed)
         elif holder.listed is not None and version.etag != holder.listed.etag:
@@ -253,21 +268,20 @@ class Liveness:
             return judged[3]
         lost = self._judge(name, holder, at)
         holder.judged = (at, holder.record, holder.listed, lost)
-        holder.safe = None if lost else self._safe_until(holder)
+        safe = holder.safe = None if lost else self._safe_until(holder)
+        if safe is None or holder.lost_at is not None:
+            self._due.add(name)  # judged again at the next sweep
+        else:
+            heapq.heappush(self._deadlines, (safe[2], holder.order, name))
         return lost
 
     def _safe_until(self, holder: Holder) -> tuple[AgentRecord, Listed, datetime] | None:
         """Until when the policy says ``holder`` cannot be lost on its record as listed (an
         optional ``lost_after(record, grace_seconds)`` of the policy); None when it cannot say."""
-        lost_after = getattr(self.policy, "lost_after", None)
-        as_listed = holder.record_as_listed()
-        if lost_after is None or as_listed is None:
+        until = holder.until
+        if until is None or until[0] is not holder.record or until[1] is not holder.listed:
             return None
-        until = lost_after(as_listed, self.grace)
-        if not isinstance(until, datetime):
-            return None
-        assert holder.record is not None and holder.listed is not None
-        return holder.record, holder.listed, until
+        return until
 
     def still_lost(self, name: str) -> bool:
         """Whether ``name``, judged lost by this sweep's listing of ``agents/``, is still lost
@@ -307,15 +321,45 @@ class Liveness:
         as_listed = holder.record_as_listed()
         if as_listed is None:
             return False  # no record, or an unreadable one: never lost
-        return self.policy.is_lost(as_listed, at, self.grace)
+        if self._lost_after is None:
+            return self.policy.is_lost(as_listed, at, self.grace)
+        until = self._lost_after(as_listed, self.grace)
+        assert holder.record is not None and holder.listed is not None
+        holder.until = (holder.record, holder.listed, until)
+        return at > until
 
     def judge_all(self, now: datetime) -> None:
         """Judge every listed agent (by the listing): which are lost, since when."""
         if self.by_listing:
             self.look()
             at = self.store_now(now)
-            for name, holder in list(self.holders.items()):
+            due, self._due = self._due, set()
+            deadlines = self._deadlines
+            while deadlines and deadlines[0][0] < at:
+                until, _, name = heapq.heappop(deadlines)
+                holder = self.holders.get(name)
+                if holder is not None and holder.safe is not None and holder.safe[2] == until:
+                    due.add(name)  # else judged since on a later version: a later entry
+            # The others would be judged not lost on what was judged so before (_judged).
+            holders = sorted(
+                (holder.order, name, holder)
+                for name in due
+                if (holder := self.holders.get(name)) is not None
+            )
+            for _, name, holder in holders:
                 self._judged(name, holder, at)
+
+    def trusted_epoch(self, name: str, at: datetime, take_over: bool) -> int | None:
+        """By the listing, after this sweep's :meth:`look`: ``name``'s epoch, or None if its
+        statuses as read are not to be trusted (no readable record, or, with ``take_over``,
+        lost at ``at``, the store's time): :meth:`record`, :meth:`lost` and :meth:`epoch` in
+        one call."""
+        holder = self.holders.get(name)
+        if holder is None or holder.record is None:
+            return None
+        if take_over and self._judged(name, holder, at):
+            return None
+        return holder.epoch
 
     @property
     def suspects(self) -> list[Holder]:
