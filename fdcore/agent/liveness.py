@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from datetime import datetime, timedelta
 
 import attrs
@@ -43,6 +44,8 @@ from fdcore.abc import Listed, TakeoverPolicy
 from fdcore.agent.skew import ClockSkew
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.index import MailboxIndex
+
+_ORDER = operator.attrgetter("order")
 
 #: A heartbeat comes this share of ``stale_after`` after the one before (presence.HEARTBEAT_SHARE).
 HEARTBEAT_SHARE = 0.25
@@ -72,8 +75,9 @@ class Holder:
     judged: tuple[datetime, AgentRecord | None, Listed | None, bool] | None = None
     # (record, listed, until): lost after ``until`` on these (the policy's ``lost_after``), and
     # the same while it was judged not lost (safe)
-    until: tuple[AgentRecord, Listed, datetime] | None = None
-    safe: tuple[AgentRecord, Listed, datetime] | None = None
+    until: tuple[AgentRecord, Listed, datetime, float] | None = None
+    safe: tuple[AgentRecord, Listed, datetime, float] | None = None
+    queued: bool = False  # it has an entry in the heap of times (Liveness._deadlines)
 
     def record_as_listed(self) -> AgentRecord | None:
         """Its record with ``updated_at`` the store's last-modified of the listed version."""
@@ -116,7 +120,9 @@ class Liveness:
         # those whose time not to be lost (Holder.safe) ran out, from a heap by that time.
         self._met = itertools.count()
         self._due: set[str] = set()
-        self._deadlines: list[tuple[datetime, int, str]] = []
+        self._deadlines: list[tuple[float, int, str]] = []  # (POSIX time, order, name)
+        self._unread: set[str] = set()  # holders whose record was never read (or failed)
+        self._suspects_by_name: set[str] = set()  # holders lost or stopping (suspects)
         # The store's time when this process's first sweep began (it read every status then).
         self.all_read_at: datetime | None = None
         # Not by the listing: each holder's epoch with the record it was judged by.
@@ -162,18 +168,20 @@ class Liveness:
             self._following = True
         # Only the agents whose listed version changed (or that were read) since the last
         # look, and those whose first read failed: the others' versions did not move.
-        unread = [name for name, holder in self.holders.items() if not holder.read]
-        for name in sorted({*names, *unread}, key=_key):  # in the listing's order
+        for name in sorted({*names, *self._unread}, key=_key):  # in the listing's order
             version = listed.get(name)
             if version is not None:
                 self._follow(name, version)
             elif name not in listed:
                 self.holders.pop(name, None)
+                self._unread.discard(name)
+                self._suspects_by_name.discard(name)
 
     def _follow(self, name: str, version: Listed) -> None:
         holder = self.holders.get(name)
         if holder is None:
             holder = self.holders[name] = Holder(order=next(self._met))
+            self._unread.add(name)
         self._due.add(name)
         if not holder.read:
             self._read(name, holder)  # first met (or its first read failed)
@@ -216,6 +224,8 @@ class Liveness:
             holder.requests |= named
         holder.record = record
         holder.read = True
+        self._unread.discard(name)
+        self._review(name, holder)
 
     def epoch(self, name: str) -> int:
         """The holder's epoch (see the module's docstring)."""
@@ -253,7 +263,9 @@ class Liveness:
             and safe[0] is holder.record
             and safe[1] is holder.listed
         ):
-            holder.lost_at = None
+            if holder.lost_at is not None:
+                holder.lost_at = None
+                self._review(name, holder)
             return False
         judged = holder.judged
         if (
@@ -263,19 +275,29 @@ class Liveness:
             and judged[2] is holder.listed
         ):
             # Judged already at this time on this version (a sweep asks once per status).
-            if not judged[3]:
+            if not judged[3] and holder.lost_at is not None:
                 holder.lost_at = None
+                self._review(name, holder)
             return judged[3]
         lost = self._judge(name, holder, at)
         holder.judged = (at, holder.record, holder.listed, lost)
         safe = holder.safe = None if lost else self._safe_until(holder)
+        self._review(name, holder)
         if safe is None or holder.lost_at is not None:
             self._due.add(name)  # judged again at the next sweep
-        else:
-            heapq.heappush(self._deadlines, (safe[2], holder.order, name))
+        elif not holder.queued:
+            heapq.heappush(self._deadlines, (safe[3], holder.order, name))
+            holder.queued = True
         return lost
 
-    def _safe_until(self, holder: Holder) -> tuple[AgentRecord, Listed, datetime] | None:
+    def _review(self, name: str, holder: Holder) -> None:
+        """Keep :attr:`suspects` up to date after ``holder``'s record or judgement changed."""
+        if _suspect(holder):
+            self._suspects_by_name.add(name)
+        else:
+            self._suspects_by_name.discard(name)
+
+    def _safe_until(self, holder: Holder) -> tuple[AgentRecord, Listed, datetime, float] | None:
         """Until when the policy says ``holder`` cannot be lost on its record as listed (an
         optional ``lost_after(record, grace_seconds)`` of the policy); None when it cannot say."""
         until = holder.until
@@ -325,7 +347,7 @@ class Liveness:
             return self.policy.is_lost(as_listed, at, self.grace)
         until = self._lost_after(as_listed, self.grace)
         assert holder.record is not None and holder.listed is not None
-        holder.until = (holder.record, holder.listed, until)
+        holder.until = (holder.record, holder.listed, until, until.timestamp())
         return at > until
 
     def judge_all(self, now: datetime) -> None:
@@ -335,11 +357,20 @@ class Liveness:
             at = self.store_now(now)
             due, self._due = self._due, set()
             deadlines = self._deadlines
-            while deadlines and deadlines[0][0] < at:
-                until, _, name = heapq.heappop(deadlines)
+            at_seconds = at.timestamp()
+            while deadlines and deadlines[0][0] < at_seconds:
+                _, order, name = heapq.heappop(deadlines)
                 holder = self.holders.get(name)
-                if holder is not None and holder.safe is not None and holder.safe[2] == until:
-                    due.add(name)  # else judged since on a later version: a later entry
+                if holder is None or holder.order != order:
+                    continue  # gone since (or met again: its own entry)
+                holder.queued = False
+                safe = holder.safe
+                if safe is not None and safe[3] >= at_seconds:
+                    # Judged since on a later version, safe for longer: wait for that.
+                    heapq.heappush(deadlines, (safe[3], order, name))
+                    holder.queued = True
+                else:
+                    due.add(name)
             # The others would be judged not lost on what was judged so before (_judged).
             holders = sorted(
                 (holder.order, name, holder)
@@ -365,7 +396,8 @@ class Liveness:
     def suspects(self) -> list[Holder]:
         """This sweep's agents that are lost or stopping (:meth:`judge_all` first)."""
         if self._suspects is None:
-            self._suspects = [h for h in self.holders.values() if _suspect(h)]
+            found = [self.holders[name] for name in self._suspects_by_name]
+            self._suspects = sorted(found, key=_ORDER)
         return self._suspects
 
     def may_hold(self, request_id: str, modified: datetime) -> bool:
