@@ -182,12 +182,15 @@ class Liveness:
         if holder is None:
             holder = self.holders[name] = Holder(order=next(self._met))
             self._unread.add(name)
-        self._due.add(name)
+        record, epoch = holder.record, holder.epoch
         if not holder.read:
             self._read(name, holder)  # first met (or its first read failed)
         elif holder.listed is not None and version.etag != holder.listed.etag:
             self._moved(name, holder, version)
         holder.listed = version
+        if holder.record is not record or holder.epoch != epoch or holder.safe is None:
+            self._due.add(name)
+        # else a heartbeat: a later version of the record judged not lost (_judged)
 
     def _moved(self, name: str, holder: Holder, version: Listed) -> None:
         """A new version of ``name``'s record: a heartbeat, or something to read."""
@@ -257,12 +260,16 @@ class Liveness:
         """:meth:`lost` at ``at`` (the store's time), judged once per time and version, and not
         at all before the time the policy said it could be lost (``lost_after``)."""
         safe = holder.safe
+        listed = holder.listed
         if (
             safe is not None
             and at <= safe[2]
             and safe[0] is holder.record
-            and safe[1] is holder.listed
+            and listed is not None
+            and (safe[1] is listed or listed.modified >= safe[1].modified)
         ):
+            # The same record, judged not lost on this version or an earlier one: a later
+            # heartbeat never makes an agent lost sooner (``lost_after``'s promise).
             if holder.lost_at is not None:
                 holder.lost_at = None
                 self._review(name, holder)
