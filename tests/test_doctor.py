@@ -44,6 +44,7 @@ def _names() -> list[str]:
         "no-partial-reads",
         "optional-protocols",
         "versioned-listing",
+        "listing-changes",
         "cleanup",
     ]
 

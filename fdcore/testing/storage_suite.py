@@ -54,6 +54,7 @@ from fdcore.conformance.probes import (
     probe_stale_etag_refused,
     probe_unusual_keys,
     probe_versioned_listing,
+    probe_listing_changes,
 )
 from fdcore.testing.broken import BROKEN_STORES, BrokenStorage, catch
 
@@ -275,6 +276,9 @@ class OptionalProtocolTests(StorageTestsBase):
 
     def test_versioned_listing(self, probe_context: ProbeContext) -> None:
         _require(probe_versioned_listing(probe_context))
+
+    def test_listing_changes(self, probe_context: ProbeContext) -> None:
+        _require(probe_listing_changes(probe_context))
 
 
 # pytest collects a base class's tests before its subclass's: listed last, the quick
