@@ -44,6 +44,7 @@ from fdcore.conformance.probes import (
     probe_list_after_write,
     probe_list_by_prefix,
     probe_list_paging,
+    probe_listing_changes,
     probe_no_lost_updates,
     probe_no_partial_reads,
     probe_optional_protocols,
@@ -54,7 +55,6 @@ from fdcore.conformance.probes import (
     probe_stale_etag_refused,
     probe_unusual_keys,
     probe_versioned_listing,
-    probe_listing_changes,
 )
 from fdcore.testing.broken import BROKEN_STORES, BrokenStorage, catch
 
