@@ -412,6 +412,11 @@ class TakeoverPolicy(Protocol):
         holder's clock plays no part; the record's other fields are as last read (a record
         that changed is read before an agent is judged lost). Elsewhere both are as written and
         by the asking agent's clock. A policy compares the two either way.
+
+        A policy may also offer ``lost_after(record, grace_seconds) -> datetime``: the time
+        after which ``is_lost`` holds on ``record``, never earlier for a later ``updated_at``.
+        Judged by the listing, an agent then judges each holder once per such window instead of
+        at every sweep (docs/plugins.md). Optional: not part of the protocol's check.
         """
 
 
