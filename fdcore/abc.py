@@ -40,6 +40,8 @@ __all__ = [
     "LeaseProvider",
     "LeaseWaits",
     "Listed",
+    "ListedChanges",
+    "ListingChanges",
     "Notification",
     "Notifier",
     "NotifierChannel",
@@ -211,6 +213,40 @@ class VersionedListing(Protocol):
         in the same order and from the same single pass over the store's listing."""
 
 
+@attrs.frozen
+class ListedChanges:
+    """What :meth:`ListingChanges.list_changes` answers: a whole listing, or what changed."""
+
+    #: Hand it back to the next call for the same prefix (opaque to the caller).
+    cursor: object
+    #: True: ``listed`` is the whole listing (a first call, or a cursor the store no longer
+    #: follows); False: ``listed`` and ``removed`` are what changed since the cursor.
+    complete: bool
+    #: Complete: every key, as :meth:`VersionedListing.list_versions` gives them. Otherwise each
+    #: key created or replaced since the cursor and still there, at its current version, in
+    #: key order.
+    listed: list[Listed]
+    #: Not complete: the keys deleted since the cursor and not there now (some may never have
+    #: been listed to the caller: created and deleted in between). Empty when complete.
+    removed: list[str]
+
+
+@runtime_checkable
+class ListingChanges(Protocol):
+    """Optional for a :class:`VersionedListing`: a listing diffed by the store against a cursor.
+
+    A reader that lists a folder over and over (an agent's poll) then pays for what changed
+    since its last listing, not for every live key. Offered where the store can tell cheaply
+    (the memory store and the simulator's keep a log of their writes); a real store's reader
+    keeps the full listing (:meth:`VersionedListing.list_versions`).
+    """
+
+    def list_changes(self, prefix: str, cursor: object | None = None) -> ListedChanges:
+        """One list operation: with ``cursor`` None (or one the store forgot), the whole
+        listing of ``prefix`` (``complete``); otherwise what changed under ``prefix`` since the
+        call that gave ``cursor``."""
+
+
 def read_mailbox_file(storage: Storage, key: str, max_bytes: int = MAX_FILE_BYTES) -> Blob | None:
     """Read ``key`` as a mailbox file: bounded where the store can bound it (else the codec's
     size check rejects an oversized value after reading it)."""
@@ -376,6 +412,11 @@ class TakeoverPolicy(Protocol):
         holder's clock plays no part; the record's other fields are as last read (a record
         that changed is read before an agent is judged lost). Elsewhere both are as written and
         by the asking agent's clock. A policy compares the two either way.
+
+        A policy may also offer ``lost_after(record, grace_seconds) -> datetime``: the time
+        after which ``is_lost`` holds on ``record``, never earlier for a later ``updated_at``.
+        Judged by the listing, an agent then judges each holder once per such window instead of
+        at every sweep (docs/plugins.md). Optional: not part of the protocol's check.
         """
 
 

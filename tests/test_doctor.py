@@ -46,6 +46,7 @@ def _names() -> list[str]:
         "no-partial-reads",
         "optional-protocols",
         "versioned-listing",
+        "listing-changes",
         "cleanup",
     ]
 

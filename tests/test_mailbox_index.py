@@ -11,7 +11,7 @@ from fdcore.abc import Listed
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import State, Status
-from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.access import Mailbox, ProblemLog, folder_problem
 from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START
@@ -138,3 +138,30 @@ def test_run_records_are_read_once() -> None:
     reads = storage.kinds["read"]
     assert index.runs("r1") == (records, problems)
     assert storage.kinds["read"] == reads
+
+
+def test_with_listing_changes_the_index_takes_in_only_what_changed_in_the_listings_order() -> None:
+    storage = MemoryStorage.fresh("index-changes")
+    mailbox = Mailbox(storage, ProblemLog("test"))
+    index, whole = MailboxIndex(mailbox), MailboxIndex(mailbox)
+    whole.statuses._changes = None  # the same index, listing whole folders
+    etags = {}
+    for request_id in ("r3", "r1"):
+        etags[request_id] = mailbox.create(status_key(request_id), running(request_id))
+    assert list(index.statuses.list()) == list(whole.statuses.list()) == ["r1", "r3"]
+    start = index.statuses.since(0)[1]
+    mailbox.create(status_key("r2"), running("r2"))  # amid the listed ids
+    storage.delete(status_key("r3"))
+    mailbox.replace(status_key("r1"), running("r1", "etl-02"), etags["r1"])
+    storage.create("status/r9.json/x", b"{}")  # a folder where a file should be
+    calls = storage.operations
+    listed = index.statuses.list()
+    assert storage.operations == calls + 1  # one list call
+    assert listed == whole.statuses.list()  # the same versions, in the same order
+    assert list(listed) == ["r1", "r2"]
+    assert sorted(index.statuses.since(start)[0] or []) == ["r1", "r2", "r3"]
+    assert (
+        index.statuses.misplaced
+        == whole.statuses.misplaced
+        == {"r9": folder_problem("status/r9.json")}
+    )

@@ -73,7 +73,7 @@ def test_a_protocol_declared_but_missing_fails_optional_protocols() -> None:
     observation = PROBES_BY_NAME["optional-protocols"](declared)
     assert str(observation) == (
         "FAIL optional-protocols: observed a store declared to offer ['ChangeCheck'] does not "
-        "(it has ['VersionedListing'])"
+        "(it has ['ListingChanges', 'VersionedListing'])"
     )
     misspelt = attrs.evolve(memory_context(), offers=("Bounded",))
     assert (

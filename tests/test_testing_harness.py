@@ -249,7 +249,7 @@ def test_the_suite_is_its_mixins_and_each_test_belongs_to_one() -> None:
     base = own_tests(storage_suite.StorageTestsBase)
     assert base == {"test_factory_opens_an_empty_environment"}
     every = [name for mixin in MIXINS for name in own_tests(mixin)]
-    assert len(every) == len(set(every)) == 23
+    assert len(every) == len(set(every)) == 24
     suite = {name for name in dir(storage_suite.StorageSuite) if name.startswith("test_")}
     assert suite == base | set(every)
     assert own_tests(storage_suite.StorageSuite) == set()

@@ -57,9 +57,20 @@ class Discovery:
         self.index = index or MailboxIndex(mailbox)
         self.liveness = Liveness(self.index, components.takeover, config.grace_seconds)
         self.skew = self.liveness.skew = skew  # this agent's clock against the store's
-        # Without etags in the listing: statuses in flight held by other agents, as last read,
-        # with their holder's epoch then (see _unchanged).
+        # Statuses in flight held by other agents, as last read, with their holder's epoch then
+        # (see _unchanged); the same ids by holder, then by that epoch: a sweep skips together
+        # every status read under a holder's current epoch (_candidates).
         self._known: dict[str, tuple[Status, int]] = {}
+        self._held: dict[str, dict[int, set[str]]] = {}
+        # Kept from the folders' logs (Folder.since), so that a look costs what changed since
+        # the last, not the live history: the listed requests without a listed status
+        # (unclaimed), those with one (open); and of the open ones not in _known, those this
+        # agent read (their status or the request: unsettled) and the others (unread).
+        self._followed = [0, 0]  # positions in the logs of statuses/ and requests/
+        self._unclaimed: set[str] = set()
+        self._open: set[str] = set()
+        self._unsettled: set[str] = set()
+        self._unread: set[str] = set()
         self._last_sweep: datetime | None = None
         self._swept = False  # a sweep of this process looked at every status once
         self.looks = 0  # how many looks this agent made
@@ -69,8 +80,8 @@ class Discovery:
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
         self.looks += 1
-        status_ids, request_ids = self._listings()
-        self._forget_removed(status_ids)
+        self._listings()
+        self._follow_listings()
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after
@@ -85,38 +96,119 @@ class Discovery:
             # may be lost now). One whose table runs or holds its lease re-reads its status at
             # each lease renewal instead.
             busy = {key for key, work in self.holdings.work.items() if work.run or work.lease}
-            candidates = (status_ids & request_ids) - self.holdings.final - busy
-            self._sweep(sorted(candidates), now)
-        self._claim_unclaimed(sorted(request_ids - status_ids), now)
+            self._sweep(busy, now)
+        self._claim_unclaimed(sorted(self._unclaimed), now)
 
-    def _listings(self) -> tuple[set[str], set[str]]:
-        """The ids in ``status/``, then in ``requests/``: in this order. Retention deletes a
-        request before its status, so a request listed after its status was not had no status
-        then (docs/retention.md). The other order could list a request, then miss the status a
-        move deleted meanwhile, and claim a request that had ended."""
-        status_ids = set(self.index.statuses.list())
-        return status_ids, set(self.index.requests.list())
+    def _listings(self) -> None:
+        """List ``status/``, then ``requests/``: in this order. Retention deletes a request
+        before its status, so a request listed after its status was not had no status then
+        (docs/retention.md). The other order could list a request, then miss the status a move
+        deleted meanwhile, and claim a request that had ended."""
+        self.index.statuses.refresh()
+        self.index.requests.refresh()
 
-    def _forget_removed(self, status_ids: set[str]) -> None:
-        """Forget what was known of requests no longer listed (archived or deleted by retention):
-        what this agent remembers follows the mailbox, not every request it ever saw (the index
-        forgets its files on its own)."""
-        self.holdings.final &= status_ids
-        for request_id in self._known.keys() - status_ids:
-            del self._known[request_id]
+    def _follow_listings(self) -> None:
+        """Bring the look's sets up to the listings just made, from what the folders logged
+        since the last look (ids listed anew, replaced or gone, and ids read)."""
+        changed: set[str] = set()
+        for n, folder in enumerate((self.index.statuses, self.index.requests)):
+            ids, self._followed[n] = folder.since(self._followed[n])
+            if ids is None:  # the log forgot some: look at every id again
+                changed |= self.index.statuses.listed.keys() | self.index.requests.listed.keys()
+                changed |= self._open | self._unclaimed | self._known.keys()
+                self.holdings.final &= self.index.statuses.listed.keys()
+            else:
+                changed.update(ids)
+        for request_id in changed:
+            self._place(request_id)
 
-    def _sweep(self, request_ids: list[str], now: datetime) -> None:
+    def _place(self, request_id: str) -> None:
+        """Put ``request_id`` in the sets its listings say. A request no longer listed
+        (archived or deleted by retention) is forgotten: what this agent remembers follows the
+        mailbox, not every request it ever saw (the index forgets its files on its own)."""
+        status = request_id in self.index.statuses.listed
+        request = request_id in self.index.requests.listed
+        if not status:
+            self.holdings.final.discard(request_id)
+            self._forget(request_id)
+        if request and not status:
+            self._unclaimed.add(request_id)
+        else:
+            self._unclaimed.discard(request_id)
+        if request and status:
+            self._open.add(request_id)
+        else:
+            self._open.discard(request_id)
+        self._settle(request_id)
+
+    def _settle(self, request_id: str) -> None:
+        """File an open request not in _known as unsettled (read by this agent) or unread."""
+        self._unsettled.discard(request_id)
+        self._unread.discard(request_id)
+        if request_id not in self._open or request_id in self._known:
+            return
+        if (
+            self.index.statuses.known(request_id) is not None
+            or self.index.requests.known(request_id) is not None
+        ):
+            self._unsettled.add(request_id)
+        else:
+            self._unread.add(request_id)
+
+    def _know(self, request_id: str, status: Status, epoch: int) -> None:
+        self._forget(request_id)
+        assert status.agent is not None
+        self._known[request_id] = (status, epoch)
+        self._held.setdefault(status.agent, {}).setdefault(epoch, set()).add(request_id)
+        self._settle(request_id)
+
+    def _forget(self, request_id: str) -> None:
+        known = self._known.pop(request_id, None)
+        if known is None:
+            return
+        status, epoch = known
+        assert status.agent is not None
+        by_epoch = self._held[status.agent]
+        by_epoch[epoch].discard(request_id)
+        if not by_epoch[epoch]:
+            del by_epoch[epoch]
+            if not by_epoch:
+                del self._held[status.agent]
+        self._settle(request_id)
+
+    def _candidates(self, busy: set[str], now: datetime) -> list[str]:
+        """The statuses a sweep looks at, in id order: every open one not final nor busy, less
+        those :meth:`_unchanged` would pass over unread, found without asking each of them.
+        Judged by the listing, those are the statuses held by a live holder under the epoch
+        they were read at (by holder: what changed), and, once every status was looked at and
+        no agent is lost or stopping, those this agent never read."""
+        final = self.holdings.final
+        if not self.liveness.by_listing:
+            return sorted((self._open - final) - busy)
+        look = set(self._unsettled)
+        if not (self._swept and not self.liveness.suspects):
+            look |= self._unread  # an agent lost or stopping may hold one
+        look.update(self.holdings.work.keys() & self._open)
+        at = self.liveness.store_now(now)
+        for holder, by_epoch in self._held.items():
+            trusted = self.liveness.trusted_epoch(holder, at, self.config.take_over)
+            for epoch, ids in by_epoch.items():
+                if epoch != trusted:
+                    look |= ids
+        ended = [i for i in look if i in final]
+        for request_id in ended:  # a final status never changes: not looked at again
+            self._unsettled.discard(request_id)
+            self._unread.discard(request_id)
+        return sorted(i for i in look if i in self._open and i not in final and i not in busy)
+
+    def _sweep(self, busy: set[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""
         self.liveness.new_sweep()
         if self.config.take_over:
             self.liveness.judge_all(now)
         else:
             self.liveness.look()  # who starts stopping (and hands requests back)
-        if self._swept and self.liveness.by_listing and not self.liveness.suspects:
-            # No agent is lost or stopping: a status never read gives no work (_unchanged).
-            read = self.index.statuses.read_ids() | self.holdings.work.keys()
-            read |= self.index.requests.read_ids()  # seen unclaimed: maybe claimed by this agent
-            request_ids = [i for i in request_ids if i in read]
+        request_ids = self._candidates(busy, now)
         began = self.liveness.store_now(now)
         takeable = [found for found in (self._look_at(i, now) for i in request_ids) if found]
         if not self._swept:
@@ -141,7 +233,7 @@ class Discovery:
         """One status of the sweep: (the status, why this agent may take it), or None."""
         if self._unchanged(request_id, now):
             return None
-        self._known.pop(request_id, None)
+        self._forget(request_id)
         found = self.index.statuses.get(request_id).found
         if found is None or self._still_waiting(request_id, found):
             return None
@@ -170,7 +262,7 @@ class Discovery:
             return
         assert status.agent is not None
         self.liveness.record(status.agent)
-        self._known[request_id] = (status, self.liveness.epoch(status.agent))
+        self._know(request_id, status, self.liveness.epoch(status.agent))
 
     def _unchanged(self, request_id: str, now: datetime) -> bool:
         """True if the status as last read still tells all: no need to read or judge it again.

@@ -33,6 +33,9 @@ never lost (docs/takeover.md).
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import operator
 from datetime import datetime, timedelta
 
 import attrs
@@ -41,6 +44,8 @@ from fdcore.abc import Listed, TakeoverPolicy
 from fdcore.agent.skew import ClockSkew
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.index import MailboxIndex
+
+_ORDER = operator.attrgetter("order")
 
 #: A heartbeat comes this share of ``stale_after`` after the one before (presence.HEARTBEAT_SHARE).
 HEARTBEAT_SHARE = 0.25
@@ -54,6 +59,7 @@ class Holder:
     """What this agent knows of another agent, judged by the listing."""
 
     epoch: int = 0
+    order: int = 0  # when it was first met, among the holders: judged in this order
     record: AgentRecord | None = None  # as last read
     listed: Listed | None = None  # its version in the last listing
     lost_at: datetime | None = None  # the store's time it was first judged lost (while lost)
@@ -67,6 +73,11 @@ class Holder:
     as_listed: tuple[AgentRecord, Listed, AgentRecord] | None = None
     # (the store's time, record, listed, lost): the last judgement, true while these stay
     judged: tuple[datetime, AgentRecord | None, Listed | None, bool] | None = None
+    # (record, listed, until): lost after ``until`` on these (the policy's ``lost_after``), and
+    # the same while it was judged not lost (safe)
+    until: tuple[AgentRecord, Listed, datetime, float] | None = None
+    safe: tuple[AgentRecord, Listed, datetime, float] | None = None
+    queued: bool = False  # it has an entry in the heap of times (Liveness._deadlines)
 
     def record_as_listed(self) -> AgentRecord | None:
         """Its record with ``updated_at`` the store's last-modified of the listed version."""
@@ -74,12 +85,16 @@ class Holder:
         if record is None or listed is None:
             return None
         made = self.as_listed
-        if made is None or made[0] is not record or made[1] is not listed:
+        if made is None or made[0] is not record:
             made = self.as_listed = (
                 record,
                 listed,
                 attrs.evolve(record, updated_at=listed.modified),
             )
+        elif made[1] is not listed:
+            # A new version of the same record (a heartbeat): the copy is this holder's own.
+            object.__setattr__(made[2], "updated_at", listed.modified)  # no validator to run
+            made = self.as_listed = (record, listed, made[2])
         return made[2]
 
 
@@ -90,11 +105,24 @@ class Liveness:
         self.index = index
         self.agents = index.agents
         self.policy = policy
+        # The policy's optional ``lost_after(record, grace_seconds)``: the time after which
+        # ``is_lost`` holds on ``record`` (docs/plugins.md): then judged by comparing times.
+        self._lost_after = getattr(policy, "lost_after", None)
         self.grace = grace_seconds
         self.skew: ClockSkew | None = None  # this agent's clock against the store's
         resolution = getattr(index.mailbox.storage, "clock_resolution", 0.0)
         self.resolution = resolution if isinstance(resolution, float) else 0.0
         self.holders: dict[str, Holder] = {}
+        self._followed = 0  # the position in the agents folder's log (Folder.since)
+        self._following = False  # the last look followed the listing (by_listing then)
+        # Judged by the listing, a sweep judges only the holders that may have become lost:
+        # those whose version moved or that were lost, stopping or unjudgeable (due), and
+        # those whose time not to be lost (Holder.safe) ran out, from a heap by that time.
+        self._met = itertools.count()
+        self._due: set[str] = set()
+        self._deadlines: list[tuple[float, int, str]] = []  # (POSIX time, order, name)
+        self._unread: set[str] = set()  # holders whose record was never read (or failed)
+        self._suspects_by_name: set[str] = set()  # holders lost or stopping (suspects)
         # The store's time when this process's first sweep began (it read every status then).
         self.all_read_at: datetime | None = None
         # Not by the listing: each holder's epoch with the record it was judged by.
@@ -128,25 +156,41 @@ class Liveness:
         agent's versions: read the records that changed off their cadence, move epochs."""
         if self._listed or not self.index.versioned:
             return
-        listed = self.agents.list()
+        self.agents.refresh()
         self._listed = True
+        names, self._followed = self.agents.since(self._followed)
         if not self.by_listing:
+            self._following = False
             return
-        for name in self.holders.keys() - listed.keys():
-            del self.holders[name]
-        for name, version in listed.items():
+        listed = self.agents.listed
+        if names is None or not self._following:  # the log forgot some: every agent again
+            names = list(listed.keys() | self.holders.keys())
+            self._following = True
+        # Only the agents whose listed version changed (or that were read) since the last
+        # look, and those whose first read failed: the others' versions did not move.
+        for name in sorted({*names, *self._unread}, key=_key):  # in the listing's order
+            version = listed.get(name)
             if version is not None:
                 self._follow(name, version)
+            elif name not in listed:
+                self.holders.pop(name, None)
+                self._unread.discard(name)
+                self._suspects_by_name.discard(name)
 
     def _follow(self, name: str, version: Listed) -> None:
         holder = self.holders.get(name)
         if holder is None:
-            holder = self.holders[name] = Holder()
+            holder = self.holders[name] = Holder(order=next(self._met))
+            self._unread.add(name)
+        record, epoch = holder.record, holder.epoch
         if not holder.read:
             self._read(name, holder)  # first met (or its first read failed)
         elif holder.listed is not None and version.etag != holder.listed.etag:
             self._moved(name, holder, version)
         holder.listed = version
+        if holder.record is not record or holder.epoch != epoch or holder.safe is None:
+            self._due.add(name)
+        # else a heartbeat: a later version of the record judged not lost (_judged)
 
     def _moved(self, name: str, holder: Holder, version: Listed) -> None:
         """A new version of ``name``'s record: a heartbeat, or something to read."""
@@ -183,6 +227,8 @@ class Liveness:
             holder.requests |= named
         holder.record = record
         holder.read = True
+        self._unread.discard(name)
+        self._review(name, holder)
 
     def epoch(self, name: str) -> int:
         """The holder's epoch (see the module's docstring)."""
@@ -208,7 +254,26 @@ class Liveness:
         holder = self.holders.get(name)
         if holder is None:
             return False
-        at = self.store_now(now)
+        return self._judged(name, holder, self.store_now(now))
+
+    def _judged(self, name: str, holder: Holder, at: datetime) -> bool:
+        """:meth:`lost` at ``at`` (the store's time), judged once per time and version, and not
+        at all before the time the policy said it could be lost (``lost_after``)."""
+        safe = holder.safe
+        listed = holder.listed
+        if (
+            safe is not None
+            and at <= safe[2]
+            and safe[0] is holder.record
+            and listed is not None
+            and (safe[1] is listed or listed.modified >= safe[1].modified)
+        ):
+            # The same record, judged not lost on this version or an earlier one: a later
+            # heartbeat never makes an agent lost sooner (``lost_after``'s promise).
+            if holder.lost_at is not None:
+                holder.lost_at = None
+                self._review(name, holder)
+            return False
         judged = holder.judged
         if (
             judged is not None
@@ -217,12 +282,35 @@ class Liveness:
             and judged[2] is holder.listed
         ):
             # Judged already at this time on this version (a sweep asks once per status).
-            if not judged[3]:
+            if not judged[3] and holder.lost_at is not None:
                 holder.lost_at = None
+                self._review(name, holder)
             return judged[3]
         lost = self._judge(name, holder, at)
         holder.judged = (at, holder.record, holder.listed, lost)
+        safe = holder.safe = None if lost else self._safe_until(holder)
+        self._review(name, holder)
+        if safe is None or holder.lost_at is not None:
+            self._due.add(name)  # judged again at the next sweep
+        elif not holder.queued:
+            heapq.heappush(self._deadlines, (safe[3], holder.order, name))
+            holder.queued = True
         return lost
+
+    def _review(self, name: str, holder: Holder) -> None:
+        """Keep :attr:`suspects` up to date after ``holder``'s record or judgement changed."""
+        if _suspect(holder):
+            self._suspects_by_name.add(name)
+        else:
+            self._suspects_by_name.discard(name)
+
+    def _safe_until(self, holder: Holder) -> tuple[AgentRecord, Listed, datetime, float] | None:
+        """Until when the policy says ``holder`` cannot be lost on its record as listed (an
+        optional ``lost_after(record, grace_seconds)`` of the policy); None when it cannot say."""
+        until = holder.until
+        if until is None or until[0] is not holder.record or until[1] is not holder.listed:
+            return None
+        return until
 
     def still_lost(self, name: str) -> bool:
         """Whether ``name``, judged lost by this sweep's listing of ``agents/``, is still lost
@@ -262,20 +350,61 @@ class Liveness:
         as_listed = holder.record_as_listed()
         if as_listed is None:
             return False  # no record, or an unreadable one: never lost
-        return self.policy.is_lost(as_listed, at, self.grace)
+        if self._lost_after is None:
+            return self.policy.is_lost(as_listed, at, self.grace)
+        until = self._lost_after(as_listed, self.grace)
+        assert holder.record is not None and holder.listed is not None
+        holder.until = (holder.record, holder.listed, until, until.timestamp())
+        return at > until
 
     def judge_all(self, now: datetime) -> None:
         """Judge every listed agent (by the listing): which are lost, since when."""
         if self.by_listing:
             self.look()
-            for name in list(self.holders):
-                self.lost(name, now)
+            at = self.store_now(now)
+            due, self._due = self._due, set()
+            deadlines = self._deadlines
+            at_seconds = at.timestamp()
+            while deadlines and deadlines[0][0] < at_seconds:
+                _, order, name = heapq.heappop(deadlines)
+                holder = self.holders.get(name)
+                if holder is None or holder.order != order:
+                    continue  # gone since (or met again: its own entry)
+                holder.queued = False
+                safe = holder.safe
+                if safe is not None and safe[3] >= at_seconds:
+                    # Judged since on a later version, safe for longer: wait for that.
+                    heapq.heappush(deadlines, (safe[3], order, name))
+                    holder.queued = True
+                else:
+                    due.add(name)
+            # The others would be judged not lost on what was judged so before (_judged).
+            holders = sorted(
+                (holder.order, name, holder)
+                for name in due
+                if (holder := self.holders.get(name)) is not None
+            )
+            for _, name, holder in holders:
+                self._judged(name, holder, at)
+
+    def trusted_epoch(self, name: str, at: datetime, take_over: bool) -> int | None:
+        """By the listing, after this sweep's :meth:`look`: ``name``'s epoch, or None if its
+        statuses as read are not to be trusted (no readable record, or, with ``take_over``,
+        lost at ``at``, the store's time): :meth:`record`, :meth:`lost` and :meth:`epoch` in
+        one call."""
+        holder = self.holders.get(name)
+        if holder is None or holder.record is None:
+            return None
+        if take_over and self._judged(name, holder, at):
+            return None
+        return holder.epoch
 
     @property
     def suspects(self) -> list[Holder]:
         """This sweep's agents that are lost or stopping (:meth:`judge_all` first)."""
         if self._suspects is None:
-            self._suspects = [h for h in self.holders.values() if _suspect(h)]
+            found = [self.holders[name] for name in self._suspects_by_name]
+            self._suspects = sorted(found, key=_ORDER)
         return self._suspects
 
     def may_hold(self, request_id: str, modified: datetime) -> bool:
@@ -316,6 +445,10 @@ class Liveness:
             epoch += 1
         self._epochs[name] = (epoch, record)
         return record
+
+
+def _key(name: str) -> str:
+    return f"{name}.json"
 
 
 def _suspect(holder: Holder) -> bool:

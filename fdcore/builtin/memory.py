@@ -13,7 +13,14 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 
-from fdcore.abc import Blob, Listed, check_precondition, validate_key, validate_prefix
+from fdcore.abc import (
+    Blob,
+    Listed,
+    ListedChanges,
+    check_precondition,
+    validate_key,
+    validate_prefix,
+)
 from fdcore.errors import AlreadyExists, EnvironmentNotFound
 
 
@@ -25,8 +32,15 @@ class _Space:
         self.keys: list[str] = []  # sorted, for list-by-prefix
         # Writes and deletes so far by top folder: a listing cached at a count is still true.
         self.changes: dict[str, int] = {}
+        # The keys written or deleted, by top folder, in order (ListingChanges); the first
+        # ``dropped`` of each were forgotten (a cursor before them gets a whole listing).
+        self.log: dict[str, list[str]] = {}
+        self.dropped: dict[str, int] = {}
         self.counter = itertools.count(1)
 
+
+#: How many writes of one top folder the memory store remembers for ListingChanges.
+LOG_LIMIT = 1 << 20
 
 _spaces: dict[str, _Space] = {}
 _spaces_lock = threading.Lock()
@@ -68,6 +82,11 @@ class MemoryStorage:
     def _changed(self, key: str) -> None:
         folder = key.partition("/")[0]
         self._space.changes[folder] = self._space.changes.get(folder, 0) + 1
+        log = self._space.log.setdefault(folder, [])
+        log.append(key)
+        if len(log) > LOG_LIMIT:  # keep the newer half: older cursors get a whole listing
+            self._space.dropped[folder] = self._space.dropped.get(folder, 0) + len(log) // 2
+            del log[: len(log) // 2]
 
     def read(self, key: str) -> Blob | None:
         validate_key(key)
@@ -121,6 +140,32 @@ class MemoryStorage:
                 ]
             )
 
+    def list_changes(self, prefix: str, cursor: object | None = None) -> ListedChanges:
+        """:class:`fdcore.abc.ListingChanges`: what changed under ``prefix`` since ``cursor``."""
+        if type(self).list_versions is not MemoryStorage.list_versions:
+            # A subclass that stamps its own versions: its whole listing, each time.
+            return ListedChanges(None, True, list(self.list_versions(prefix)), [])
+        validate_prefix(prefix)
+        self.operations += 1
+        space = self._space
+        with space.lock:
+            since = changed_since(space, prefix, cursor)
+            position = log_position(space, prefix)
+            if since is None:
+                listed = [
+                    Listed(key, space.objects[key].etag, space.modified[key])
+                    for key in self._under(prefix)
+                ]
+                return ListedChanges((space, prefix, position), True, listed, [])
+            listed, removed = [], []
+            for key in since:
+                blob = space.objects.get(key)
+                if blob is None:
+                    removed.append(key)
+                else:
+                    listed.append(Listed(key, blob.etag, space.modified[key]))
+            return ListedChanges((space, prefix, position), False, listed, removed)
+
     def _under(self, prefix: str) -> builtins.list[str]:
         """The keys that start with ``prefix``, in order (the caller holds the lock)."""
         keys = self._space.keys
@@ -133,6 +178,32 @@ class MemoryStorage:
 
     def close(self) -> None:
         pass
+
+
+def log_position(space: _Space, prefix: str) -> int | None:
+    """How many writes under ``prefix``'s top folder the store has seen; None for a prefix with
+    no top folder (always listed whole)."""
+    folder, slash, _ = prefix.partition("/")
+    if not slash:
+        return None
+    return space.dropped.get(folder, 0) + len(space.log.get(folder, ()))
+
+
+def changed_since(space: _Space, prefix: str, cursor: object | None) -> list[str] | None:
+    """The keys under ``prefix`` written or deleted since ``cursor`` (a position of
+    :func:`log_position`), in key order; None when the log cannot tell (no cursor, another
+    store's or prefix's, or one older than what the log keeps)."""
+    if not isinstance(cursor, tuple) or len(cursor) != 3:
+        return None
+    owner, listed_prefix, position = cursor
+    if owner is not space or listed_prefix != prefix or not isinstance(position, int):
+        return None
+    folder = prefix.partition("/")[0]
+    start = position - space.dropped.get(folder, 0)
+    if start < 0:
+        return None
+    log = space.log.get(folder, [])
+    return sorted({key for key in log[start:] if key.startswith(prefix)})
 
 
 class MemoryBackend:

@@ -37,6 +37,7 @@ from fdcore.abc import (
     BoundedRead,
     ChangeCheck,
     Listed,
+    ListingChanges,
     Storage,
     StoreClock,
     VersionedListing,
@@ -1176,6 +1177,7 @@ def probe_invalid_keys(ctx: ProbeContext) -> str:
 OPTIONAL_PROTOCOLS: dict[str, type] = {
     "BoundedRead": BoundedRead,
     "ChangeCheck": ChangeCheck,
+    "ListingChanges": ListingChanges,
     "StoreClock": StoreClock,
     "VersionedListing": VersionedListing,
     "WatchableStorage": WatchableStorage,
@@ -1259,6 +1261,66 @@ def probe_versioned_listing(ctx: ProbeContext) -> str:
     )
 
 
+@_probe("listing-changes")
+def probe_listing_changes(ctx: ProbeContext) -> str:
+    """A listing diffed against a cursor (:class:`ListingChanges`): without a cursor, the whole
+    listing ``list_versions`` gives; from a cursor, the keys created or replaced since under
+    the prefix at their current versions (in key order) and the keys deleted since, or the
+    whole listing again (``complete``); taken into the earlier listing, either gives the
+    listing ``list_versions`` gives now."""
+    base = ctx.key("changes/")
+    kept, replaced, deleted, added = (base + name for name in ("a.json", "b.json", "c.json", "d"))
+    with _opened(ctx) as store, _opened(ctx) as other:
+        if not isinstance(other, ListingChanges) or not isinstance(other, VersionedListing):
+            return "no listing changes (readers list whole folders)"
+        etags = {key: store.create(key, key.encode()) for key in (kept, replaced, deleted)}
+        first = other.list_changes(base)
+        now = list(other.list_versions(base))
+        _expect(first.complete, "list_changes without a cursor was not the whole listing")
+        _expect(
+            first.listed == now and not first.removed,
+            f"list_changes without a cursor gave {first.listed}, list_versions {now}",
+        )
+        store.replace(replaced, b"b1", etags[replaced])
+        store.delete(deleted)
+        store.create(added, b"d0")
+        store.create(ctx.key("changes-beside.json"), b"x")  # outside the prefix
+        changes = other.list_changes(base, first.cursor)
+        now = list(other.list_versions(base))
+        if changes.complete:
+            _expect(changes.listed == now, f"a complete answer {changes.listed}, now {now}")
+        else:
+            listed = [one.key for one in changes.listed]
+            _expect(
+                listed == [replaced, added],
+                f"from a cursor, listed {listed}; expected {[replaced, added]} (created or "
+                "replaced since, under the prefix, in key order)",
+            )
+            _expect(
+                changes.removed == [deleted],
+                f"from a cursor, removed {changes.removed}; expected {[deleted]}",
+            )
+        merged = {one.key: one for one in first.listed}
+        for key in changes.removed:
+            merged.pop(key, None)
+        merged.update((one.key, one) for one in changes.listed)
+        if changes.complete:
+            merged = {one.key: one for one in changes.listed}
+        _expect(
+            sorted(merged.values(), key=lambda one: one.key) == now,
+            f"the first listing with the changes taken in gives {sorted(merged)}, "
+            f"list_versions {[one.key for one in now]}",
+        )
+        again = other.list_changes(base, changes.cursor)
+        _expect(
+            again.complete or (not again.listed and not again.removed),
+            f"with no write between, list_changes gave {again.listed} and {again.removed}",
+        )
+        for key in (kept, replaced, added, ctx.key("changes-beside.json")):
+            store.delete(key)
+    return "the whole listing without a cursor; from one, what changed under the prefix"
+
+
 def _write_time(store: Storage) -> datetime | None:
     """The store's time of its last write, where it tells (StoreClock)."""
     return store.last_write_time() if isinstance(store, StoreClock) else None
@@ -1323,4 +1385,5 @@ PROBES: tuple[Probe, ...] = (
     probe_no_partial_reads,
     probe_optional_protocols,
     probe_versioned_listing,
+    probe_listing_changes,
 )

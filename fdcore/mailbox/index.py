@@ -39,7 +39,7 @@ from typing import Generic, TypeVar, cast
 
 import attrs
 
-from fdcore.abc import ChangeCheck, Listed, VersionedListing
+from fdcore.abc import ChangeCheck, Listed, ListedChanges, ListingChanges, VersionedListing
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import AGENTS, CANCELS, REQUESTS, RUNS, STATUS
 from fdcore.contract.models import AgentRecord, Cancel, Request, RunRecord, Status
@@ -48,6 +48,8 @@ from fdcore.mailbox.access import Mailbox, Versioned, folders_in_place
 
 T = TypeVar("T")
 _KEY = operator.attrgetter("key")  # a listed version's key
+#: How many more log entries than twice the listed ids a folder keeps (Folder.since).
+LOG_SLACK = 4096
 
 
 @attrs.frozen
@@ -108,18 +110,45 @@ class Folder(Generic[T]):
         self._read: dict[str, Entry[T]] = {}  # id -> the last read, with the etag read at
         self._read_at: dict[str, str | None] = {}  # id -> the listed etag when it was read
         self._listing: list[Listed] = []  # the last listing with versions, as the store gave it
+        # With ListingChanges: the store's cursor, each listed key's id (None: a refused
+        # name), and the keys refused.
+        self._changes = storage if self.versioned and isinstance(storage, ListingChanges) else None
+        self._cursor: object | None = None
+        self._ids: dict[str, str | None] = {}
+        self._refused: set[str] = set()
+        self._in_order = True  # listed is in the listing's (key) order
+        # The ids whose listed version changed or that were read, in order: a reader that
+        # follows the folder keeps its position in it (since) instead of comparing listings.
+        self.log: list[str] = []
+        self.log_start = 0  # the position of log[0]
         # Ids whose file is a folder in the last listing (keys below it): id -> the problem.
         self.misplaced: dict[str, str] = {}
 
     def list(self) -> dict[str, Listed | None]:
         """List the folder (one list call): id -> its listed version (None without
-        VersionedListing). Forgets what it knew of ids no longer listed."""
+        VersionedListing), in the listing's order. Forgets what it knew of ids no longer
+        listed."""
+        with self.lock:
+            self.refresh()
+            if not self._in_order:
+                self.listed = dict(sorted(self.listed.items(), key=self._key_of))
+                self._in_order = True
+            return self.listed
+
+    def refresh(self) -> None:
+        """List the folder (one list call) into :attr:`listed`, in no particular order, and
+        append to :attr:`log` the ids whose listed version changed (added, replaced, gone).
+        With :class:`~fdcore.abc.ListingChanges` this costs what changed since the last
+        listing; otherwise the whole listing."""
         storage = self.mailbox.storage
         with self.lock:
+            if self._changes is not None:
+                self._apply(self._changes.list_changes(self.prefix, self._cursor))
+                return
             if self.versioned:
                 listing = list(cast(VersionedListing, storage).list_versions(self.prefix))
                 if listing == self._listing:
-                    return self.listed  # the same versions again (compared at C speed)
+                    return  # the same versions again (compared at C speed)
                 self._listing = listing
                 keys = list(map(_KEY, listing))
                 names = self.mailbox.checked_names(self.prefix, keys)
@@ -136,11 +165,85 @@ class Folder(Generic[T]):
             # Only when a name was refused: a look pays no loop over the keys otherwise.
             misplaced = len(listed) < len(keys)
             self.misplaced = folders_in_place(self.prefix, keys, names) if misplaced else {}
-            self.listed = listed
-            for gone in self._read.keys() - listed.keys():
-                del self._read[gone]
-                self._read_at.pop(gone, None)
-            return listed
+            self._replace(listed)
+
+    def _replace(self, listed: dict[str, Listed | None]) -> None:
+        """Take ``listed`` as the whole listing: log what differs from the last one."""
+        before = self.listed
+        self.listed = listed
+        self._in_order = True
+        self._log({id for id, _ in listed.items() ^ before.items()})
+        for gone in self._read.keys() - listed.keys():
+            del self._read[gone]
+            self._read_at.pop(gone, None)
+
+    def _apply(self, changes: ListedChanges) -> None:
+        """Take a :class:`~fdcore.abc.ListedChanges` into the listing."""
+        self._cursor = changes.cursor
+        if changes.complete:
+            keys = list(map(_KEY, changes.listed))
+            names = self.mailbox.checked_names(self.prefix, keys)
+            self._ids = {key: names.get(key) for key in keys}
+            self._refused = {key for key, id in self._ids.items() if id is None}
+            listed = {names[v.key]: v for v in changes.listed if names.get(v.key) is not None}
+            self._replace(cast(dict[str, Listed | None], listed))
+        else:
+            new = [v.key for v in changes.listed if v.key not in self._ids]
+            names = self.mailbox.checked_names(self.prefix, new) if new else {}
+            changed = []
+            for key in changes.removed:
+                id = self._ids.pop(key, None)
+                self._refused.discard(key)
+                if id is not None:
+                    self.listed.pop(id, None)
+                    self._read.pop(id, None)
+                    self._read_at.pop(id, None)
+                    changed.append(id)
+            last = self._last_key()
+            for version in changes.listed:
+                key = version.key
+                if key in self._ids:
+                    id = self._ids[key]
+                else:
+                    id = self._ids[key] = names.get(key)
+                    if id is None:
+                        self._refused.add(key)
+                        continue
+                    if last is not None and key < last:
+                        self._in_order = False  # a new key amid the listed ones
+                if id is not None:
+                    self.listed[id] = version
+                    changed.append(id)
+            self._log(changed)
+        refused = sorted(self._refused)
+        self.misplaced = folders_in_place(self.prefix, refused, self._ids) if refused else {}
+
+    def _last_key(self) -> str | None:
+        """The key of the last id in :attr:`listed` (the greatest while in order)."""
+        if not self.listed or not self._in_order:
+            return None
+        return self._key_of((next(reversed(self.listed)), None))
+
+    def _key_of(self, item: tuple[str, object]) -> str:
+        return f"{self.prefix}{item[0]}.json"
+
+    def _log(self, ids: Iterable[str]) -> None:
+        self.log.extend(ids)
+        if len(self.log) > 2 * len(self.listed) + LOG_SLACK:
+            # Forget the older half: a reader behind it looks at every listed id again.
+            half = len(self.log) // 2
+            self.log_start += half
+            del self.log[:half]
+
+    def since(self, position: int) -> tuple[list[str] | None, int]:
+        """The ids logged since ``position`` (ids whose listed version changed or that were
+        read), and the position to ask from next; None instead of the ids when the log forgot
+        some of them (look at every listed id)."""
+        with self.lock:
+            end = self.log_start + len(self.log)
+            if position < self.log_start:
+                return None, end
+            return self.log[position - self.log_start :], end
 
     def changed(self, id: str) -> bool:
         """Whether ``id`` must be read to be known: never read, or its listed etag moved since
@@ -191,6 +294,7 @@ class Folder(Generic[T]):
                 entry = attrs.evolve(entry, etag=found.etag, modified=None)
             self._read[id] = entry
             self._read_at[id] = listed.etag if listed is not None else None
+            self._log((id,))
             return entry
 
     def read_ids(self) -> set[str]:

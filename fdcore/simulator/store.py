@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import cast
 
-from fdcore.abc import Blob, Listed
-from fdcore.builtin.memory import MemoryStorage
+from fdcore.abc import Blob, Listed, ListedChanges
+from fdcore.builtin.memory import MemoryStorage, changed_since, log_position
 from fdcore.contract.layout import CANCELS
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 
@@ -207,33 +207,55 @@ class FaultyStore:
         itself, is stamped when first listed)."""
         if self._count("list"):
             raise self._unavailable("list", prefix)
+        return iter(self._versions(prefix))
+
+    def list_changes(self, prefix: str, cursor: object | None = None) -> ListedChanges:
+        """:class:`fdcore.abc.ListingChanges`: one list operation, what changed under ``prefix``
+        since ``cursor`` from the shared store's log of writes, each version as
+        :meth:`list_versions` gives it (operators' cancels are listed whole: the world follows
+        each listing of them)."""
+        if self._count("list"):
+            raise self._unavailable("list", prefix)
+        space = self.inner._space
+        since = None if prefix == CANCELS else changed_since(space, prefix, cursor)
+        position = log_position(space, prefix)
+        if since is None:
+            return ListedChanges((space, prefix, position), True, self._versions(prefix), [])
+        objects = space.objects
+        listed: builtins.list[Listed] = []
+        removed: builtins.list[str] = []
+        for key in since:
+            blob = objects.get(key)
+            if blob is None:
+                removed.append(key)
+            else:
+                listed.append(self._stamped(key, blob))
+        return ListedChanges((space, prefix, position), False, listed, removed)
+
+    def _stamped(self, key: str, blob: Blob) -> Listed:
+        """``key``'s version as listed: stamped with its write's time, or now when the world
+        wrote it past the views (the first listing of it)."""
+        item = self.modified.get(blob.etag)
+        if isinstance(item, Listed):
+            return item
+        item = self.modified[blob.etag] = Listed(key, blob.etag, item or self.store_time())
+        return item
+
+    def _versions(self, prefix: str) -> builtins.list[Listed]:
+        """The listing of ``prefix`` with versions (the list operation counted already)."""
         changes = self.inner._space.changes.get(prefix.partition("/")[0], 0)
         cached = self._listings.get(prefix)
         if cached is not None and cached[0] == changes and prefix != CANCELS:
-            return iter(cached[1])  # nothing under the folder written or deleted since
+            return cached[1]  # nothing under the folder written or deleted since
         keys = self._keys(prefix)
         # The shared store's own map, in one pass: what its listing would carry, no read counted.
         objects = self.inner._space.objects
         listed = _listed_before(objects, self.modified, keys)
-        if listed is not None:
-            if "/" in prefix:
-                self._listings[prefix] = (changes, listed)
-            return iter(listed)
-        listed = []
-        now: datetime | None = None
-        for key in keys:
-            blob = objects.get(key)
-            if blob is None:
-                continue
-            item = self.modified.get(blob.etag)
-            if not isinstance(item, Listed):
-                if item is None:
-                    item = now = now or self.store_time()
-                item = self.modified[blob.etag] = Listed(key, blob.etag, item)
-            listed.append(item)
+        if listed is None:
+            listed = [self._stamped(key, blob) for key in keys if (blob := objects.get(key))]
         if "/" in prefix:  # a top folder's listing: its change count tells
             self._listings[prefix] = (changes, listed)
-        return iter(listed)
+        return listed
 
     def close(self) -> None:
         pass

@@ -44,6 +44,7 @@ from fdcore.conformance.probes import (
     probe_list_after_write,
     probe_list_by_prefix,
     probe_list_paging,
+    probe_listing_changes,
     probe_no_lost_updates,
     probe_no_partial_reads,
     probe_optional_protocols,
@@ -275,6 +276,9 @@ class OptionalProtocolTests(StorageTestsBase):
 
     def test_versioned_listing(self, probe_context: ProbeContext) -> None:
         _require(probe_versioned_listing(probe_context))
+
+    def test_listing_changes(self, probe_context: ProbeContext) -> None:
+        _require(probe_listing_changes(probe_context))
 
 
 # pytest collects a base class's tests before its subclass's: listed last, the quick

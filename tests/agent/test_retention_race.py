@@ -49,9 +49,9 @@ def retention_now(env: Environment) -> None:
 def before_call(env: Environment, name: str, when: Callable[[str], bool], do: Callable[[], None]):
     """Run ``do`` once, just before the first call of ``name`` whose key ``when`` accepts
     (``list`` hooks run after it, between it and the agent's next call; ``list`` stands for
-    either listing, ``list_versions`` included, as the mailbox index lists with versions where
-    the store offers them)."""
-    listings = ("list", "list_versions")
+    any listing, ``list_versions`` and ``list_changes`` included, as the mailbox index lists
+    with versions, or only what changed, where the store offers it)."""
+    listings = ("list", "list_versions", "list_changes")
     names = [n for n in listings if hasattr(env.storage, n)] if name == "list" else [name]
     done = False
 
@@ -66,6 +66,10 @@ def before_call(env: Environment, name: str, when: Callable[[str], bool], do: Ca
             if method not in listings:
                 do()
                 return inner(key, *args)
+            if method == "list_changes":  # what changed: an answer, not an iterator
+                answer = inner(key, *args)
+                do()
+                return answer
             listed: Iterator[object] = iter(list(inner(key, *args)))
             do()
             return listed

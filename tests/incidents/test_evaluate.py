@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -139,13 +138,14 @@ def test_a_kind_whose_listing_failed_resolves_nothing() -> None:
     put_status(book, "r-1", State.FAILED)
     evaluate(book, NOW, GRACE, "etl-01")
     storage = book.mailbox.storage
-    for listing in ("list", "list_versions"):  # the index lists with versions where it can
+    # the index lists with versions, or only what changed, where the store can
+    for listing in ("list", "list_versions", "list_changes"):
         real = getattr(storage, listing)
 
-        def statuses_unreachable(prefix: str = "", real: Any = real) -> Iterator[Any]:
+        def statuses_unreachable(prefix: str = "", *args: Any, real: Any = real) -> Any:
             if prefix.startswith("status/"):
                 raise StorageUnavailable(prefix, "unreachable")
-            return real(prefix)  # type: ignore[no-any-return]
+            return real(prefix, *args)
 
         setattr(storage, listing, statuses_unreachable)
     put_agent(book, "etl-02", seen_ago=0)

@@ -22,8 +22,12 @@ class StaleRecord:
     def is_lost(self, record: AgentRecord | None, now: datetime, grace_seconds: float) -> bool:
         if record is None:
             return False
-        limit = record.updated_at + timedelta(seconds=record.stale_after + grace_seconds)
-        return now > limit
+        return now > self.lost_after(record, grace_seconds)
+
+    def lost_after(self, record: AgentRecord, grace_seconds: float) -> datetime:
+        """The time after which ``is_lost`` holds on ``record`` (the optional part of
+        :class:`fdcore.abc.TakeoverPolicy`: an agent then judges a fleet by comparing times)."""
+        return record.updated_at + timedelta(seconds=record.stale_after + grace_seconds)
 
 
 @hookimpl

@@ -35,3 +35,13 @@ def test_no_record_is_never_lost() -> None:
 def test_a_record_from_a_clock_ahead_is_not_lost() -> None:
     policy = load_plugins().get(TAKEOVER, "stale_record")
     assert not policy.is_lost(record(-30), NOW, grace_seconds=60)
+
+
+def test_lost_after_is_the_time_after_which_is_lost_holds_and_a_heartbeat_moves_it_on() -> None:
+    policy = load_plugins().get(TAKEOVER, "stale_record")
+    for seconds_ago in (0, 60, 119.999, 120, 120.001, 500):
+        at = record(seconds_ago)
+        limit = policy.lost_after(at, 60)  # type: ignore[attr-defined]
+        assert policy.is_lost(at, NOW, grace_seconds=60) == (limit < NOW)
+    later = policy.lost_after(record(10), 60)  # type: ignore[attr-defined]
+    assert later > policy.lost_after(record(20), 60)  # type: ignore[attr-defined]
