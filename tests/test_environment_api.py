@@ -20,7 +20,7 @@ import fdcore
 from fdcore import AsyncEnvironment, Environment
 from fdcore.clock import ManualClock
 from fdcore.contract.layout import request_key, status_key
-from fdcore.environment import QueueFilter, RequestStory
+from fdcore.environment import QueueFilter, RequestStory, watch
 from fdcore.errors import (
     EnvironmentNotFound,
     FdcoreError,
@@ -528,4 +528,37 @@ def test_on_a_local_folder_a_wait_and_changes_wake_by_the_watch_not_the_poll(
     assert len(ended) == 1 and not waiter.is_alive()
     seen = {next(changes).request_id, next(changes).request_id}
     assert seen == {"r1", "r2"}
+    env.close()
+
+
+class SlowToArm(LocalFolderStorage):
+    """A folder whose watch is armed only after 1.5 s: a loaded machine's watch thread."""
+
+    def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
+        time.sleep(1.5)
+        super().watch(prefix, changed, stop)
+
+
+def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_when_it_is(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel lands after the settling looks stopped and before the watch is armed; the
+    store's first call (armed) wakes the wait, not its minute-long poll."""
+    monkeypatch.setattr(watch, "SETTLING", 0.2)
+    env = Environment(Mailbox(SlowToArm(folder)), poll=60)
+    env.submit(["sales"], id="r1")
+    writer = Environment(Mailbox(LocalFolderStorage(folder)))
+    later(0.5, lambda: writer.cancel("r1", by="ann"))
+    ended: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            env.wait("r1")  # no timeout: only a look can end it, and the poll is a minute
+        except RequestCancelled as exc:
+            ended.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    waiter.join(PATIENCE)
+    assert ended and not waiter.is_alive()
     env.close()

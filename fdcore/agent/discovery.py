@@ -14,7 +14,7 @@ themselves are :mod:`.status_changes`'.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fdcore.agent.components import Components
 from fdcore.agent.liveness import Liveness
@@ -24,7 +24,7 @@ from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_held_by
 from fdcore.contract.models import Request, Status
 from fdcore.mailbox.access import Mailbox, Versioned
-from fdcore.mailbox.index import MailboxIndex
+from fdcore.mailbox.index import Folder, MailboxIndex
 
 if TYPE_CHECKING:
     from fdcore.agent.cancels import Cancels
@@ -111,7 +111,8 @@ class Discovery:
         """Bring the look's sets up to the listings just made, from what the folders logged
         since the last look (ids listed anew, replaced or gone, and ids read)."""
         changed: set[str] = set()
-        for n, folder in enumerate((self.index.statuses, self.index.requests)):
+        folders: list[Folder[Any]] = [self.index.statuses, self.index.requests]
+        for n, folder in enumerate(folders):
             ids, self._followed[n] = folder.since(self._followed[n])
             if ids is None:  # the log forgot some: look at every id again
                 changed |= self.index.statuses.listed.keys() | self.index.requests.listed.keys()

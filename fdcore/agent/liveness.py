@@ -355,7 +355,7 @@ class Liveness:
         until = self._lost_after(as_listed, self.grace)
         assert holder.record is not None and holder.listed is not None
         holder.until = (holder.record, holder.listed, until, until.timestamp())
-        return at > until
+        return bool(at > until)  # lost_after is optional: typed Any from getattr
 
     def judge_all(self, now: datetime) -> None:
         """Judge every listed agent (by the listing): which are lost, since when."""

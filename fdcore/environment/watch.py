@@ -20,9 +20,12 @@ __all__ = ["StoreWatch"]
 
 log = logging.getLogger("fdcore.environment")
 
-#: Seconds after a folder's watch starts during which it may not see changes yet (its thread
-#: arms it): callers look every :data:`SETTLING_LOOK` seconds meanwhile, not every ``poll``.
-SETTLING = 0.5
+#: A folder's watch may miss changes until its thread has armed it, which the store's first
+#: call says (:class:`~fdcore.abc.WatchableStorage`); until then, or for at most
+#: :data:`SETTLING` seconds from a store that never says so, callers look every
+#: :data:`SETTLING_LOOK` seconds, not every ``poll`` (a fixed half second was too short on a
+#: loaded machine: a status landing before the watch was armed waited a whole poll).
+SETTLING = 3.0
 SETTLING_LOOK = 0.05
 
 
@@ -36,6 +39,7 @@ class StoreWatch:
         self._listeners: dict[str, dict[int, Callable[[], None]]] = {}
         self._next = 0
         self._started: dict[str, float] = {}  # prefix -> when its watch started (monotonic)
+        self._armed: set[str] = set()  # prefixes whose store has called since their start
 
     @property
     def available(self) -> bool:
@@ -62,9 +66,10 @@ class StoreWatch:
 
     def pause(self, prefix: str, poll: float) -> float:
         """How long a caller listening to ``prefix`` may pause between two looks: ``poll``, or
-        :data:`SETTLING_LOOK` while the folder's watch is new (it may miss a change yet)."""
+        :data:`SETTLING_LOOK` while the folder's watch is not known to be armed yet (it may
+        miss a change)."""
         with self._lock:
-            started = self._started.get(prefix)
+            started = None if prefix in self._armed else self._started.get(prefix)
         if started is not None and time.monotonic() - started < SETTLING:
             return min(poll, SETTLING_LOOK)
         return poll
@@ -85,6 +90,7 @@ class StoreWatch:
 
     def _changed(self, prefix: str) -> None:
         with self._lock:
+            self._armed.add(prefix)
             listeners = list(self._listeners.get(prefix, {}).values())
         for changed in listeners:
             changed()

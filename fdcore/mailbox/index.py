@@ -31,6 +31,7 @@ that does share one from corrupting it.
 
 from __future__ import annotations
 
+import builtins
 import operator
 import threading
 from collections.abc import Callable, Iterable
@@ -235,7 +236,7 @@ class Folder(Generic[T]):
             self.log_start += half
             del self.log[:half]
 
-    def since(self, position: int) -> tuple[list[str] | None, int]:
+    def since(self, position: int) -> tuple[builtins.list[str] | None, int]:  # list: a method
         """The ids logged since ``position`` (ids whose listed version changed or that were
         read), and the position to ask from next; None instead of the ids when the log forgot
         some of them (look at every listed id)."""
