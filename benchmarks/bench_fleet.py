@@ -223,6 +223,11 @@ def schedule_once(poll: float, seconds: float, place: Place, agents: int = 3) ->
 COUNTED_AGENT = HERE / "counted_agent.py"
 #: The table of ``size``: writes through the fencing check and logs each write (fdcore.testing).
 WRITE_TABLE = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
+#: Calls that are no store round trip: the watch (inotify on a local folder) is one call for the
+#: process's life; the store's time of the last write comes with the write's answer.
+NO_ROUND_TRIP = ("watch requests", "watch leases", "watch status", "last_write_time")
+#: The agent's own record, rewritten every stale_after / 4 (a heartbeat), whatever the polls.
+HEARTBEAT = "replace agents"
 
 
 @attrs.define
@@ -269,10 +274,10 @@ class PollCost:
 
 
 def idle_polls(agent: CountedAgent, after: float) -> list[PollCost]:
-    """The polls ``agent`` made idle after ``after`` (its watch, counted once at start-up, left
-    out). A key's first read in the window catches up with a change made before it (a status
-    that became final since this agent last read it, the record of an agent that stopped): a
-    cost paid once per change, not per poll, so it is counted apart."""
+    """The polls ``agent`` made idle after ``after``. A key's first read in the window
+    catches up with a change made before it (a status that became final since this agent last
+    read it, the record of an agent that stopped): paid once a change, not once a poll, it is
+    counted apart."""
     seen: set[str] = set()
     costs = []
     for before, this in itertools.pairwise(agent.polls()):
@@ -285,7 +290,7 @@ def idle_polls(agent: CountedAgent, after: float) -> list[PollCost]:
         for read in first:
             call, _, key = read.partition(" ")
             calls[f"{call} {key.split('/')[0]}"] -= 1
-        calls = Counter({kind: n for kind, n in calls.items() if n and "watch" not in kind})
+        calls = Counter({kind: n for kind, n in calls.items() if n and kind not in NO_ROUND_TRIP})
         costs.append(PollCost(calls, len(first), len(this["read"]) - len(first)))
     return costs
 
@@ -296,7 +301,7 @@ class IdleCosts:
 
     polls: int
     per_poll: float  # calls per poll, on average
-    median: float  # calls of the median poll
+    median: float  # calls of the median poll, its heartbeat apart
     most: dict[str, int]  # the most calls of each kind one poll made
     kinds: dict[str, float]  # calls of each kind per poll, on average
     first_reads: int  # in all these polls
@@ -315,7 +320,7 @@ class IdleCosts:
         return cls(
             polls=len(costs),
             per_poll=kinds.total() / len(costs),
-            median=statistics.median(cost.calls.total() for cost in costs),
+            median=statistics.median(cost.calls.total() - cost.calls[HEARTBEAT] for cost in costs),
             most=dict(sorted(most.items())),
             kinds={kind: n / len(costs) for kind, n in sorted(kinds.items())},
             first_reads=sum(cost.first_reads for cost in costs),
@@ -413,7 +418,7 @@ def size_once(
             drained_at = time.monotonic()
             figures = {"agents": agents, "requests": requests, "drain_s": drained_at - started}
             figures["idle"] = _idle(counted, poll, stale_after, idle_polls)
-            if shrink_to is not None:
+            if shrink_to is not None and shrink_to < agents:
                 for process in counted[shrink_to:]:
                     process.stop()
                 figures["idle_shrunk"] = _idle(counted[:shrink_to], poll, stale_after, idle_polls)
@@ -431,13 +436,15 @@ def size_once(
 
 
 def _idle(agents: list[CountedAgent], poll: float, stale_after: float, polls: int) -> IdleCosts:
-    """Wait until each of ``agents`` made ``polls`` idle polls, from a sweep (once per
-    ``stale_after`` without take_over) and two polls on: the first sweep after a change reads
-    what the agent has yet to read once (the statuses of requests it saw unclaimed, the records
-    of agents that stopped), and that is paid once, not per poll."""
-    after = time.time() + stale_after + 2 * poll
+    """The idle polls of ``agents`` from two polls on, over ``stale_after`` and a poll at least
+    (so every agent's window holds a sweep, once per ``stale_after`` without take_over) and
+    ``polls`` polls each."""
+    after = time.time() + 2 * poll
+    window = after + stale_after + poll
     if not wait_until(
-        lambda: all(len(idle_polls(agent, after)) >= polls for agent in agents),
+        lambda: (
+            time.time() > window and all(len(idle_polls(agent, after)) >= polls for agent in agents)
+        ),
         stale_after + (polls + 4) * poll + 60,
         0.2,
     ):
