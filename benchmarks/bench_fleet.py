@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_fleet.py drain --poll 5 0.01 --runs 3
     .venv/bin/python benchmarks/bench_fleet.py schedule --poll 5 --seconds 60
+    .venv/bin/python benchmarks/bench_fleet.py size --agents 20 3 --shrink-to 3 --requests 1000
 
 ``drain``: 3 agents x concurrency 2 on a local folder (python runner, the zero-work table of
 ``noop_tables.py``) drain ``--requests`` queued requests of 2 tables each (tables of their own,
@@ -16,6 +17,18 @@ round-robin, so a noisy neighbour on the machine hits them alike; figures are me
 
 ``schedule``: 3 agents share an ``every = "1s"`` schedule for ``--seconds``; reports the slots
 due in that window, the slots that ran, and any slot that ran twice.
+
+``size``: for each ``--agents`` N, N agents at the default settings (but ``claim =
+"when_free"``: with the default, the first agent up claims the whole queue) drain ``--requests``
+queued requests of 2 tables each out of ``--tables`` (shared, so requests wait for each other's
+table leases). Each table writes through the fencing check and logs the write
+(``fdcore.testing.tables:write_table``). Checked from the mailbox and that log: every request
+succeeded, each with one attempt; its run records show each table once; no table written twice,
+no write refused, no two accepted writes of one table overlapping in time. Then, the fleet idle,
+each agent's store calls per poll (the agents run through ``counted_agent.py``); with
+``--shrink-to`` M, all but M agents stop and those M are measured again. Reports the drain's wall
+time (from the agents' start), the agents' CPU seconds, the load average during the drain, and
+whether an idle poll made the same calls at every size (exit 1 if not, or if a check failed).
 
 ``--azurite`` runs the same on the OneLake backend against a local Azurite, ``--s3`` on the S3
 backend against moto's S3 server (fdcore_s3.testing). A drain also counts the tables that ran
@@ -34,6 +47,7 @@ import json
 import os
 import random
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -420,7 +434,9 @@ def size_once(
             figures["idle"] = _idle(counted, poll, stale_after, idle_polls)
             if shrink_to is not None and shrink_to < agents:
                 for process in counted[shrink_to:]:
-                    process.stop()
+                    process.signal(signal.SIGTERM)
+                for process in counted[shrink_to:]:
+                    process.wait(60)
                 figures["idle_shrunk"] = _idle(counted[:shrink_to], poll, stale_after, idle_polls)
         finally:
             fleet.stop_all()
@@ -501,7 +517,7 @@ def _size(args: argparse.Namespace, place: Place) -> None:
     """Each fleet size in turn at SIZE_SECTIONS; exits 1 if a check failed or an idle poll of
     one size made calls another did not."""
     failed = False
-    measured: dict[int, IdleCosts] = {}
+    measured: dict[str, IdleCosts] = {}
     for agents in args.agents or [3, 20]:
         figures = size_once(
             place,
@@ -514,13 +530,13 @@ def _size(args: argparse.Namespace, place: Place) -> None:
         )
         checked: Drained = figures.pop("checked")
         failed |= not checked.ok
-        measured[agents] = figures.pop("idle")
+        measured[f"{agents} agents"] = figures.pop("idle")
         if "idle_shrunk" in figures:
-            measured[args.shrink_to] = figures.pop("idle_shrunk")
+            measured[f"{args.shrink_to} of those {agents}"] = figures.pop("idle_shrunk")
         print(", ".join(f"{key}={value:.3g}" for key, value in figures.items()), flush=True)
         print(f"  checked: {checked}", flush=True)
     for agents, costs in measured.items():
-        print(f"idle at {agents} agents: {costs}", flush=True)
+        print(f"idle at {agents}: {costs}", flush=True)
     shapes = {(costs.median, tuple(costs.most.items())) for costs in measured.values()}
     print(f"idle polls the same at every size: {len(shapes) == 1}")
     if failed or len(shapes) != 1:
