@@ -430,7 +430,8 @@ def size_once(
             if not wait_until(finished, timeout, 1.0):
                 raise SystemExit(f"{agents} agents did not drain {requests} requests in time")
             drained_at = time.monotonic()
-            figures = {"agents": agents, "requests": requests, "drain_s": drained_at - started}
+            figures: dict[str, Any] = {"agents": agents, "requests": requests}
+            figures["drain_s"] = drained_at - started
             figures["idle"] = _idle(counted, poll, stale_after, idle_polls)
             if shrink_to is not None and shrink_to < agents:
                 for process in counted[shrink_to:]:

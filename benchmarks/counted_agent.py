@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from fdcore.agent.components import open_environment
 from fdcore.agent.core import Agent
 from fdcore.cli import runtime
 from fdcore.cli.main import main
@@ -54,7 +55,7 @@ class FolderCounts(CountingStore):
 
 def counted(counts: Path) -> None:
     """Wrap the agent's store in a FolderCounts; log its counts after each poll to ``counts``."""
-    opened = runtime.open_environment
+    opened = open_environment
     stores: list[FolderCounts] = []
 
     def open_counted(*args: Any, **kwargs: Any) -> Any:
@@ -72,8 +73,8 @@ def counted(counts: Path) -> None:
         with open(counts, "a") as handle:
             handle.write(json.dumps(line) + "\n")
 
-    runtime.open_environment = open_counted  # type: ignore[assignment]
-    Agent.poll = poll_and_log  # type: ignore[method-assign]
+    runtime.open_environment = open_counted  # type: ignore[attr-defined]  # as it imported it
+    Agent.poll = poll_and_log  # type: ignore[method-assign,assignment]
 
 
 if __name__ == "__main__":
