@@ -531,13 +531,14 @@ def _size(args: argparse.Namespace, place: Place) -> None:
         )
         checked: Drained = figures.pop("checked")
         failed |= not checked.ok
-        measured[f"{agents} agents"] = figures.pop("idle")
+        idle = {f"{agents} agents": figures.pop("idle")}
         if "idle_shrunk" in figures:
-            measured[f"{args.shrink_to} of those {agents}"] = figures.pop("idle_shrunk")
+            idle[f"{args.shrink_to} of those {agents}"] = figures.pop("idle_shrunk")
         print(", ".join(f"{key}={value:.3g}" for key, value in figures.items()), flush=True)
         print(f"  checked: {checked}", flush=True)
-    for agents, costs in measured.items():
-        print(f"idle at {agents}: {costs}", flush=True)
+        for label, costs in idle.items():
+            print(f"  idle at {label}: {costs}", flush=True)
+        measured.update(idle)
     shapes = {(costs.median, tuple(costs.most.items())) for costs in measured.values()}
     print(f"idle polls the same at every size: {len(shapes) == 1}")
     if failed or len(shapes) != 1:
