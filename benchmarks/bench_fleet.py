@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_fleet.py drain --poll 5 0.01 --runs 3
     .venv/bin/python benchmarks/bench_fleet.py schedule --poll 5 --seconds 60
+    .venv/bin/python benchmarks/bench_fleet.py size --agents 20 3 --shrink-to 3 --requests 1000
 
 ``drain``: 3 agents x concurrency 2 on a local folder (python runner, the zero-work table of
 ``noop_tables.py``) drain ``--requests`` queued requests of 2 tables each (tables of their own,
@@ -17,6 +18,18 @@ round-robin, so a noisy neighbour on the machine hits them alike; figures are me
 ``schedule``: 3 agents share an ``every = "1s"`` schedule for ``--seconds``; reports the slots
 due in that window, the slots that ran, and any slot that ran twice.
 
+``size``: for each ``--agents`` N, N agents at the default settings (but ``claim =
+"when_free"``: with the default, the first agent up claims the whole queue) drain ``--requests``
+queued requests of 2 tables each out of ``--tables`` (shared, so requests wait for each other's
+table leases). Each table writes through the fencing check and logs the write
+(``fdcore.testing.tables:write_table``). Checked from the mailbox and that log: every request
+succeeded, each with one attempt; its run records show each table once; no table written twice,
+no write refused, no two accepted writes of one table overlapping in time. Then, the fleet idle,
+each agent's store calls per poll (the agents run through ``counted_agent.py``); with
+``--shrink-to`` M, all but M agents stop and those M are measured again. Reports the drain's wall
+time (from the agents' start), the agents' CPU seconds, the load average during the drain, and
+whether an idle poll made the same calls at every size (exit 1 if not, or if a check failed).
+
 ``--azurite`` runs the same on the OneLake backend against a local Azurite, ``--s3`` on the S3
 backend against moto's S3 server (fdcore_s3.testing). A drain also counts the tables that ran
 more than once (it must be 0). Every invocation
@@ -29,9 +42,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
+import random
+import resource
+import signal
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -43,14 +61,22 @@ import attrs
 from fdcore_onelake.testing import Azurite
 from fdcore_s3.testing import S3Emulator, credentials_environment
 
-from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
+from fdcore.contract.models import State
+from fdcore.environment.queue import QueueReader
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
+from fdcore.testing.assertions import assert_each_table_succeeded_once, double_writers
+from fdcore.testing.tables import log_table_writes, table_writes
 
 HERE = Path(__file__).resolve().parent
 RUNNER = {"kind": "python", "function": "noop_tables:noop"}
 CONTAINER = "bench"
 SECRET_VARIABLE = "FDCORE_BENCH_AZURITE_CONNECTION"
+FINAL = {state.value for state in State if state.final}
+#: ``size``'s agents: the defaults but for claim, whose default ("always") lets the first agent
+#: up claim the whole queue while the others idle.
+SIZE_SECTIONS: dict[str, Any] = {"agent": {}, "pipeline": {"claim": "when_free"}}
 
 
 @attrs.define
@@ -99,11 +125,13 @@ def drain_fleet(fleet: AgentFleet, tables: int, what: str) -> list[dict[str, Any
     return runs
 
 
-def _fleet(folder: Path, poll: float, place: Place, schedule: dict[str, Any] | None) -> AgentFleet:
+def _fleet(
+    folder: Path, poll: float, place: Place, schedule: dict[str, Any] | None, agents: int = 3
+) -> AgentFleet:
     url, storage = place.environment(folder)
     fleet = noop_fleet(folder, url, storage)
     agent = {"poll_seconds": poll, "concurrency": 2, "stale_after": 30, "shutdown_grace": 20}
-    for n in range(3):
+    for n in range(agents):
         sections: dict[str, Any] = {"agent": agent, "pipeline": {"claim": "when_free"}}
         sections["runner"] = RUNNER
         if schedule is not None:
@@ -121,10 +149,12 @@ def _runs(folder: Path) -> list[dict[str, Any]]:
     return lines
 
 
-def drain_once(poll: float, requests: int, idle_samples: int, place: Place) -> dict[str, float]:
+def drain_once(
+    poll: float, requests: int, idle_samples: int, place: Place, agents: int = 3
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
         folder = Path(tmp)
-        fleet = _fleet(folder, poll, place, None)
+        fleet = _fleet(folder, poll, place, None, agents)
         for n in range(requests):
             submit(fleet.mailbox, [f"t{n}-a", f"t{n}-b"], request_id=f"bench-{n:05d}")
         try:
@@ -174,11 +204,11 @@ def drain_once(poll: float, requests: int, idle_samples: int, place: Place) -> d
     }
 
 
-def schedule_once(poll: float, seconds: float, place: Place) -> dict[str, float]:
+def schedule_once(poll: float, seconds: float, place: Place, agents: int = 3) -> dict[str, float]:
     schedule = {"id": "tick", "shared": True, "entities": ["tick"], "every": "1s"}
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
         folder = Path(tmp)
-        fleet = _fleet(folder, poll, place, schedule)
+        fleet = _fleet(folder, poll, place, schedule, agents)
         try:
             for agent in fleet:
                 agent.start()
@@ -202,6 +232,243 @@ def schedule_once(poll: float, seconds: float, place: Place) -> dict[str, float]
     }
 
 
+# -- size: real fleets at size ---------------------------------------------------------------------
+
+COUNTED_AGENT = HERE / "counted_agent.py"
+#: The table of ``size``: writes through the fencing check and logs each write (fdcore.testing).
+WRITE_TABLE = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
+#: Calls that are no store round trip: the watch (inotify on a local folder) is one call for the
+#: process's life; the store's time of the last write comes with the write's answer.
+NO_ROUND_TRIP = ("watch requests", "watch leases", "watch status", "last_write_time")
+#: The agent's own record, rewritten every stale_after / 4 (a heartbeat), whatever the polls.
+HEARTBEAT = "replace agents"
+
+
+@attrs.define
+class CountedAgent(AgentProcess):
+    """An agent process started by counted_agent.py: its store's calls logged after each poll."""
+
+    @property
+    def counts(self) -> Path:
+        return self.log.with_suffix(".counts")
+
+    def polls(self) -> list[dict[str, Any]]:
+        """One line per poll so far: time, idle, the store's calls since start-up by folder."""
+        if not self.counts.exists():
+            return []
+        lines = self.counts.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def counted_fleet(
+    folder: Path, place: Place, agents: int, sections: dict[str, Any]
+) -> tuple[AgentFleet, list[CountedAgent]]:
+    """``agents`` counted agents on a new environment with these agent.toml ``sections``
+    (``agent`` at least), running WRITE_TABLE's tables."""
+    url, storage = place.environment(folder)
+    fleet = AgentFleet(folder, url, storage)
+    log_table_writes(fleet, folder / "writes")
+    counted = []
+    for n in range(agents):
+        added = fleet.add(f"agent-{n:02d}", {**sections, "runner": WRITE_TABLE})
+        counts = str(added.log.with_suffix(".counts"))
+        launcher = [sys.executable, str(COUNTED_AGENT), counts]
+        counted.append(CountedAgent(added.name, added.config, added.log, added.env, None, launcher))
+        fleet.agents[added.name] = counted[-1]
+    return fleet, counted
+
+
+@attrs.frozen
+class PollCost:
+    """The store calls of one idle poll: from one logged poll to the next."""
+
+    calls: Counter[str]  # by kind and folder, less the first reads below
+    first_reads: int  # keys read for the first time in the window: what changed since, once
+    reads_again: int  # keys read again in the window
+
+
+def idle_polls(agent: CountedAgent, after: float) -> list[PollCost]:
+    """The polls ``agent`` made idle after ``after``. A key's first read in the window
+    catches up with a change made before it (a status that became final since this agent last
+    read it, the record of an agent that stopped): paid once a change, not once a poll, it is
+    counted apart."""
+    seen: set[str] = set()
+    costs = []
+    for before, this in itertools.pairwise(agent.polls()):
+        if before["time"] <= after or not (before["idle"] and this["idle"]):
+            continue
+        calls = Counter(this["calls"])
+        calls.subtract(before["calls"])
+        first = [read for read in this["read"] if read not in seen]
+        seen.update(this["read"])
+        for read in first:
+            call, _, key = read.partition(" ")
+            calls[f"{call} {key.split('/')[0]}"] -= 1
+        calls = Counter({kind: n for kind, n in calls.items() if n and kind not in NO_ROUND_TRIP})
+        costs.append(PollCost(calls, len(first), len(this["read"]) - len(first)))
+    return costs
+
+
+@attrs.frozen
+class IdleCosts:
+    """What the idle polls of a set of agents cost in store calls, first reads apart."""
+
+    polls: int
+    per_poll: float  # calls per poll, on average
+    median: float  # calls of the median poll, its heartbeat apart
+    most: dict[str, int]  # the most calls of each kind one poll made
+    kinds: dict[str, float]  # calls of each kind per poll, on average
+    first_reads: int  # in all these polls
+    reads_again: int
+
+    @classmethod
+    def of(cls, agents: list[CountedAgent], after: float) -> IdleCosts:
+        costs = [cost for agent in agents for cost in idle_polls(agent, after)]
+        if not costs:
+            raise SystemExit("no idle polls logged")
+        kinds: Counter[str] = Counter()
+        most: Counter[str] = Counter()
+        for cost in costs:
+            kinds.update(cost.calls)
+            most |= cost.calls
+        return cls(
+            polls=len(costs),
+            per_poll=kinds.total() / len(costs),
+            median=statistics.median(cost.calls.total() - cost.calls[HEARTBEAT] for cost in costs),
+            most=dict(sorted(most.items())),
+            kinds={kind: n / len(costs) for kind, n in sorted(kinds.items())},
+            first_reads=sum(cost.first_reads for cost in costs),
+            reads_again=sum(cost.reads_again for cost in costs),
+        )
+
+
+@attrs.frozen
+class Drained:
+    """What a fleet's drain left in the mailbox and the table-write log."""
+
+    requests: int
+    succeeded: int
+    tables_not_once: list[str]  # requests whose run records do not show each table once
+    claimed_twice: list[str]  # requests whose status has more than one attempt
+    writes: int
+    written_twice: int  # (request, table) pairs with more than one accepted write
+    refused: int  # writes the fencing check refused
+    double_writers: int  # accepted writes of one table by two writers at once
+
+    @classmethod
+    def check(cls, fleet: AgentFleet, request_ids: list[str]) -> Drained:
+        mailbox = fleet.mailbox
+        succeeded, not_once, twice = 0, [], []
+        for request_id in request_ids:
+            status = mailbox.status(request_id)
+            if status is not None and status.value.state is State.SUCCEEDED:
+                succeeded += 1
+            if status is None or len(status.value.attempts) != 1:
+                twice.append(request_id)
+            try:
+                assert_each_table_succeeded_once(mailbox, request_id)
+            except AssertionError:
+                not_once.append(request_id)
+        writes = table_writes(fleet)
+        accepted = Counter((w.request, w.table) for w in writes if w.rejected is None)
+        return cls(
+            requests=len(request_ids),
+            succeeded=succeeded,
+            tables_not_once=not_once,
+            claimed_twice=twice,
+            writes=len(writes),
+            written_twice=sum(n > 1 for n in accepted.values()),
+            refused=sum(w.rejected is not None for w in writes),
+            double_writers=len(double_writers(writes)),
+        )
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.succeeded == self.requests
+            and not self.tables_not_once
+            and not self.claimed_twice
+            and not self.written_twice
+            and not self.double_writers
+        )
+
+
+def size_once(
+    place: Place,
+    agents: int,
+    requests: int,
+    tables: int,
+    sections: dict[str, Any],
+    idle_polls: int,
+    shrink_to: int | None = None,
+    timeout: float = 3600.0,
+) -> dict[str, Any]:
+    """``agents`` counted agents drain ``requests`` requests of 2 tables each out of ``tables``
+    (shared: requests wait for each other's table leases); then, idle, each makes ``idle_polls``
+    polls; with ``shrink_to``, all but that many stop and those make ``idle_polls`` more."""
+    rng = random.Random(requests)
+    poll = float(sections["agent"].get("poll_seconds", 5.0))
+    stale_after = float(sections["agent"].get("stale_after", 60.0))
+    with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
+        fleet, counted = counted_fleet(Path(tmp), place, agents, sections)
+        ids = [f"r{n:05d}" for n in range(requests)]
+        for request_id in ids:
+            names = [f"t{n:03d}" for n in rng.sample(range(tables), 2)]
+            submit(fleet.mailbox, names, request_id=request_id)
+        queue = QueueReader(fleet.mailbox)
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+        loads: list[float] = []
+        started = time.monotonic()
+        try:
+            for process in counted:
+                process.start()
+
+            def finished() -> bool:
+                loads.append(os.getloadavg()[0])
+                return all(row.state in FINAL for row in queue.rows())
+
+            if not wait_until(finished, timeout, 1.0):
+                raise SystemExit(f"{agents} agents did not drain {requests} requests in time")
+            drained_at = time.monotonic()
+            figures: dict[str, Any] = {"agents": agents, "requests": requests}
+            figures["drain_s"] = drained_at - started
+            figures["idle"] = _idle(counted, poll, stale_after, idle_polls)
+            if shrink_to is not None and shrink_to < agents:
+                for process in counted[shrink_to:]:
+                    process.signal(signal.SIGTERM)
+                for process in counted[shrink_to:]:
+                    process.wait(60)
+                figures["idle_shrunk"] = _idle(counted[:shrink_to], poll, stale_after, idle_polls)
+        finally:
+            fleet.stop_all()
+            fleet.kill_all()
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        writes = table_writes(fleet)
+        figures["tables_s"] = max(w.end for w in writes) - min(w.start for w in writes)
+        figures["agents_cpu_s"] = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
+        figures["load_max"] = max(loads)
+        figures["load_median"] = statistics.median(loads)
+        figures["checked"] = Drained.check(fleet, ids)
+    return figures
+
+
+def _idle(agents: list[CountedAgent], poll: float, stale_after: float, polls: int) -> IdleCosts:
+    """The idle polls of ``agents`` from two polls on, over ``stale_after`` and a poll at least
+    (so every agent's window holds a sweep, once per ``stale_after`` without take_over) and
+    ``polls`` polls each."""
+    after = time.time() + 2 * poll
+    window = after + stale_after + poll
+    if not wait_until(
+        lambda: (
+            time.time() > window and all(len(idle_polls(agent, after)) >= polls for agent in agents)
+        ),
+        stale_after + (polls + 4) * poll + 60,
+        0.2,
+    ):
+        raise SystemExit("the agents did not poll idle as often as asked")
+    return IdleCosts.of(agents, after)
+
+
 def creates_per_second(place: Place, count: int = 300) -> float:
     """The backend's raw rate of conditional creates, one after another from one client."""
     with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
@@ -217,12 +484,18 @@ def creates_per_second(place: Place, count: int = 300) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["drain", "schedule"])
+    parser.add_argument("what", choices=["drain", "schedule", "size"])
     parser.add_argument("--poll", type=float, nargs="+", default=[5.0, 0.01])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--idle-samples", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--agents", type=int, nargs="+", help="fleet sizes (drain, schedule: one; default 3)"
+    )
+    parser.add_argument("--tables", type=int, default=100, help="size: the tables requests share")
+    parser.add_argument("--idle-polls", type=int, default=6, help="size: idle polls per agent")
+    parser.add_argument("--shrink-to", type=int, help="size: then stop all but this many")
     parser.add_argument("--azurite", action="store_true", help="on Azurite, not a local folder")
     parser.add_argument("--s3", action="store_true", help="on moto's S3 server (fdcore-s3)")
     args = parser.parse_args()
@@ -235,17 +508,52 @@ def main() -> None:
             place.s3 = stack.enter_context(S3Emulator())
             place.s3.create_bucket(CONTAINER)
         print(f"conditional creates/s, one client: {creates_per_second(place):.0f}", flush=True)
-        _run(args, place)
+        if args.what == "size":
+            _size(args, place)
+        else:
+            _run(args, place)
+
+
+def _size(args: argparse.Namespace, place: Place) -> None:
+    """Each fleet size in turn at SIZE_SECTIONS; exits 1 if a check failed or an idle poll of
+    one size made calls another did not."""
+    failed = False
+    measured: dict[str, IdleCosts] = {}
+    for agents in args.agents or [3, 20]:
+        figures = size_once(
+            place,
+            agents,
+            args.requests,
+            args.tables,
+            SIZE_SECTIONS,
+            args.idle_polls,
+            args.shrink_to,
+        )
+        checked: Drained = figures.pop("checked")
+        failed |= not checked.ok
+        idle = {f"{agents} agents": figures.pop("idle")}
+        if "idle_shrunk" in figures:
+            idle[f"{args.shrink_to} of those {agents}"] = figures.pop("idle_shrunk")
+        print(", ".join(f"{key}={value:.3g}" for key, value in figures.items()), flush=True)
+        print(f"  checked: {checked}", flush=True)
+        for label, costs in idle.items():
+            print(f"  idle at {label}: {costs}", flush=True)
+        measured.update(idle)
+    shapes = {(costs.median, tuple(costs.most.items())) for costs in measured.values()}
+    print(f"idle polls the same at every size: {len(shapes) == 1}")
+    if failed or len(shapes) != 1:
+        raise SystemExit(1)
 
 
 def _run(args: argparse.Namespace, place: Place) -> None:
     results: dict[float, list[dict[str, float]]] = defaultdict(list)
+    agents = args.agents[0] if args.agents else 3
     for run in range(args.runs):
         for poll in args.poll:
             if args.what == "drain":
-                figures = drain_once(poll, args.requests, args.idle_samples, place)
+                figures = drain_once(poll, args.requests, args.idle_samples, place, agents)
             else:
-                figures = schedule_once(poll, args.seconds, place)
+                figures = schedule_once(poll, args.seconds, place, agents)
             results[poll].append(figures)
             shown = ", ".join(f"{key}={value:.3g}" for key, value in figures.items())
             print(f"run {run + 1} poll_seconds={poll}: {shown}", flush=True)

@@ -57,11 +57,13 @@ class AgentProcess:
     log: Path
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
+    # What runs ``agent run --config ...``: the fdcore CLI, or a wrapper of it (a benchmark's).
+    launcher: list[str] = attrs.field(factory=lambda: [sys.executable, "-m", "fdcore.cli"])
 
     def start(self) -> AgentProcess:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "fdcore.cli", "agent", "run", "--config", str(self.config)],
+                [*self.launcher, "agent", "run", "--config", str(self.config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
