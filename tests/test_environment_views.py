@@ -1,0 +1,160 @@
+"""The views and operator helpers ``fdcore.environment`` exports beside ``Environment``: what the
+commands and the monitor build their tables from, tried directly on a local folder."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from datetime import timedelta
+from pathlib import Path
+
+import attrs
+import pytest
+from fdcore_localfs.store import LocalFolderStorage
+
+from fdcore.abc import HostSlots
+from fdcore.agent.settings import ScheduleConfig
+from fdcore.cli.main import main
+from fdcore.clock import ManualClock
+from fdcore.durations import GRACE
+from fdcore.environment import (
+    DEFAULT_GRACE,
+    DEFAULT_POLL,
+    FILE_BOUND_VARIABLE,
+    Environment,
+    ScheduleRow,
+    acknowledge_incident,
+    agent_rows,
+    describe_attempts,
+    lost_agent_policy,
+    open_mailbox,
+    operator_file_bound,
+    operator_name,
+    schedule_rows,
+    schedule_warnings,
+    shared_by,
+    with_host_folder,
+    with_host_slots,
+)
+from fdcore.errors import ConfigError, EnvironmentNotFound
+from fdcore.incidents.book import Finding, IncidentBook, report
+from fdcore.testing.memory_fleet import START, MemoryFleet
+
+HOURLY = ScheduleConfig(id="hourly", entities=("sales",), timing="every", spec="1h", shared=True)
+# The same id with other tables on another agent: a conflict operators must hear about.
+HOURLY_ELSEWHERE = attrs.evolve(HOURLY, entities=("customers",))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    LocalFolderStorage(tmp_path / "env", create=True)
+    return tmp_path / "env"
+
+
+@pytest.fixture
+def fleet(folder: Path) -> MemoryFleet:
+    return MemoryFleet(LocalFolderStorage(folder), ManualClock(START))  # type: ignore[arg-type]
+
+
+def test_the_defaults_are_the_declared_ones(folder: Path) -> None:
+    assert GRACE.default == DEFAULT_GRACE
+    assert Environment.open(str(folder)).poll == DEFAULT_POLL
+
+
+def test_open_mailbox_opens_only_an_environment_that_exists(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentNotFound):
+        open_mailbox(str(tmp_path / "nothing"))
+    assert not (tmp_path / "nothing").exists()
+    mailbox = open_mailbox(str(tmp_path / "new"), create=True, max_file_bytes=4096)
+    assert mailbox.max_file_bytes == 4096 and (tmp_path / "new").is_dir()
+
+
+def test_the_operators_file_bound_comes_from_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FILE_BOUND_VARIABLE, "8192")
+    assert operator_file_bound() == 8192
+    monkeypatch.setenv(FILE_BOUND_VARIABLE, "8k")
+    with pytest.raises(ConfigError) as raised:
+        operator_file_bound()
+    assert str(raised.value).count("\n") == 0 and FILE_BOUND_VARIABLE in str(raised.value)
+
+
+def test_operator_name_is_user_at_host() -> None:
+    assert operator_name() == f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def test_agent_rows_show_a_silent_agent_lost_only_with_a_takeover_policy(
+    folder: Path, fleet: MemoryFleet
+) -> None:
+    fleet.agent("etl-01").poll()
+    mailbox = open_mailbox(str(folder))
+    # The agent writes its record in the store's time (the folder's clock), not its own.
+    [row] = agent_rows(mailbox, START, None, DEFAULT_GRACE)
+    seen = row.last_seen
+    assert seen is not None
+    later = seen + timedelta(hours=1)
+    policy, why = lost_agent_policy()
+    assert policy is not None and why is None  # fdcore-takeover is installed here
+    assert [row.state for row in agent_rows(mailbox, seen, policy, DEFAULT_GRACE)] == ["live"]
+    assert [row.state for row in agent_rows(mailbox, later, policy, DEFAULT_GRACE)] == ["lost"]
+    assert [row.state for row in agent_rows(mailbox, later, None, DEFAULT_GRACE)] == ["stale"]
+
+
+def test_schedule_rows_warnings_and_shared_by(folder: Path, fleet: MemoryFleet) -> None:
+    fleet.agent("etl-01", schedules=(HOURLY,)).poll()
+    fleet.agent("etl-02", schedules=(HOURLY,)).poll()
+    agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    [row] = schedule_rows(agents)
+    assert isinstance(row, ScheduleRow)
+    assert (row.id, row.shared, row.entities, row.agents) == (
+        "hourly",
+        True,
+        ["sales"],
+        ["etl-01", "etl-02"],
+    )
+    assert shared_by(agents) == {"hourly": ["etl-01", "etl-02"]}
+    assert schedule_warnings(agents) == []
+    fleet.agent("etl-03", schedules=(HOURLY_ELSEWHERE,)).poll()
+    agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    [warning] = schedule_warnings(agents)
+    assert "hourly" in warning and "etl-03" in warning
+
+
+def test_describe_attempts_marks_a_lost_agents_running_attempt(
+    folder: Path, fleet: MemoryFleet
+) -> None:
+    fleet.agent("etl-01").poll()
+    env = Environment.open(str(folder))
+    env.submit(["sales"], id="r1")
+    fleet.agent("etl-01").poll()
+    [row] = env.queue().rows
+    assert describe_attempts(row, {"etl-01": "live"}) == "etl-01 running"
+    assert describe_attempts(row, {"etl-01": "lost"}) == "etl-01 lost?"
+
+
+def test_host_slots_go_on_the_rows_of_this_machines_agents(
+    folder: Path, fleet: MemoryFleet, tmp_path: Path
+) -> None:
+    fleet.agent("etl-01").poll()
+    rows = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    [row] = with_host_slots(rows, HostSlots(configured=4, busy=1), rows[0].record.host)  # type: ignore[union-attr]
+    assert (row.configured_slots, row.busy_slots) == (4, 1)
+    assert with_host_slots(rows, HostSlots(4, 1), "another-host") == rows
+    host = str(tmp_path / "host")
+    assert main(["host", "init", "--host", host]) == 0
+    assert main(["host", "set-slots", "3", "--host", host]) == 0
+    assert rows[0].record.host == socket.gethostname()  # type: ignore[union-attr]
+    [row] = with_host_folder(rows, host, "slots")
+    assert (row.configured_slots, row.busy_slots) == (3, 0)
+
+
+def test_acknowledge_incident_records_who(folder: Path) -> None:
+    mailbox = open_mailbox(str(folder))
+    IncidentBook(mailbox).change(
+        lambda document: report(
+            document, Finding("agent_offline", "etl-02", "etl-02 is offline"), START, "test"
+        )
+    )
+    [incident] = IncidentBook(mailbox).read().open
+    assert acknowledge_incident(mailbox, incident.id, START, "ann").acknowledged_by == "ann"
+    with pytest.raises(ConfigError):
+        acknowledge_incident(mailbox, "no-such-incident", START, "ann")
