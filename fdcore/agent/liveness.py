@@ -158,14 +158,13 @@ class Liveness:
             return
         self.agents.refresh()
         self._listed = True
-        names, self._followed = self.agents.since(self._followed)
+        names, position = self.agents.since(self._followed)
         if not self.by_listing:
-            self._following = False
+            self._followed, self._following = position, False
             return
         listed = self.agents.listed
         if names is None or not self._following:  # the log forgot some: every agent again
             names = list(listed.keys() | self.holders.keys())
-            self._following = True
         # Only the agents whose listed version changed (or that were read) since the last
         # look, and those whose first read failed: the others' versions did not move.
         for name in sorted({*names, *self._unread}, key=_key):  # in the listing's order
@@ -176,6 +175,10 @@ class Liveness:
                 self.holders.pop(name, None)
                 self._unread.discard(name)
                 self._suspects_by_name.discard(name)
+        # Only now: a read the store failed above ends this look, and the next one follows
+        # these names again (moving on first lost the versions of the names after it, and a
+        # lost holder went unjudged until its next version: never, once it had crashed).
+        self._followed, self._following = position, True
 
     def _follow(self, name: str, version: Listed) -> None:
         holder = self.holders.get(name)

@@ -12,7 +12,7 @@ __all__ = [
 ]
 
 #: The calls that list a folder (the rest read, write or check one key).
-LISTS = ("list", "list_versions")
+LISTS = ("list", "list_versions", "list_changes")
 
 
 class CountingStore:
