@@ -65,8 +65,11 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES) $(TEMPLATE_PACKAGE) $(CONTRIB_PACKAGES)
 
+# Two workers: the tests that start real processes run one after the other on one of them
+# (conftest.py groups them), the in-process tests on the other. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 pytest: setup chromium  # the browser only the tests need (the demo does not)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
