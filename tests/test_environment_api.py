@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -539,16 +540,16 @@ class SlowToArm(LocalFolderStorage):
         super().watch(prefix, changed, stop)
 
 
-def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_when_it_is(
-    folder: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The cancel lands after the settling looks stopped and before the watch is armed; the
-    store's first call (armed) wakes the wait, not its minute-long poll."""
-    monkeypatch.setattr(watch, "SETTLING", 0.2)
+def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_at_once() -> None:
+    """While a new watch may not be armed (up to watch.SETTLING seconds) a wait looks every
+    few tens of milliseconds: the cancel landing at 0.7 s ends it, not its minute-long poll
+    (with half a second of settling it waited the whole poll)."""
+    folder = Path(tempfile.mkdtemp()) / "env"
+    LocalFolderStorage(folder, create=True)
     env = Environment(Mailbox(SlowToArm(folder)), poll=60)
     env.submit(["sales"], id="r1")
     writer = Environment(Mailbox(LocalFolderStorage(folder)))
-    later(0.5, lambda: writer.cancel("r1", by="ann"))
+    later(0.7, lambda: writer.cancel("r1", by="ann"))
     ended: list[BaseException] = []
 
     def wait() -> None:
@@ -560,5 +561,5 @@ def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_when_it_is(
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
     waiter.join(PATIENCE)
-    assert ended and not waiter.is_alive()
+    assert ended and not waiter.is_alive() and watch.SETTLING > 1.5
     env.close()

@@ -20,11 +20,10 @@ __all__ = ["StoreWatch"]
 
 log = logging.getLogger("fdcore.environment")
 
-#: A folder's watch may miss changes until its thread has armed it, which the store's first
-#: call says (:class:`~fdcore.abc.WatchableStorage`); until then, or for at most
-#: :data:`SETTLING` seconds from a store that never says so, callers look every
-#: :data:`SETTLING_LOOK` seconds, not every ``poll`` (a fixed half second was too short on a
-#: loaded machine: a status landing before the watch was armed waited a whole poll).
+#: A folder's watch may miss changes until its thread has armed it: until its first call, for
+#: at most :data:`SETTLING` seconds, callers look every :data:`SETTLING_LOOK` seconds, not
+#: every ``poll`` (half a second was too short on a loaded machine: a status landing before
+#: the watch was armed waited a whole poll).
 SETTLING = 3.0
 SETTLING_LOOK = 0.05
 
