@@ -466,6 +466,7 @@ def test_the_asyncio_face_waits_without_blocking_the_loop(folder: Path, fleet: M
             story = await handle.wait(timeout=PATIENCE, progress=lambda s: states.append(s.state))
             ticker.cancel()
             assert (await env.queue()).counts == {"succeeded": 1}
+            assert [run.table for run in await env.table_runs("r1")] == ["sales"]
             return story, ticks, states
 
     story, ticks, states = asyncio.run(scenario())

@@ -19,7 +19,7 @@ from types import TracebackType
 
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
-from fdcore.contract.models import Incident
+from fdcore.contract.models import Incident, RunRecord
 from fdcore.environment.changes import Change, ChangeTracker
 from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, Handle
 from fdcore.environment.queue import QueueFilter, QueuePage
@@ -202,6 +202,10 @@ class AsyncEnvironment:
             limit=limit,
             include_archived=include_archived,
         )
+
+    async def table_runs(self, id: str) -> list[RunRecord]:
+        """The run records of live request ``id`` (see :meth:`Environment.table_runs`)."""
+        return await asyncio.to_thread(self.environment.table_runs, id)
 
     async def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
         """Every agent's row, by name."""
