@@ -13,6 +13,7 @@ themselves are :mod:`.status_changes`'.
 
 from __future__ import annotations
 
+import heapq
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_held_by
+from fdcore.contract.codec import LATEST
 from fdcore.contract.models import Request, Status
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.index import Folder, MailboxIndex
@@ -62,6 +64,14 @@ class Discovery:
         # every status read under a holder's current epoch (_candidates).
         self._known: dict[str, tuple[Status, int]] = {}
         self._held: dict[str, dict[int, set[str]]] = {}
+        # Each holder's trusted epoch as the sweep last asked (Liveness.trusted_epoch), kept
+        # while Liveness says it holds (trusted_until, changed_trust), with a heap of those
+        # times; and the holders that may have statuses read under another epoch than that.
+        # A sweep then costs the holders whose trust changed, not every holder (_distrusted).
+        self._trust: dict[str, tuple[int | None, datetime]] = {}
+        self._trust_ends: list[tuple[datetime, str]] = []
+        self._ask_again: set[str] = set()  # holders whose trust holds for one sweep only
+        self._mixed: set[str] = set()
         # Kept from the folders' logs (Folder.since), so that a look costs what changed since
         # the last, not the live history: the listed requests without a listed status
         # (unclaimed), those with one (open); and of the open ones not in _known, those this
@@ -161,6 +171,9 @@ class Discovery:
         assert status.agent is not None
         self._known[request_id] = (status, epoch)
         self._held.setdefault(status.agent, {}).setdefault(epoch, set()).add(request_id)
+        trust = self._trust.get(status.agent)
+        if trust is None or trust[0] != epoch:
+            self._mixed.add(status.agent)
         self._settle(request_id)
 
     def _forget(self, request_id: str) -> None:
@@ -190,17 +203,54 @@ class Discovery:
         if not (self._swept and not self.liveness.suspects):
             look |= self._unread  # an agent lost or stopping may hold one
         look.update(self.holdings.work.keys() & self._open)
-        at = self.liveness.store_now(now)
-        for holder, by_epoch in self._held.items():
-            trusted = self.liveness.trusted_epoch(holder, at, self.config.take_over)
-            for epoch, ids in by_epoch.items():
-                if epoch != trusted:
-                    look |= ids
+        look |= self._distrusted(self.liveness.store_now(now))
         ended = [i for i in look if i in final]
         for request_id in ended:  # a final status never changes: not looked at again
             self._unsettled.discard(request_id)
             self._unread.discard(request_id)
         return sorted(i for i in look if i in self._open and i not in final and i not in busy)
+
+    def _distrusted(self, at: datetime) -> set[str]:
+        """The statuses of other holders read under an epoch other than the holder's trusted
+        one at ``at`` (the store's time; none trusted for a holder lost or without a record)."""
+        self._refresh_trust(at)
+        look: set[str] = set()
+        for holder in list(self._mixed):
+            by_epoch = self._held.get(holder)
+            trusted = self._trust[holder][0] if by_epoch is not None else None
+            mixed = False
+            for epoch, ids in (by_epoch or {}).items():
+                if epoch != trusted:
+                    look |= ids
+                    mixed = True
+            if not mixed:
+                self._mixed.discard(holder)
+        return look
+
+    def _refresh_trust(self, at: datetime) -> None:
+        """Ask Liveness again for the trusted epoch of the holders whose trust changed or ran
+        out since it was last asked (Liveness.changed_trust, trusted_until), and only those."""
+        trust, ends = self._trust, self._trust_ends
+        for holder in self.liveness.changed_trust() | self._ask_again:
+            trust.pop(holder, None)
+        self._ask_again.clear()
+        while ends and ends[0][0] < at:
+            until, holder = heapq.heappop(ends)
+            kept = trust.get(holder)
+            if kept is not None and kept[1] == until:
+                del trust[holder]
+        take_over = self.config.take_over
+        for holder in self._held:  # in this order: a judgement may read a record
+            if holder in trust:
+                continue
+            trusted = self.liveness.trusted_epoch(holder, at, take_over)
+            self._mixed.add(holder)
+            ends_at = self.liveness.trusted_until(holder, take_over)
+            trust[holder] = (trusted, ends_at or at)
+            if ends_at is None:
+                self._ask_again.add(holder)
+            elif ends_at != LATEST:
+                heapq.heappush(ends, (ends_at, holder))
 
     def _sweep(self, busy: set[str], now: datetime) -> None:
         """Statuses no running table of ours covers: resume own, pick up handed back, take over."""

@@ -42,6 +42,7 @@ import attrs
 
 from fdcore.abc import Listed, TakeoverPolicy
 from fdcore.agent.skew import ClockSkew
+from fdcore.contract.codec import LATEST
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.index import MailboxIndex
 
@@ -131,6 +132,9 @@ class Liveness:
         self._listed = False  # agents/ listed this sweep
         self._suspects: list[Holder] | None = None  # this sweep's agents lost or stopping
         self._confirmed: dict[str, bool] = {}  # this sweep's still_lost answers
+        # Holders whose trusted_epoch may answer otherwise than when last asked, at a time
+        # within trusted_until: taken by the sweep (changed_trust), so it asks only those.
+        self._trust_changed: set[str] = set()
 
     def new_sweep(self) -> None:
         self._records.clear()
@@ -173,6 +177,7 @@ class Liveness:
                 self._follow(name, version)
             elif name not in listed:
                 self.holders.pop(name, None)
+                self._trust_changed.add(name)
                 self._unread.discard(name)
                 self._suspects_by_name.discard(name)
         # Only now: a read the store failed above ends this look, and the next one follows
@@ -190,6 +195,9 @@ class Liveness:
             self._read(name, holder)  # first met (or its first read failed)
         elif holder.listed is not None and version.etag != holder.listed.etag:
             self._moved(name, holder, version)
+        safe = holder.safe
+        if safe is not None and version is not safe[1] and version.modified < safe[1].modified:
+            self._trust_changed.add(name)  # an earlier version: _judged judges it again
         holder.listed = version
         if holder.record is not record or holder.epoch != epoch or holder.safe is None:
             self._due.add(name)
@@ -205,6 +213,7 @@ class Liveness:
         stale_after = holder.record.stale_after
         if gap > stale_after:
             holder.epoch += 1  # silent long enough to be taken over meanwhile
+            self._trust_changed.add(name)
         elif gap < stale_after * HEARTBEAT_SHARE * CADENCE_SLACK - self.resolution:
             self._read(name, holder)  # sooner than a heartbeat: something new
 
@@ -302,6 +311,7 @@ class Liveness:
 
     def _review(self, name: str, holder: Holder) -> None:
         """Keep :attr:`suspects` up to date after ``holder``'s record or judgement changed."""
+        self._trust_changed.add(name)
         if _suspect(holder):
             self._suspects_by_name.add(name)
         else:
@@ -401,6 +411,27 @@ class Liveness:
         if take_over and self._judged(name, holder, at):
             return None
         return holder.epoch
+
+    def trusted_until(self, name: str, take_over: bool) -> datetime | None:
+        """Until when (the store's time) :meth:`trusted_epoch` answers as it just did, unless
+        :meth:`changed_trust` names ``name`` first; None if it must be asked again each sweep.
+        Without ``take_over`` the answer does not depend on time (:data:`LATEST`); with it, it
+        holds while the holder is safe on its record (the first test of :meth:`_judged`)."""
+        holder = self.holders.get(name)
+        if holder is None or holder.record is None:
+            return None
+        if not take_over:
+            return LATEST
+        safe = holder.safe
+        if safe is None or safe[0] is not holder.record or holder.lost_at is not None:
+            return None
+        return safe[2]
+
+    def changed_trust(self) -> set[str]:
+        """The holders whose :meth:`trusted_epoch` may have changed since the last call (a
+        record read, an epoch moved, a judgement made or undone, a holder gone)."""
+        changed, self._trust_changed = self._trust_changed, set()
+        return changed
 
     @property
     def suspects(self) -> list[Holder]:
