@@ -7,6 +7,7 @@ Agent bugs it found live in test_simulator_findings.py.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -95,6 +96,41 @@ def test_one_seed_gives_one_report() -> None:
     assert first.text().split("virtual time")[0] == second.text().split("virtual time")[0]
     other = simulate(attrs.evolve(scenario, seed=12))
     assert other.to_json(wall=False) != first.to_json(wall=False)
+
+
+def test_a_run_freezes_what_it_keeps_and_thaws_it_at_its_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long run freezes its objects every FREEZE_EVERY actions (full collections would walk
+    its growing trace again and again); it thaws them at its end, so that a process running
+    many (the tests, --runs) collects their garbage, and it leaves a caller's freeze alone."""
+    monkeypatch.setattr(world_module, "FREEZE_EVERY", 50)
+    frozen: list[int] = []
+    freeze = world_module.gc.freeze
+
+    def counted_freeze() -> None:
+        freeze()
+        frozen.append(gc.get_freeze_count())
+
+    monkeypatch.setattr(world_module.gc, "freeze", counted_freeze)
+    scenario = Scenario(seed=3, requests=40)
+    assert gc.get_freeze_count() == 0
+    report = simulate(scenario)
+    assert report.ok and len(frozen) > 1 and frozen[-1] > 0
+    assert gc.get_freeze_count() == 0
+    # The same report whether or not it froze (a collection changes no outcome).
+    monkeypatch.setattr(world_module, "FREEZE_EVERY", 10**9)
+    assert simulate(scenario).to_json(wall=False) == report.to_json(wall=False)
+    # A caller that froze objects itself keeps them frozen: the run freezes nothing then.
+    frozen.clear()
+    monkeypatch.setattr(world_module, "FREEZE_EVERY", 50)
+    freeze()
+    try:
+        before = gc.get_freeze_count()
+        simulate(scenario)
+        assert not frozen and gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
 
 
 def test_a_seed_fixes_the_plan_and_the_claim_policy_does_not_change_the_work() -> None:
