@@ -315,28 +315,31 @@ class World:
             self._next_pause(host, 0.0)
         if self.retention is not None:
             self.at(self.plan.retention_process.next_run(), self._retention_start)
-        limit = self.scenario.time_limit
         # Nobody else froze objects: the run may freeze its own and thaw them all at its end.
         freeze = gc.isenabled() and gc.get_freeze_count() == 0
         try:
-            for done in itertools.count(1):
-                if not self._queue or self._done():
-                    break
-                when, _, action, args = heapq.heappop(self._queue)
-                if when > limit:
-                    self.now = limit
-                    break
-                self.now = when
-                action(*args)
-                if freeze and done % FREEZE_EVERY == 0:
-                    gc.collect(1)  # the young garbage first: what is frozen is never collected
-                    gc.freeze()
+            self._play(self.scenario.time_limit, freeze)
         finally:
             if freeze:
                 gc.unfreeze()  # a later full collection finds what became garbage meanwhile
             if self.retention is not None:
                 self.retention.kill()  # its thread ends with the run
         return self
+
+    def _play(self, limit: float, freeze: bool) -> None:
+        """Take the actions in time order until every request is final or past ``limit``."""
+        for done in itertools.count(1):
+            if not self._queue or self._done():
+                return
+            when, _, action, args = heapq.heappop(self._queue)
+            if when > limit:
+                self.now = limit
+                return
+            self.now = when
+            action(*args)
+            if freeze and done % FREEZE_EVERY == 0:
+                gc.collect(1)  # the young garbage first: what is frozen is never collected
+                gc.freeze()
 
     def _done(self) -> bool:
         """Every request arrived and is final, and the schedules' period is over."""
