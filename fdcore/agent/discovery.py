@@ -137,19 +137,25 @@ class Discovery:
         """Put ``request_id`` in the sets its listings say. A request no longer listed
         (archived or deleted by retention) is forgotten: what this agent remembers follows the
         mailbox, not every request it ever saw (the index forgets its files on its own)."""
-        status = request_id in self.index.statuses.listed
+        # A hot path: each poll of every agent of a fleet takes the fleet's writes here.
         request = request_id in self.index.requests.listed
-        if not status:
+        unclaimed, opened = self._unclaimed, self._open
+        if request_id not in self.index.statuses.listed:
             self.holdings.final.discard(request_id)
             self._forget(request_id)
-        if request and not status:
-            self._unclaimed.add(request_id)
+            opened.discard(request_id)
+            self._unsettled.discard(request_id)
+            self._unread.discard(request_id)
+            if request:
+                unclaimed.add(request_id)
+            else:
+                unclaimed.discard(request_id)
+            return
+        unclaimed.discard(request_id)
+        if request:
+            opened.add(request_id)
         else:
-            self._unclaimed.discard(request_id)
-        if request and status:
-            self._open.add(request_id)
-        else:
-            self._open.discard(request_id)
+            opened.discard(request_id)
         self._settle(request_id)
 
     def _settle(self, request_id: str) -> None:

@@ -203,6 +203,8 @@ def changed_since(space: _Space, prefix: str, cursor: object | None) -> list[str
     if start < 0:
         return None
     log = space.log.get(folder, [])
+    if prefix == f"{folder}/":  # every key the folder logged (the whole set built in C)
+        return sorted(set(log[start:]))
     return sorted({key for key in log[start:] if key.startswith(prefix)})
 
 
