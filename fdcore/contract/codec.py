@@ -14,7 +14,8 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, TypeVar, get_origin
+from types import NoneType, UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
@@ -22,6 +23,7 @@ from cattrs.cols import list_structure_factory
 from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
 
+from fdcore.contract.json_text import dumps_indented
 from fdcore.contract.models import IncidentState, Outcome, State
 from fdcore.errors import FileTooLarge, InvalidId, MailboxFileError
 
@@ -82,6 +84,8 @@ converter.register_unstructure_hook(datetime, format_time)
 def _strict(expected: type) -> Any:
     # cattrs would coerce "3" to 3 and 1 to True; a mailbox file with the wrong type is malformed.
     def structure(value: object, _type: object) -> Any:
+        if type(value) is expected:
+            return value  # what JSON gives: the checks below are for everything else
         if type(value) is bool and expected is not bool:
             raise TypeError(f"expected {expected.__name__}, got a boolean")
         if expected is float and isinstance(value, int):
@@ -120,6 +124,26 @@ def _is_list(type_: Any) -> bool:
 converter.register_structure_hook_factory(_is_list, _list_factory)
 
 
+def _is_optional(type_: Any) -> bool:
+    args = get_args(type_)
+    return get_origin(type_) in (Union, UnionType) and len(args) == 2 and NoneType in args
+
+
+def _optional_factory(type_: Any, conv: cattrs.Converter) -> Any:
+    # cattrs' own hook looks the inner type's hook up on every call; this looks it up once.
+    # ``conv``: the converter asking (a copy of this one, in fdcore.agent.declared).
+    inner_type = next(arg for arg in get_args(type_) if arg is not NoneType)
+    inner = conv.get_structure_hook(inner_type)
+
+    def structure(value: object, _type: object) -> Any:
+        return None if value is None else inner(value, inner_type)
+
+    return structure
+
+
+converter.register_structure_hook_factory(_is_optional, _optional_factory)
+
+
 def _enum(value: object, cls: type[enum.Enum]) -> enum.Enum:
     try:
         return cls(value)
@@ -146,6 +170,8 @@ def _structure_factory(cls: type) -> Any:
     def structure(value: object, _type: object) -> Any:
         if not isinstance(value, dict):
             raise TypeError(f"expected an object, got {type(value).__name__}")
+        if value.keys() <= known:
+            return base(value, cls)  # most files: no unknown field, nothing to copy
         extra = {k: v for k, v in value.items() if k not in known}
         obj = base({k: v for k, v in value.items() if k in known}, cls)
         obj.extra = extra
@@ -154,15 +180,31 @@ def _structure_factory(cls: type) -> Any:
     return structure
 
 
+#: The types cattrs unstructures to themselves (its identity hook).
+_AS_IS = frozenset({str, int, float, bool})
+
+
+def _unstructured(value: Any) -> Any:
+    """``converter.unstructure(value)``, without its dispatch for the values most fields hold."""
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is datetime:
+        return format_time(value)
+    if kind is list:
+        return [_unstructured(item) for item in value]
+    return converter.unstructure(value)
+
+
 def _unstructure_factory(cls: type) -> Any:
-    fields = [a for a in attrs.fields(cls) if a.name != "extra"]
+    names = [a.name for a in attrs.fields(cls) if a.name != "extra"]
 
     def unstructure(obj: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for field in fields:
-            value = getattr(obj, field.name)
+        for name in names:
+            value = getattr(obj, name)
             if value is not None:
-                out[field.name] = converter.unstructure(value)
+                out[name] = _unstructured(value)
         for key, value in obj.extra.items():
             out.setdefault(key, value)
         return out
@@ -260,6 +302,21 @@ def _plain(data: bytes) -> bool:
     )
 
 
+# json.loads with any argument builds a decoder per call; these are built once (json's own
+# json.loads shares one decoder between threads the same way).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_PLAIN_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
+def _parse(data: bytes, plain: bool) -> Any:
+    """``json.loads(data, parse_constant=..., parse_float=...)``: the same value or error."""
+    if not isinstance(data, (bytes, bytearray)):
+        numbers = _finite_float if plain else float
+        return json.loads(data, parse_constant=_no_constant, parse_float=numbers)
+    text = data.decode(json.detect_encoding(data), "surrogatepass")  # as json.loads reads bytes
+    return (_PLAIN_DECODER if plain else _DECODER).decode(text)
+
+
 def decode(cls: type[T], data: bytes, path: str, max_bytes: int = MAX_FILE_BYTES) -> T:
     """Parse ``data`` read from ``path`` as ``cls``; raise MailboxFileError naming the field.
 
@@ -273,11 +330,10 @@ def decode(cls: type[T], data: bytes, path: str, max_bytes: int = MAX_FILE_BYTES
     plain = _plain(data)
     try:
         try:
-            numbers = _finite_float if plain else float
-            raw = json.loads(data, parse_constant=_no_constant, parse_float=numbers)
+            raw = _parse(data, plain)
         except _OutOfRange:
             plain = False  # parsed again as any file, so it meets the error it always met
-            raw = json.loads(data, parse_constant=_no_constant)
+            raw = _parse(data, plain)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int digits
         raise MailboxFileError(path, None, f"not valid JSON ({exc})") from None
     if not plain:
@@ -314,7 +370,7 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 def encode(obj: Any) -> bytes:
     """The model as indented UTF-8 JSON, unknown fields included."""
-    return (json.dumps(to_dict(obj), indent=2, ensure_ascii=False) + "\n").encode()
+    return (dumps_indented(to_dict(obj)) + "\n").encode()
 
 
 def encode_within(obj: Any, path: str, max_bytes: int) -> bytes:
