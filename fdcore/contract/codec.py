@@ -9,6 +9,7 @@ older reader sees the file it expects.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import math
 import re
@@ -52,8 +53,7 @@ EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 
 
-def parse_time(value: object) -> datetime:
-    """An ISO 8601 time; a time without an offset is taken as UTC."""
+def _time(value: object) -> datetime:
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, str):
@@ -71,10 +71,29 @@ def parse_time(value: object) -> datetime:
     return parsed
 
 
+# Agents read and write the same times again and again (a record's updated_at until it is
+# rewritten, a status's attempts on every write): the last few thousand are remembered. Only
+# results are (an error is raised again each time), and only of exact types, whose text and
+# value depend on nothing else: equal UTC datetimes have equal fields, so equal text.
+_time_of_text = functools.lru_cache(maxsize=4096)(_time)
+
+
+def parse_time(value: object) -> datetime:
+    """An ISO 8601 time; a time without an offset is taken as UTC."""
+    return _time_of_text(value) if type(value) is str else _time(value)
+
+
+def _text_of_utc(value: datetime) -> str:
+    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_text_of_utc_datetime = functools.lru_cache(maxsize=4096)(_text_of_utc)
+
+
 def format_time(value: datetime) -> str:
     """UTC, ISO 8601, milliseconds, ``Z``: sortable and the same on every agent."""
-    text = value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
+    utc = value.astimezone(timezone.utc)
+    return (_text_of_utc_datetime if type(utc) is datetime else _text_of_utc)(utc)
 
 
 converter.register_structure_hook(datetime, lambda value, _type: parse_time(value))
@@ -152,9 +171,20 @@ def _enum(value: object, cls: type[enum.Enum]) -> enum.Enum:
         raise ValueError(f"{value!r} is not one of {allowed}") from None
 
 
+def _enum_hook(cls: type[enum.Enum]) -> Any:
+    # A dict finds a member by its value without Enum's call; anything else takes that call.
+    members = {member.value: member for member in cls}
+
+    def structure(value: object, _type: object) -> enum.Enum:
+        member = members.get(value) if type(value) is str else None
+        return member if member is not None else _enum(value, cls)
+
+    return structure
+
+
 # The models' enums subclass str; without these they would dispatch to the str hook above.
 for _enum_type in (State, Outcome, IncidentState):
-    converter.register_structure_hook(_enum_type, _enum)
+    converter.register_structure_hook(_enum_type, _enum_hook(_enum_type))
 
 
 def _has_extra(cls: type) -> bool:
@@ -180,8 +210,8 @@ def _structure_factory(cls: type) -> Any:
     return structure
 
 
-#: The types cattrs unstructures to themselves (its identity hook).
-_AS_IS = frozenset({str, int, float, bool})
+#: The types cattrs unstructures to themselves (its identity hook; the models' enums are str).
+_AS_IS = frozenset({str, int, float, bool, State, Outcome, IncidentState})
 
 
 def _unstructured(value: Any) -> Any:
@@ -193,7 +223,12 @@ def _unstructured(value: Any) -> Any:
         return format_time(value)
     if kind is list:
         return [_unstructured(item) for item in value]
-    return converter.unstructure(value)
+    model = _MODEL_UNSTRUCTURE.get(kind)
+    return model(value) if model is not None else converter.unstructure(value)
+
+
+#: The hook :func:`_unstructure_factory` made for each model class, found without cattrs.
+_MODEL_UNSTRUCTURE: dict[type, Callable[[Any], dict[str, Any]]] = {}
 
 
 def _unstructure_factory(cls: type) -> Any:
@@ -204,11 +239,12 @@ def _unstructure_factory(cls: type) -> Any:
         for name in names:
             value = getattr(obj, name)
             if value is not None:
-                out[name] = _unstructured(value)
+                out[name] = value if type(value) in _AS_IS else _unstructured(value)
         for key, value in obj.extra.items():
             out.setdefault(key, value)
         return out
 
+    _MODEL_UNSTRUCTURE[cls] = unstructure
     return unstructure
 
 
@@ -310,11 +346,12 @@ _PLAIN_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_fini
 
 def _parse(data: bytes, plain: bool) -> Any:
     """``json.loads(data, parse_constant=..., parse_float=...)``: the same value or error."""
+    if plain:  # ASCII bytes without NUL: json.detect_encoding says UTF-8
+        return _PLAIN_DECODER.decode(data.decode())
     if not isinstance(data, (bytes, bytearray)):
-        numbers = _finite_float if plain else float
-        return json.loads(data, parse_constant=_no_constant, parse_float=numbers)
+        return json.loads(data, parse_constant=_no_constant)
     text = data.decode(json.detect_encoding(data), "surrogatepass")  # as json.loads reads bytes
-    return (_PLAIN_DECODER if plain else _DECODER).decode(text)
+    return _DECODER.decode(text)
 
 
 def decode(cls: type[T], data: bytes, path: str, max_bytes: int = MAX_FILE_BYTES) -> T:

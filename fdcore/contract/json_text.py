@@ -50,12 +50,17 @@ _NEWLINE = ["\n" + "  " * level for level in range(DEEPEST + 2)]
 
 
 def _subclass(value: Any) -> str:
-    # A model's enums are str subclasses: json writes any str, and any int, as these do.
+    # A model's enums are str subclasses. json writes any str with encode_basestring and any
+    # int with int.__repr__, whatever the subclass changes: so its type joins _SCALAR.
+    text: Callable[[Any], str]
     if isinstance(value, str):
-        return encode_basestring(value)
-    if isinstance(value, int):
-        return int.__repr__(value)
-    raise _NotPlain
+        text = encode_basestring
+    elif isinstance(value, int):
+        text = int.__repr__
+    else:
+        raise _NotPlain
+    _SCALAR[type(value)] = text
+    return text(value)
 
 
 def _text(value: Any, level: int) -> str:
@@ -71,14 +76,27 @@ def _text(value: Any, level: int) -> str:
         return "{}" if kind is dict else "[]"
     inner = _NEWLINE[level + 1]
     separator = "," + inner
+    level += 1
+    scalar_of = _SCALAR.get
+    # A scalar's text is looked up here, not in a call of _text: most items are scalars.
     if kind is dict:
         # encode_basestring refuses a key that is no str (TypeError): json.dumps decides then.
         items = separator.join(
-            [encode_basestring(key) + ": " + _text(item, level + 1) for key, item in value.items()]
+            [
+                encode_basestring(key)
+                + ": "
+                + (scalar(item) if (scalar := scalar_of(type(item))) else _text(item, level))
+                for key, item in value.items()
+            ]
         )
-        return "{" + inner + items + _NEWLINE[level] + "}"
-    items = separator.join([_text(item, level + 1) for item in value])
-    return "[" + inner + items + _NEWLINE[level] + "]"
+        return "{" + inner + items + _NEWLINE[level - 1] + "}"
+    items = separator.join(
+        [
+            (scalar(item) if (scalar := scalar_of(type(item))) else _text(item, level))
+            for item in value
+        ]
+    )
+    return "[" + inner + items + _NEWLINE[level - 1] + "]"
 
 
 def dumps_indented(value: Any) -> str:
