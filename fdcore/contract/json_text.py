@@ -63,6 +63,16 @@ def _subclass(value: Any) -> str:
     return text(value)
 
 
+_KEYS: dict[str, str] = {}
+
+
+def _key(key: str) -> str:
+    text = encode_basestring(key) + ": "
+    if len(_KEYS) < 1000:
+        _KEYS[key] = text
+    return text
+
+
 def _text(value: Any, level: int) -> str:
     scalar = _SCALAR.get(type(value))
     if scalar is not None:
@@ -83,8 +93,7 @@ def _text(value: Any, level: int) -> str:
         # encode_basestring refuses a key that is no str (TypeError): json.dumps decides then.
         items = separator.join(
             [
-                encode_basestring(key)
-                + ": "
+                (_KEYS.get(key) or _key(key))
                 + (scalar(item) if (scalar := scalar_of(type(item))) else _text(item, level))
                 for key, item in value.items()
             ]
