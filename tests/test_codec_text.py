@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fdcore.contract import json_text
-from fdcore.contract.codec import converter, decode, encode, to_dict
+from fdcore.contract.codec import converter, decode, encode, format_time, parse_time, to_dict
 from fdcore.contract.json_text import DEEPEST, dumps_indented
 from fdcore.contract.models import (
     AgentRecord,
@@ -35,6 +36,7 @@ from fdcore.contract.models import (
     State,
     Status,
 )
+from fdcore.errors import MailboxFileError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "contract1"
 
@@ -247,3 +249,34 @@ def test_models_are_written_without_json_dumps(name: str, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(json_text.json, "dumps", refuse)
     assert encode(model) == expected
+
+
+# -- times, remembered -------------------------------------------------------------------------
+
+zones = st.integers(-23 * 60, 23 * 60).map(lambda minutes: timezone(timedelta(minutes=minutes)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(8999, 1, 1), timezones=zones)
+)
+def test_a_time_is_written_and_read_the_same_remembered_or_not(value: datetime) -> None:
+    text = value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    expected = text.replace("+00:00", "Z")
+    assert format_time(value) == format_time(value) == expected
+    parsed = parse_time(expected)
+    assert (
+        parse_time(expected)
+        == parsed
+        == value.replace(microsecond=value.microsecond // 1000 * 1000)
+    )
+    assert parsed.tzinfo is timezone.utc
+
+
+@pytest.mark.parametrize("time", ["9999-12-31T23:59:59Z", "2027-13-01T00:00:00Z", "yesterday"])
+def test_a_bad_time_is_refused_on_every_read(time: str) -> None:
+    """Times read are remembered, their errors are not: the second read fails as the first."""
+    data = json.dumps({"id": "r1", "entities": ["t"], "created_at": time}).encode()
+    for _ in range(2):
+        with pytest.raises(MailboxFileError, match="created_at"):
+            decode(Request, data, "requests/r1.json")
