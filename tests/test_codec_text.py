@@ -11,34 +11,19 @@ import enum
 import json
 import math
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_contracts import FIXTURES, KINDS
 
 from fdcore.contract import json_text
 from fdcore.contract.codec import converter, decode, encode, format_time, parse_time, to_dict
 from fdcore.contract.json_text import DEEPEST, dumps_indented
-from fdcore.contract.models import (
-    AgentRecord,
-    ArchiveEntry,
-    Cancel,
-    IncidentDocument,
-    IncidentState,
-    Lease,
-    Outcome,
-    Request,
-    Retry,
-    RunRecord,
-    State,
-    Status,
-)
+from fdcore.contract.models import IncidentState, Outcome, Request, State
 from fdcore.errors import MailboxFileError
-
-FIXTURES = Path(__file__).parent / "fixtures" / "contract1"
 
 
 def dumps(value: Any) -> str:
@@ -156,18 +141,8 @@ def test_nesting_past_the_interpreter_is_json_dumps_error() -> None:
 
 # -- models ------------------------------------------------------------------------------------
 
-KINDS: dict[str, type] = {
-    "request": Request,
-    "status": Status,
-    "agent": AgentRecord,
-    "lease": Lease,  # fences/<table>.json holds the same model
-    "run": RunRecord,
-    "cancel": Cancel,
-    "retry": Retry,
-    "incidents": IncidentDocument,
-    "archive-entry": ArchiveEntry,
-}
-#: Where each kind keeps free text and numbers of any size: varied by the property below.
+#: Every file kind (a fence, fences/<table>.json, is a Lease), from test_contracts. Where a
+#: kind keeps free text, varied by the property below:
 TEXT = {"status": "message", "run": "output", "cancel": "reason", "agent": "host"}
 NESTED = {"status": ("attempts", 0), "agent": ("schedules", 0), "incidents": ("open", 0)}
 
