@@ -4,9 +4,11 @@ With ``indent`` the standard library leaves its C encoder for a pure-Python gene
 yields each token; every mailbox write paid for that. :func:`dumps_indented` builds the same
 text from the C string escaper, ``int.__repr__`` and ``float.__repr__`` (what ``json`` uses), one
 container at a time. It knows only the values a model unstructures to (``dict`` with ``str``
-keys, ``list``, ``tuple``, ``str``, ``int``, finite ``float``, ``bool``, ``None``), by exact type;
-anything else (a subclass, another key type, NaN, a cycle, nesting past :data:`DEEPEST`) is
-handed to ``json.dumps`` itself, so the text, or the error, is always the one it gives.
+keys, ``list``, ``tuple``, ``str``, ``int``, finite ``float``, ``bool``, ``None``, and ``str`` or
+``int`` subclasses such as the models' enums, which json writes as their base type); anything
+else (another key type, NaN or infinity, a float subclass, a cycle, nesting past
+:data:`DEEPEST`) is handed to ``json.dumps`` itself, so the text, or the error, is always the
+one it gives.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def _subclass(value: Any) -> str:
     return text(value)
 
 
+#: The text of a key and its separator: field names, mostly, written again on every write.
 _KEYS: dict[str, str] = {}
 
 
