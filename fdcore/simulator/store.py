@@ -224,12 +224,14 @@ class FaultyStore:
         objects = space.objects
         listed: builtins.list[Listed] = []
         removed: builtins.list[str] = []
-        for key in since:
+        modified = self.modified
+        for key in since:  # each poll of every agent takes the fleet's writes here
             blob = objects.get(key)
             if blob is None:
                 removed.append(key)
             else:
-                listed.append(self._stamped(key, blob))
+                item = modified.get(blob.etag)
+                listed.append(item if type(item) is Listed else self._stamped(key, blob))
         return ListedChanges((space, prefix, position), False, listed, removed)
 
     def _stamped(self, key: str, blob: Blob) -> Listed:

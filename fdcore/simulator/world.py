@@ -79,7 +79,7 @@ SchedulesFactory = Callable[[AgentConfig], list[Schedule]]
 DUE_MARGIN = 0.001
 #: Actions between two ``gc.freeze()`` of a run: it keeps its trace and every agent's index, ever
 #: larger, and each full collection would walk all of them again (a tenth of a 100-agent run).
-FREEZE_EVERY = 20_000
+FREEZE_EVERY = 5_000
 
 
 OPERATOR = "operator"
@@ -128,9 +128,16 @@ class VirtualClock:
     def __init__(self, world: World, skew: float) -> None:
         self.world = world
         self.skew = skew
+        self._last: tuple[float, float, datetime] | None = None  # (world time, skew, now)
 
     def now(self) -> datetime:
-        return EPOCH + timedelta(seconds=self.world.now + self.skew)
+        # Asked many times within one poll, at one world time: made once per time.
+        last, at, skew = self._last, self.world.now, self.skew
+        if last is not None and last[0] == at and last[1] == skew:
+            return last[2]
+        now = EPOCH + timedelta(seconds=at + skew)
+        self._last = (at, skew, now)
+        return now
 
 
 class SimRun:
