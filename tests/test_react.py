@@ -10,11 +10,14 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 
+import pytest
+
 from fdcore.abc import Blob
 from fdcore.agent.settings import ScheduleConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS, agent_key
 from fdcore.contract.models import State
+from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
@@ -163,6 +166,42 @@ def test_with_take_over_every_poll_looks(fdcore_memory_fleet: MemoryFleet) -> No
     fleet.clock.advance(5)
     agent.poll()  # its sweep bounds the time to take over: never skipped
     assert store.operations["list"] == lists + 2
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [RuntimeError("cannot write the record"), StorageUnavailable("agents/etl-03.json", "the store is down")],
+    ids=["unwritable", "outage"],
+)
+def test_an_agent_whose_record_write_failed_takes_nothing_between_polls(
+    fdcore_memory_fleet: MemoryFleet, failure: Exception
+) -> None:
+    """As in its polls: an agent that cannot say it is alive takes nothing, even when the store
+    reports a submission (or its watch calls spuriously). Such an agent held what it claimed
+    unseen by the fleet: on a store that reports its time it starts no table before its record
+    measured its clock, and an agent with no readable record is never judged lost, so the
+    others left its requests waiting (test_no_stray_file_stops_an_agent, under load)."""
+    fleet = fdcore_memory_fleet
+    blocked = fleet.agent("etl-03", schedules=(EVERY_SECOND,))
+
+    def broken_write(*args: object, **kwargs: object) -> None:
+        raise failure
+
+    blocked.presence.write = broken_write  # type: ignore[method-assign]
+    blocked.react(new_work=True)  # before its first poll
+    blocked.poll()
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    fleet.clock.advance(1)  # a slot of its schedule falls due too
+    for _ in range(3):
+        blocked.react(new_work=True)
+    assert list(fleet.storage.list("status/")) == [] and not blocked.held
+    assert list(fleet.storage.list("requests/")) == ["requests/r1.json"]  # no slot's either
+    assert tables_started(fleet) == []
+    other = fleet.agent("etl-01")
+    other.poll()  # the next poll of an agent that can say it is alive takes it
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.agent == "etl-01"
+    assert "r1/sales" in tables_started(fleet)
 
 
 def test_a_slot_is_created_when_due_not_at_the_next_poll(fdcore_memory_fleet: MemoryFleet) -> None:

@@ -125,6 +125,9 @@ class Agent:
         self.step_errors = 0  # steps cut short by an error other than the store's
         self._errors_seen: set[str] = set()
         self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
+        # The last poll's record write landed (or was not due): the agent may take work. Until
+        # a poll says so, reactions take nothing either (_react).
+        self._recorded = False
 
     @property
     def held(self) -> dict[str, Work]:
@@ -147,7 +150,9 @@ class Agent:
         errors = self._store_errors
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
-        recorded = self._guarded(lambda: self.presence.heartbeat(now, self.stopping))
+        recorded = self._recorded = self._guarded(
+            lambda: self.presence.heartbeat(now, self.stopping)
+        )
         self._guarded(lambda: self._follow_held_work(now))
         if not self.stopping and recorded:  # an agent that cannot say it is alive takes nothing
             self._guarded(lambda: self._look(now))
@@ -196,13 +201,17 @@ class Agent:
         the last look, a request just created, or ``new_work``: the store said something was
         submitted), looks for work once. Without any of these it touches no file, so the
         runtime may call it as often as something happens. The poll stays the heartbeat, the
-        sweep and the discovery of work nobody announced.
+        sweep and the discovery of work nobody announced: an agent whose last poll could not
+        write its record takes nothing between polls either, as in the poll.
         """
         self._guarded(lambda: self._react(self.clock.now(), new_work))
 
     def _react(self, now: datetime, new_work: bool) -> None:
         ended = self._move_held_work(now)
-        if self.stopping:
+        if self.stopping or not self._recorded:
+            # As in the poll: an agent that cannot say it is alive takes nothing. What it took
+            # would wait unseen: no table lease before a record write measured its clock
+            # (ClockSkew), and an agent without a readable record is never judged lost.
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
