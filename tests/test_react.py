@@ -170,7 +170,10 @@ def test_with_take_over_every_poll_looks(fdcore_memory_fleet: MemoryFleet) -> No
 
 @pytest.mark.parametrize(
     "failure",
-    [RuntimeError("cannot write the record"), StorageUnavailable("agents/etl-03.json", "the store is down")],
+    [
+        RuntimeError("cannot write the record"),
+        StorageUnavailable("agents/etl-03.json", "the store is down"),
+    ],
     ids=["unwritable", "outage"],
 )
 def test_an_agent_whose_record_write_failed_takes_nothing_between_polls(
