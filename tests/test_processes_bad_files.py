@@ -4,7 +4,8 @@ Each was seen to stop or hang every agent of an environment (and ``fdcore queue`
 a request belongs (agents blocked forever, deaf to SIGTERM), a link to ``/dev/zero``
 (MemoryError), 50 MB of JSON (re-read every poll), 100,000 nested ``[``, a folder where a status
 or a lease belongs, a file where a request's ``runs/`` folder belongs, an agent record with
-``"stale_after": 1e300``, a folder where an agent's own record belongs (that agent stopped).
+``"stale_after": 1e300``, a folder where an agent's own record belongs (that agent stopped;
+later, woken between polls by a submission, it claimed the request and held it unstarted).
 Good requests must all finish, every bad file is reported once per agent, and ``fdcore queue``
 shows the stuck request ``unreadable`` with the reason.
 """
@@ -81,18 +82,18 @@ def test_no_stray_file_stops_an_agent(fdcore_fleet: AgentFleet, tmp_path: Path) 
     # An agent whose own record path is a folder cannot say it is alive: it runs on, takes
     # nothing, and reports the folder once.
     (root / "agents/etl-03.json").mkdir()
-    blocked = fleet.add("etl-03", {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER})
-    blocked.start()
-    # Alone, once it polled and its watch of requests/ is armed, a submission wakes it between
-    # polls (Agent.react): it must take nothing there either, or the request waits forever (it
-    # takes no table lease before a record write measured its clock, and an agent without a
-    # readable record is never judged lost).
-    assert wait_until(lambda: "agents/etl-03.json: is a folder" in blocked.output(), 20)
-    assert wait_until(lambda: inotify_watches(blocked) >= 3, 20)  # requests/, leases/, status/
-    submit(mailbox, ["a"], request_id=LATE)
-    for name in names:
-        fleet.add(name, {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER}).start()
+    unseen = fleet.add("etl-03", {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER})
     try:
+        unseen.start()
+        # Alone, once it polled and its watch of requests/ is armed, a submission wakes it
+        # between polls (Agent.react): it must take nothing there either, or the request waits
+        # for good (it takes no table lease before a record write measured its clock, and an
+        # agent without a readable record is never judged lost).
+        assert wait_until(lambda: "agents/etl-03.json: is a folder" in unseen.output(), 20)
+        assert wait_until(lambda: inotify_watches(unseen) >= 3, 20)  # requests, leases, status
+        submit(mailbox, ["a"], request_id=LATE)
+        for name in names:
+            fleet.add(name, {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER}).start()
         assert wait_until(
             lambda: all(
                 (found := mailbox.status(r)) is not None and found.value.state is State.SUCCEEDED
