@@ -124,7 +124,6 @@ class Agent:
         self.contain_errors = contain_errors
         self.step_errors = 0  # steps cut short by an error other than the store's
         self._errors_seen: set[str] = set()
-        self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
         # The last poll's record write landed (or was not due): the agent may take work. Until
         # a poll says so, reactions take nothing either (_react).
         self._recorded = False
@@ -180,18 +179,14 @@ class Agent:
         self.tables.write_unwritten()  # run records an outage kept back, once it is over
 
     def _look(self, now: datetime) -> None:
-        try:
-            create_due_requests(self.schedules, self.mailbox, self.name, now)
-            # A look made between polls (react) since the last poll did what this one would,
-            # less than a poll ago: skipping it keeps the store traffic of a busy agent where it
-            # was. Not with take_over: each poll's sweep is what bounds the time to take over.
-            if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
-                self.discovery.look_for_work(now)
-                self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
-                self._move_held_work(now)  # start what was just found, not a poll later
-        finally:
-            # Even when cut short: a look that failed is no reason for the next poll to skip.
-            self._looks_at_last_poll = self.discovery.looks
+        create_due_requests(self.schedules, self.mailbox, self.name, now)
+        # Whatever a reaction looked at since the last poll: the poll is the discovery of work
+        # nobody announced (submitted from another machine to a watched network folder, or to
+        # a store without a watch), found at the next poll. Skipping this look after a
+        # reaction's left what came after that look to the poll after.
+        self.discovery.look_for_work(now)
+        self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
+        self._move_held_work(now)  # start what was just found, not a poll later
 
     def react(self, new_work: bool = False) -> None:
         """Between polls: do at once what a table's end, a due slot or new work calls for.
