@@ -210,7 +210,9 @@ class Agent:
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
-        if hint and self.components.claim.may_claim(self.load()):
+        # As after a poll whose record write failed: an agent whose record went stale (writes
+        # refused for a while) takes nothing until its next poll has written the record.
+        if hint and not self.presence.silent(now) and self.components.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
             self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)

@@ -87,6 +87,15 @@ class Presence:
                 return
         self.write(now, stopping)
 
+    def silent(self, now: datetime) -> bool:
+        """Whether the record that landed last is older than ``stale_after`` (or none landed):
+        the others may judge this agent lost by now, so it takes nothing until it is written
+        again (what it took they would take back, each time an attempt lost)."""
+        if self.written is None:
+            return True
+        age = self._store_time(now) - self.written[0]
+        return age > timedelta(seconds=self.config.stale_after)
+
     def write(self, now: datetime, stopping: bool, stopped: bool = False) -> None:
         """Write the record as of ``now``; raise :class:`DuplicateAgent` if another process did.
 

@@ -9,12 +9,14 @@ older reader sees the file it expects.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, TypeVar, get_origin
+from types import NoneType, UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
@@ -22,6 +24,7 @@ from cattrs.cols import list_structure_factory
 from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
 
+from fdcore.contract.json_text import dumps_indented
 from fdcore.contract.models import IncidentState, Outcome, State
 from fdcore.errors import FileTooLarge, InvalidId, MailboxFileError
 
@@ -50,8 +53,7 @@ EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 
 
-def parse_time(value: object) -> datetime:
-    """An ISO 8601 time; a time without an offset is taken as UTC."""
+def _time(value: object) -> datetime:
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, str):
@@ -69,10 +71,29 @@ def parse_time(value: object) -> datetime:
     return parsed
 
 
+# Agents read and write the same times again and again (a record's updated_at until it is
+# rewritten, a status's attempts on every write): the last few thousand are remembered. Only
+# results are (an error is raised again each time), and only of exact types, whose text and
+# value depend on nothing else: equal UTC datetimes have equal fields, so equal text.
+_time_of_text = functools.lru_cache(maxsize=4096)(_time)
+
+
+def parse_time(value: object) -> datetime:
+    """An ISO 8601 time; a time without an offset is taken as UTC."""
+    return _time_of_text(value) if type(value) is str else _time(value)
+
+
+def _text_of_utc(value: datetime) -> str:
+    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_text_of_utc_datetime = functools.lru_cache(maxsize=4096)(_text_of_utc)
+
+
 def format_time(value: datetime) -> str:
     """UTC, ISO 8601, milliseconds, ``Z``: sortable and the same on every agent."""
-    text = value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
+    utc = value.astimezone(timezone.utc)
+    return (_text_of_utc_datetime if type(utc) is datetime else _text_of_utc)(utc)
 
 
 converter.register_structure_hook(datetime, lambda value, _type: parse_time(value))
@@ -82,6 +103,8 @@ converter.register_unstructure_hook(datetime, format_time)
 def _strict(expected: type) -> Any:
     # cattrs would coerce "3" to 3 and 1 to True; a mailbox file with the wrong type is malformed.
     def structure(value: object, _type: object) -> Any:
+        if type(value) is expected:
+            return value  # what JSON gives: the checks below are for everything else
         if type(value) is bool and expected is not bool:
             raise TypeError(f"expected {expected.__name__}, got a boolean")
         if expected is float and isinstance(value, int):
@@ -120,6 +143,26 @@ def _is_list(type_: Any) -> bool:
 converter.register_structure_hook_factory(_is_list, _list_factory)
 
 
+def _is_optional(type_: Any) -> bool:
+    args = get_args(type_)
+    return get_origin(type_) in (Union, UnionType) and len(args) == 2 and NoneType in args
+
+
+def _optional_factory(type_: Any, conv: cattrs.Converter) -> Any:
+    # cattrs' own hook looks the inner type's hook up on every call; this looks it up once.
+    # ``conv``: the converter asking (a copy of this one, in fdcore.agent.declared).
+    inner_type = next(arg for arg in get_args(type_) if arg is not NoneType)
+    inner = conv.get_structure_hook(inner_type)
+
+    def structure(value: object, _type: object) -> Any:
+        return None if value is None else inner(value, inner_type)
+
+    return structure
+
+
+converter.register_structure_hook_factory(_is_optional, _optional_factory)
+
+
 def _enum(value: object, cls: type[enum.Enum]) -> enum.Enum:
     try:
         return cls(value)
@@ -128,9 +171,20 @@ def _enum(value: object, cls: type[enum.Enum]) -> enum.Enum:
         raise ValueError(f"{value!r} is not one of {allowed}") from None
 
 
+def _enum_hook(cls: type[enum.Enum]) -> Any:
+    # A dict finds a member by its value without Enum's call; anything else takes that call.
+    members = {member.value: member for member in cls}
+
+    def structure(value: object, _type: object) -> enum.Enum:
+        member = members.get(value) if type(value) is str else None
+        return member if member is not None else _enum(value, cls)
+
+    return structure
+
+
 # The models' enums subclass str; without these they would dispatch to the str hook above.
 for _enum_type in (State, Outcome, IncidentState):
-    converter.register_structure_hook(_enum_type, _enum)
+    converter.register_structure_hook(_enum_type, _enum_hook(_enum_type))
 
 
 def _has_extra(cls: type) -> bool:
@@ -146,6 +200,8 @@ def _structure_factory(cls: type) -> Any:
     def structure(value: object, _type: object) -> Any:
         if not isinstance(value, dict):
             raise TypeError(f"expected an object, got {type(value).__name__}")
+        if value.keys() <= known:
+            return base(value, cls)  # most files: no unknown field, nothing to copy
         extra = {k: v for k, v in value.items() if k not in known}
         obj = base({k: v for k, v in value.items() if k in known}, cls)
         obj.extra = extra
@@ -154,19 +210,41 @@ def _structure_factory(cls: type) -> Any:
     return structure
 
 
+#: The types cattrs unstructures to themselves (its identity hook; the models' enums are str).
+_AS_IS = frozenset({str, int, float, bool, State, Outcome, IncidentState})
+
+
+def _unstructured(value: Any) -> Any:
+    """``converter.unstructure(value)``, without its dispatch for the values most fields hold."""
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is datetime:
+        return format_time(value)
+    if kind is list:
+        return [_unstructured(item) for item in value]
+    model = _MODEL_UNSTRUCTURE.get(kind)
+    return model(value) if model is not None else converter.unstructure(value)
+
+
+#: The hook :func:`_unstructure_factory` made for each model class, found without cattrs.
+_MODEL_UNSTRUCTURE: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+
 def _unstructure_factory(cls: type) -> Any:
-    fields = [a for a in attrs.fields(cls) if a.name != "extra"]
+    names = [a.name for a in attrs.fields(cls) if a.name != "extra"]
 
     def unstructure(obj: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for field in fields:
-            value = getattr(obj, field.name)
+        for name in names:
+            value = getattr(obj, name)
             if value is not None:
-                out[field.name] = converter.unstructure(value)
+                out[name] = value if type(value) in _AS_IS else _unstructured(value)
         for key, value in obj.extra.items():
             out.setdefault(key, value)
         return out
 
+    _MODEL_UNSTRUCTURE[cls] = unstructure
     return unstructure
 
 
@@ -260,6 +338,22 @@ def _plain(data: bytes) -> bool:
     )
 
 
+# json.loads with any argument builds a decoder per call; these are built once (json's own
+# json.loads shares one decoder between threads the same way).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_PLAIN_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
+def _parse(data: bytes, plain: bool) -> Any:
+    """``json.loads(data, parse_constant=..., parse_float=...)``: the same value or error."""
+    if plain:  # ASCII bytes without NUL: json.detect_encoding says UTF-8
+        return _PLAIN_DECODER.decode(data.decode())
+    if not isinstance(data, (bytes, bytearray)):
+        return json.loads(data, parse_constant=_no_constant)
+    text = data.decode(json.detect_encoding(data), "surrogatepass")  # as json.loads reads bytes
+    return _DECODER.decode(text)
+
+
 def decode(cls: type[T], data: bytes, path: str, max_bytes: int = MAX_FILE_BYTES) -> T:
     """Parse ``data`` read from ``path`` as ``cls``; raise MailboxFileError naming the field.
 
@@ -273,11 +367,10 @@ def decode(cls: type[T], data: bytes, path: str, max_bytes: int = MAX_FILE_BYTES
     plain = _plain(data)
     try:
         try:
-            numbers = _finite_float if plain else float
-            raw = json.loads(data, parse_constant=_no_constant, parse_float=numbers)
+            raw = _parse(data, plain)
         except _OutOfRange:
             plain = False  # parsed again as any file, so it meets the error it always met
-            raw = json.loads(data, parse_constant=_no_constant)
+            raw = _parse(data, plain)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int digits
         raise MailboxFileError(path, None, f"not valid JSON ({exc})") from None
     if not plain:
@@ -314,7 +407,7 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 def encode(obj: Any) -> bytes:
     """The model as indented UTF-8 JSON, unknown fields included."""
-    return (json.dumps(to_dict(obj), indent=2, ensure_ascii=False) + "\n").encode()
+    return (dumps_indented(to_dict(obj)) + "\n").encode()
 
 
 def encode_within(obj: Any, path: str, max_bytes: int) -> bytes:
