@@ -197,22 +197,23 @@ class Agent:
         submitted), looks for work once. Without any of these it touches no file, so the
         runtime may call it as often as something happens. The poll stays the heartbeat, the
         sweep and the discovery of work nobody announced: an agent whose last poll could not
-        write its record takes nothing between polls either, as in the poll.
+        write its record, or whose record went stale, takes nothing between polls either.
         """
         self._guarded(lambda: self._react(self.clock.now(), new_work))
 
     def _react(self, now: datetime, new_work: bool) -> None:
         ended = self._move_held_work(now)
-        if self.stopping or not self._recorded:
-            # As in the poll: an agent that cannot say it is alive takes nothing. What it took
-            # would wait unseen: no table lease before a record write measured its clock
-            # (ClockSkew), and an agent without a readable record is never judged lost.
+        if self.stopping or not self._recorded or self.presence.silent(now):
+            # As in the poll, an agent that cannot say it is alive takes nothing: not after a
+            # poll whose record write failed (what it took would wait unseen: no table lease
+            # before a record write measured its clock, and an agent without a readable record
+            # is never judged lost), nor once its record went stale (writes refused for a
+            # while: the others may judge it lost and take back what it took) until a poll
+            # has written it again.
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
-        # As after a poll whose record write failed: an agent whose record went stale (writes
-        # refused for a while) takes nothing until its next poll has written the record.
-        if hint and not self.presence.silent(now) and self.components.claim.may_claim(self.load()):
+        if hint and self.components.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
             self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)
