@@ -210,6 +210,30 @@ def test_an_agent_whose_record_write_failed_takes_nothing_between_polls(
     assert "r1/sales" in tables_started(fleet)
 
 
+def test_after_a_poll_whose_record_write_failed_a_reaction_takes_nothing(
+    fdcore_memory_fleet: MemoryFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record that landed before is still fresh, but the poll whose write failed took
+    nothing: nor does a reaction after it, until a poll has written the record again."""
+    fleet = fdcore_memory_fleet
+    agent = fleet.agent("etl-01", stale_after=8.0)
+    agent.poll()
+    fleet.clock.advance(2)  # a heartbeat is due (stale_after / 4)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise StorageUnavailable("agents/etl-01.json", "the store refuses writes")
+
+    monkeypatch.setattr(agent.presence, "write", refused)
+    agent.poll()
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=fleet.clock.now())
+    agent.react(new_work=True)
+    assert fleet.mailbox.status("r1") is None and not agent.presence.silent(fleet.clock.now())
+    monkeypatch.undo()
+    agent.poll()
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.agent == "etl-01"
+
+
 def test_a_slot_is_created_when_due_not_at_the_next_poll(fdcore_memory_fleet: MemoryFleet) -> None:
     fleet = fdcore_memory_fleet
     agent = fleet.agent("etl-01", poll_seconds=5, schedules=(EVERY_SECOND,))
