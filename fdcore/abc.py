@@ -140,7 +140,11 @@ class WatchableStorage(Protocol):
     def watch(self, prefix: str, changed: Callable[[], None], stop: threading.Event) -> None:
         """Call ``changed()`` soon after a key under ``prefix`` is created, replaced or deleted,
         until ``stop`` is set (checked at least every second). Blocks: the runtime gives it a
-        thread. A spurious call is harmless (the agent looks once and finds nothing)."""
+        thread. A spurious call is harmless (the agent looks once and finds nothing).
+
+        A store that calls ``changed()`` once as soon as its watch is armed tells its callers
+        when a change can no longer be missed: until that first call (or for a few seconds, from
+        a store that never makes it) a waiter looks every few tens of milliseconds."""
 
 
 @runtime_checkable

@@ -541,16 +541,13 @@ class SlowToArm(LocalFolderStorage):
         super().watch(prefix, changed, stop)
 
 
-def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_at_once() -> None:
-    """While a new watch may not be armed (up to watch.SETTLING seconds) a wait looks every
-    few tens of milliseconds: the cancel landing at 0.7 s ends it, not its minute-long poll
-    (with half a second of settling it waited the whole poll)."""
-    folder = Path(tempfile.mkdtemp()) / "env"
-    LocalFolderStorage(folder, create=True)
+def a_cancel_ends_a_wait_on_a_slow_watch(folder: Path, at: float) -> bool:
+    """A wait on ``folder`` (its poll a minute) through a watch armed only after 1.5 s; the
+    request is cancelled ``at`` seconds in: whether that ended the wait."""
     env = Environment(Mailbox(SlowToArm(folder)), poll=60)
     env.submit(["sales"], id="r1")
     writer = Environment(Mailbox(LocalFolderStorage(folder)))
-    later(0.7, lambda: writer.cancel("r1", by="ann"))
+    later(at, lambda: writer.cancel("r1", by="ann"))
     ended: list[BaseException] = []
 
     def wait() -> None:
@@ -562,5 +559,25 @@ def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_at_once() -> N
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
     waiter.join(PATIENCE)
-    assert ended and not waiter.is_alive() and watch.SETTLING > 1.5
+    woken = bool(ended) and not waiter.is_alive()
     env.close()
+    return woken
+
+
+def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_at_once() -> None:
+    """While a new watch may not be armed (up to watch.SETTLING seconds) a wait looks every
+    few tens of milliseconds: the cancel landing at 0.7 s ends it, not its minute-long poll
+    (with half a second of settling it waited the whole poll)."""
+    folder = Path(tempfile.mkdtemp()) / "env"
+    LocalFolderStorage(folder, create=True)
+    assert a_cancel_ends_a_wait_on_a_slow_watch(folder, 0.7) and watch.SETTLING > 1.5
+
+
+def test_a_status_landing_before_the_watch_is_armed_ends_the_wait_when_it_is(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel lands after the settling looks stopped and before the watch is armed (a
+    machine loaded longer than watch.SETTLING); the store's first call, as it is armed, wakes
+    the wait, not its minute-long poll."""
+    monkeypatch.setattr(watch, "SETTLING", 0.2)
+    assert a_cancel_ends_a_wait_on_a_slow_watch(folder, 0.5)

@@ -4,13 +4,15 @@ Each was seen to stop or hang every agent of an environment (and ``fdcore queue`
 a request belongs (agents blocked forever, deaf to SIGTERM), a link to ``/dev/zero``
 (MemoryError), 50 MB of JSON (re-read every poll), 100,000 nested ``[``, a folder where a status
 or a lease belongs, a file where a request's ``runs/`` folder belongs, an agent record with
-``"stale_after": 1e300``, a folder where an agent's own record belongs (that agent stopped).
+``"stale_after": 1e300``, a folder where an agent's own record belongs (that agent stopped;
+later, woken between polls by a submission, it claimed the request and held it unstarted).
 Good requests must all finish, every bad file is reported once per agent, and ``fdcore queue``
 shows the stuck request ``unreadable`` with the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from fdcore.cli.fleet import AgentFleet, wait_until
+from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 
@@ -27,6 +29,17 @@ AGENT = {"poll_seconds": 0.2, "stale_after": 3.0, "concurrency": 2, "shutdown_gr
 PIPELINE = {"take_over": True, "grace_seconds": 1.0}
 SLEEPER = {"kind": "python", "function": "fdcore.testing.tables:sleep_table"}
 GOOD = [f"good-{n}" for n in range(6)]
+LATE = "late"  # submitted once the agent that cannot write its record watches requests/
+
+
+def inotify_watches(agent: AgentProcess) -> int:
+    """How many inotify watches the agent's process has armed (Linux: /proc/<pid>/fdinfo)."""
+    assert agent.process is not None
+    count = 0
+    for info in Path(f"/proc/{agent.process.pid}/fdinfo").glob("*"):
+        with contextlib.suppress(OSError):  # a descriptor closed meanwhile
+            count += info.read_text().count("inotify wd:")
+    return count
 
 
 def plant_bad_files(root: Path) -> dict[str, str]:
@@ -69,13 +82,22 @@ def test_no_stray_file_stops_an_agent(fdcore_fleet: AgentFleet, tmp_path: Path) 
     # An agent whose own record path is a folder cannot say it is alive: it runs on, takes
     # nothing, and reports the folder once.
     (root / "agents/etl-03.json").mkdir()
-    for name in [*names, "etl-03"]:
-        fleet.add(name, {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER}).start()
+    unseen = fleet.add("etl-03", {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER})
     try:
+        unseen.start()
+        # Alone, once it polled and its watch of requests/ is armed, a submission wakes it
+        # between polls (Agent.react): it must take nothing there either, or the request waits
+        # for good (it takes no table lease before a record write measured its clock, and an
+        # agent without a readable record is never judged lost).
+        assert wait_until(lambda: "agents/etl-03.json: is a folder" in unseen.output(), 20)
+        assert wait_until(lambda: inotify_watches(unseen) >= 3, 20)  # requests, leases, status
+        submit(mailbox, ["a"], request_id=LATE)
+        for name in names:
+            fleet.add(name, {"agent": AGENT, "pipeline": PIPELINE, "runner": SLEEPER}).start()
         assert wait_until(
             lambda: all(
                 (found := mailbox.status(r)) is not None and found.value.state is State.SUCCEEDED
-                for r in GOOD
+                for r in [*GOOD, LATE]
             ),
             60,
         ), [fleet.agents[n].output()[-3000:] for n in names]
@@ -103,7 +125,7 @@ def test_no_stray_file_stops_an_agent(fdcore_fleet: AgentFleet, tmp_path: Path) 
     finally:
         codes = fleet.stop_all()
     assert codes == {name: 0 for name in [*names, "etl-03"]}  # SIGTERM heard, clean exit
-    assert not [r for r in GOOD if mailbox.status(r).value.attempts[0].agent == "etl-03"]  # type: ignore[union-attr]
+    assert not [r for r in [*GOOD, LATE] if mailbox.status(r).value.attempts[0].agent == "etl-03"]  # type: ignore[union-attr]
     blocked = fleet.agents["etl-03"].output()
     assert "Traceback" not in blocked
     assert blocked.count("skipping agents/etl-03.json: is a folder") == 1, blocked[-2000:]

@@ -10,11 +10,14 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 
+import pytest
+
 from fdcore.abc import Blob
 from fdcore.agent.settings import ScheduleConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS, agent_key
 from fdcore.contract.models import State
+from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
@@ -130,12 +133,13 @@ def test_a_freed_worker_does_not_look_when_nothing_was_left(
     assert tables_started(fleet) == ["r1/sales", "r2/stock"]
 
 
-def test_the_poll_after_a_reaction_that_looked_does_not_look_again(
-    fdcore_memory_fleet: MemoryFleet,
+@pytest.mark.parametrize("take_over", [False, True], ids=["alone", "take_over"])
+def test_every_poll_looks_after_a_reaction_that_looked(
+    fdcore_memory_fleet: MemoryFleet, take_over: bool
 ) -> None:
     fleet = fdcore_memory_fleet
     store = fleet.wrap_storage(Counting)
-    agent = fleet.agent("etl-01", claim="when_free", concurrency=1, poll_seconds=5)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=1, take_over=take_over)
     for n in range(3):
         submit(fleet.mailbox, ["t"], request_id=f"r{n}", now=START + timedelta(seconds=n))
     agent.poll()
@@ -143,26 +147,91 @@ def test_the_poll_after_a_reaction_that_looked_does_not_look_again(
     agent.react()  # looks: its last look left two requests
     lists = store.operations["list"]
     fleet.clock.advance(5)
-    agent.poll()
-    assert store.operations["list"] == lists
-    fleet.clock.advance(5)
-    agent.poll()  # no reaction looked since the last poll: this one looks
+    agent.poll()  # the discovery of work nobody announced (and with take_over, the sweep)
     assert store.operations["list"] == lists + 2
 
 
-def test_with_take_over_every_poll_looks(fdcore_memory_fleet: MemoryFleet) -> None:
+def test_a_request_nobody_announced_is_claimed_at_the_next_poll_after_a_reaction(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    """A reaction's look does not stand for the next poll's: a request submitted after it and
+    not announced (from another machine to a watched network folder, say) is claimed at the
+    next poll, not the one after."""
     fleet = fdcore_memory_fleet
-    store = fleet.wrap_storage(Counting)
-    agent = fleet.agent("etl-01", claim="when_free", concurrency=1, take_over=True)
-    for n in range(3):
-        submit(fleet.mailbox, ["t"], request_id=f"r{n}", now=START + timedelta(seconds=n))
+    agent = fleet.agent("etl-01", poll_seconds=5)
     agent.poll()
-    fleet.finish_runs()
-    agent.react()
-    lists = store.operations["list"]
-    fleet.clock.advance(5)
-    agent.poll()  # its sweep bounds the time to take over: never skipped
-    assert store.operations["list"] == lists + 2
+    fleet.clock.advance(1)
+    agent.react(new_work=True)  # a spurious call of the store's watch: nothing is there yet
+    fleet.clock.advance(1)
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=fleet.clock.now())  # unannounced
+    fleet.clock.advance(3)
+    agent.poll()
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.agent == "etl-01"
+    assert tables_started(fleet) == ["r1/sales"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        RuntimeError("cannot write the record"),
+        StorageUnavailable("agents/etl-03.json", "the store is down"),
+    ],
+    ids=["unwritable", "outage"],
+)
+def test_an_agent_whose_record_write_failed_takes_nothing_between_polls(
+    fdcore_memory_fleet: MemoryFleet, failure: Exception
+) -> None:
+    """As in its polls: an agent that cannot say it is alive takes nothing, even when the store
+    reports a submission (or its watch calls spuriously). Such an agent held what it claimed
+    unseen by the fleet: on a store that reports its time it starts no table before its record
+    measured its clock, and an agent with no readable record is never judged lost, so the
+    others left its requests waiting (test_no_stray_file_stops_an_agent, under load)."""
+    fleet = fdcore_memory_fleet
+    blocked = fleet.agent("etl-03", schedules=(EVERY_SECOND,))
+
+    def broken_write(*args: object, **kwargs: object) -> None:
+        raise failure
+
+    blocked.presence.write = broken_write  # type: ignore[method-assign]
+    blocked.react(new_work=True)  # before its first poll
+    blocked.poll()
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
+    fleet.clock.advance(1)  # a slot of its schedule falls due too
+    for _ in range(3):
+        blocked.react(new_work=True)
+    assert list(fleet.storage.list("status/")) == [] and not blocked.held
+    assert list(fleet.storage.list("requests/")) == ["requests/r1.json"]  # no slot's either
+    assert tables_started(fleet) == []
+    other = fleet.agent("etl-01")
+    other.poll()  # the next poll of an agent that can say it is alive takes it
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.agent == "etl-01"
+    assert "r1/sales" in tables_started(fleet)
+
+
+def test_after_a_poll_whose_record_write_failed_a_reaction_takes_nothing(
+    fdcore_memory_fleet: MemoryFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record that landed before is still fresh, but the poll whose write failed took
+    nothing: nor does a reaction after it, until a poll has written the record again."""
+    fleet = fdcore_memory_fleet
+    agent = fleet.agent("etl-01", stale_after=8.0)
+    agent.poll()
+    fleet.clock.advance(2)  # a heartbeat is due (stale_after / 4)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise StorageUnavailable("agents/etl-01.json", "the store refuses writes")
+
+    monkeypatch.setattr(agent.presence, "write", refused)
+    agent.poll()
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=fleet.clock.now())
+    agent.react(new_work=True)
+    assert fleet.mailbox.status("r1") is None and not agent.presence.silent(fleet.clock.now())
+    monkeypatch.undo()
+    agent.poll()
+    status = fleet.mailbox.status("r1")
+    assert status is not None and status.value.agent == "etl-01"
 
 
 def test_a_slot_is_created_when_due_not_at_the_next_poll(fdcore_memory_fleet: MemoryFleet) -> None:

@@ -124,7 +124,9 @@ class Agent:
         self.contain_errors = contain_errors
         self.step_errors = 0  # steps cut short by an error other than the store's
         self._errors_seen: set[str] = set()
-        self._looks_at_last_poll = 0  # discovery's looks counted at the end of the last poll
+        # The last poll's record write landed (or was not due): the agent may take work. Until
+        # a poll says so, reactions take nothing either (_react).
+        self._recorded = False
 
     @property
     def held(self) -> dict[str, Work]:
@@ -147,7 +149,9 @@ class Agent:
         errors = self._store_errors
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
-        recorded = self._guarded(lambda: self.presence.heartbeat(now, self.stopping))
+        recorded = self._recorded = self._guarded(
+            lambda: self.presence.heartbeat(now, self.stopping)
+        )
         self._guarded(lambda: self._follow_held_work(now))
         if not self.stopping and recorded:  # an agent that cannot say it is alive takes nothing
             self._guarded(lambda: self._look(now))
@@ -175,18 +179,14 @@ class Agent:
         self.tables.write_unwritten()  # run records an outage kept back, once it is over
 
     def _look(self, now: datetime) -> None:
-        try:
-            create_due_requests(self.schedules, self.mailbox, self.name, now)
-            # A look made between polls (react) since the last poll did what this one would,
-            # less than a poll ago: skipping it keeps the store traffic of a busy agent where it
-            # was. Not with take_over: each poll's sweep is what bounds the time to take over.
-            if self.config.take_over or self.discovery.looks == self._looks_at_last_poll:
-                self.discovery.look_for_work(now)
-                self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
-                self._move_held_work(now)  # start what was just found, not a poll later
-        finally:
-            # Even when cut short: a look that failed is no reason for the next poll to skip.
-            self._looks_at_last_poll = self.discovery.looks
+        create_due_requests(self.schedules, self.mailbox, self.name, now)
+        # Whatever a reaction looked at since the last poll: the poll is the discovery of work
+        # nobody announced (submitted from another machine to a watched network folder, or to
+        # a store without a watch), found at the next poll. Skipping this look after a
+        # reaction's left what came after that look to the poll after.
+        self.discovery.look_for_work(now)
+        self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
+        self._move_held_work(now)  # start what was just found, not a poll later
 
     def react(self, new_work: bool = False) -> None:
         """Between polls: do at once what a table's end, a due slot or new work calls for.
@@ -196,19 +196,24 @@ class Agent:
         the last look, a request just created, or ``new_work``: the store said something was
         submitted), looks for work once. Without any of these it touches no file, so the
         runtime may call it as often as something happens. The poll stays the heartbeat, the
-        sweep and the discovery of work nobody announced.
+        sweep and the discovery of work nobody announced: an agent whose last poll could not
+        write its record, or whose record went stale, takes nothing between polls either.
         """
         self._guarded(lambda: self._react(self.clock.now(), new_work))
 
     def _react(self, now: datetime, new_work: bool) -> None:
         ended = self._move_held_work(now)
-        if self.stopping:
+        if self.stopping or not self._recorded or self.presence.silent(now):
+            # As in the poll, an agent that cannot say it is alive takes nothing: not after a
+            # poll whose record write failed (what it took would wait unseen: no table lease
+            # before a record write measured its clock, and an agent without a readable record
+            # is never judged lost), nor once its record went stale (writes refused for a
+            # while: the others may judge it lost and take back what it took) until a poll
+            # has written it again.
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
-        # As after a poll whose record write failed: an agent whose record went stale (writes
-        # refused for a while) takes nothing until its next poll has written the record.
-        if hint and not self.presence.silent(now) and self.components.claim.may_claim(self.load()):
+        if hint and self.components.claim.may_claim(self.load()):
             self.discovery.look_for_work(now)
             self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)

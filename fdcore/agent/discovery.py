@@ -83,13 +83,11 @@ class Discovery:
         self._unread: set[str] = set()
         self._last_sweep: datetime | None = None
         self._swept = False  # a sweep of this process looked at every status once
-        self.looks = 0  # how many looks this agent made
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
         self.cancels = cancels  # operators' cancels: never claim those
 
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
-        self.looks += 1
         self._listings()
         self._follow_listings()
         # The sweep runs every poll with take_over, else once per stale_after.

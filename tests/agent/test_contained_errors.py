@@ -80,6 +80,7 @@ def test_an_agent_that_cannot_write_its_record_claims_nothing_and_recovers(
     agent = fleet.agent("etl-01")
     for _ in range(3):
         agent.poll()
+        agent.react(new_work=True)  # between polls too: the store's watch said r1 came
         fleet.clock.advance(1)
     # Unseen by the fleet (and unable to tell whether another process runs under its name),
     # it takes nothing; the problem is reported once.

@@ -68,6 +68,9 @@ def watch_folder(
                     continue  # pruned since it was seen: watch the root
                 raise OSError(ctypes.get_errno(), f"cannot watch {target}")
             if folder.is_dir() == present:  # else it came or went before the watch began
+                # Armed: a look from here on sees every change before, and inotify reports
+                # every change after (WatchableStorage: the first call says it is armed).
+                changed()
                 for names, gone in _events(fd, wd, stop):
                     if present and any(_is_key(name) for name in names):
                         changed()

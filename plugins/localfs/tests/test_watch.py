@@ -152,3 +152,28 @@ def test_an_idle_inotify_watch_sleeps(tmp_path: Path) -> None:
         thread.join(5)
     # Once a second to see the stop, not every few milliseconds (watchfiles: about 500).
     assert checks <= 6, checks
+
+
+def test_the_first_call_says_the_watch_is_armed(storage: LocalFolderStorage) -> None:
+    """A caller may look once at the first call and then rely on the calls: a key created
+    right after it is reported."""
+    if watch_module._libc() is None:
+        pytest.skip("watchfiles gives no sign when it is armed: callers settle by time")
+    calls: list[float] = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=storage.watch, args=("requests/", lambda: calls.append(1), stop), daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert calls, "the watch never said it was armed"
+    armed = len(calls)
+    storage.create("requests/a.json", b"{}")
+    deadline = time.monotonic() + 5
+    while len(calls) == armed and time.monotonic() < deadline:
+        time.sleep(0.005)
+    stop.set()
+    thread.join(5)
+    assert len(calls) > armed, "a key created right after the watch was armed was not reported"
