@@ -18,6 +18,7 @@ bad file once instead of every poll.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from typing import Generic, TypeVar
@@ -229,17 +230,10 @@ class Mailbox:
 
     def _id_in(self, prefix: str, key: str) -> str | None:
         """The id of ``key`` directly under ``prefix``; None (a bad name reported) otherwise."""
-        name = key[len(prefix) :]
-        if "/" in name:
-            # Keys below a folder of its own: reported once (an empty folder is no key).
-            folder = prefix + name.partition("/")[0]
-            self.problems.report(folder, folder_problem(folder))
-            return None
-        stem, dot, suffix = name.rpartition(".")
-        if dot and suffix == "json" and is_valid_id(stem):
-            return stem
-        self.problems.report(key, f"{key}: file name is not '<valid id>.json'")
-        return None
+        id, bad = _id_of_name(prefix, key)
+        if bad is not None:
+            self.problems.report(*bad)
+        return id
 
     def unfit(self, request: Request, agent: str = LONGEST_NAME) -> str | None:
         """Why ``request`` cannot run through within this mailbox's size bound: its status with
@@ -304,6 +298,22 @@ class Mailbox:
 
     def incidents(self) -> Versioned[IncidentDocument] | None:
         return self.read(IncidentDocument, INCIDENTS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _id_of_name(prefix: str, key: str) -> tuple[str | None, tuple[str, str] | None]:
+    """(the id of ``key`` directly under ``prefix``, None) or (None, (where, the problem)).
+    Remembered for the names seen last: each mailbox handle checks each name once, and a
+    process with many (the simulator's agents, a monitor's pages) checks the same names."""
+    name = key[len(prefix) :]
+    if "/" in name:
+        # Keys below a folder of its own: reported once (an empty folder is no key).
+        folder = prefix + name.partition("/")[0]
+        return None, (folder, folder_problem(folder))
+    stem, dot, suffix = name.rpartition(".")
+    if dot and suffix == "json" and is_valid_id(stem):
+        return stem, None
+    return None, (key, f"{key}: file name is not '<valid id>.json'")
 
 
 def folder_problem(folder: str) -> str:

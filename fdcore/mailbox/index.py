@@ -32,6 +32,7 @@ that does share one from corrupting it.
 from __future__ import annotations
 
 import builtins
+import itertools
 import operator
 import threading
 from collections.abc import Callable, Iterable
@@ -206,7 +207,9 @@ class Folder(Generic[T]):
                 self._read.pop(id, None)
                 self._read_at.pop(id, None)
                 changed.append(id)
-        new = [v.key for v in changes.listed if v.key not in ids]
+        versions = changes.listed
+        keys = list(map(_KEY, versions))
+        new = list(itertools.filterfalse(ids.__contains__, keys))
         if new:
             last = self._last_key()
             names = self.mailbox.checked_names(self.prefix, new)
@@ -216,11 +219,14 @@ class Folder(Generic[T]):
                     refused.add(key)
                 elif last is not None and key < last:
                     self._in_order = False  # a new key amid the listed ones
-        for version in changes.listed:
-            id = ids[version.key]
-            if id is not None:
-                listed[id] = version
-                changed.append(id)
+        found = list(map(ids.__getitem__, keys))  # in C: no loop over the versions here
+        if None in found:  # refused names: left out
+            kept = [n for n, id in enumerate(found) if id is not None]
+            versions = [versions[n] for n in kept]
+            found = [found[n] for n in kept]
+        accepted = cast(builtins.list[str], found)
+        listed.update(zip(accepted, versions, strict=True))
+        changed.extend(accepted)
         return changed
 
     def _last_key(self) -> str | None:
