@@ -298,3 +298,56 @@ def test_by_the_listing_a_stopping_holders_requests_are_read_and_a_lost_ones_tak
         fleet.clock.advance(5.0)
         agent.poll()
     assert {"r00001", "r00003"} <= {run.job.request for run in fleet.runs}
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        {},
+        {"crash_rate": 6.0, "restart_after": 30.0},
+        {"pause_rate": 6.0, "skew": 20.0},
+        {"crash_rate": 3.0, "pause_rate": 3.0, "error_rate": 0.03},
+    ],
+    ids=["steady", "crashes", "pauses-skew", "errors"],
+)
+def test_a_sweep_asks_only_the_holders_whose_trust_changed_and_acts_as_if_it_asked_all(
+    monkeypatch: pytest.MonkeyPatch, faults: dict[str, float]
+) -> None:
+    """The sweep keeps each holder's trusted epoch while Liveness says it holds
+    (``trusted_until``, ``changed_trust``), so a poll asks about a few holders, not every one
+    whose statuses it read (64 a poll at 100 agents and 10,000 requests). What the fleet does is
+    the same as when every sweep asks every holder: the same report, faults and all."""
+    from fdcore.agent import discovery, liveness
+    from fdcore.simulator import Scenario, simulate
+
+    scenario = Scenario(
+        seed=5, agents=10, requests=200, take_over=True, table_pool=100000, max_tables=1, **faults
+    )
+    counts = {"asked": 0, "held": 0}
+    ask = liveness.Liveness.trusted_epoch
+    refresh = discovery.Discovery._refresh_trust
+
+    def counted_ask(self: liveness.Liveness, *args: object) -> int | None:
+        counts["asked"] += 1
+        return ask(self, *args)  # type: ignore[arg-type]
+
+    def counted_refresh(self: discovery.Discovery, at: datetime) -> None:
+        counts["held"] += len(self._held)
+        refresh(self, at)
+
+    monkeypatch.setattr(liveness.Liveness, "trusted_epoch", counted_ask)
+    monkeypatch.setattr(discovery.Discovery, "_refresh_trust", counted_refresh)
+    kept = simulate(scenario)
+    assert kept.ok
+    assert counts["held"] > 1000 and counts["asked"] < counts["held"] / 5
+
+    def ask_all(self: discovery.Discovery, at: datetime) -> None:
+        self._trust.clear()  # what the sweep did before: every holder at every sweep
+        counts["held"] += len(self._held)
+        refresh(self, at)
+
+    monkeypatch.setattr(discovery.Discovery, "_refresh_trust", ask_all)
+    counts.update(asked=0, held=0)
+    asked_all = simulate(scenario)
+    assert counts["asked"] >= counts["held"]
+    assert asked_all.to_json(wall=False) == kept.to_json(wall=False)
