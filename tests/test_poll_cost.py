@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 from unversioned import Unversioned
@@ -311,7 +312,7 @@ def test_by_the_listing_a_stopping_holders_requests_are_read_and_a_lost_ones_tak
     ids=["steady", "crashes", "pauses-skew", "errors"],
 )
 def test_a_sweep_asks_only_the_holders_whose_trust_changed_and_acts_as_if_it_asked_all(
-    monkeypatch: pytest.MonkeyPatch, faults: dict[str, float]
+    monkeypatch: pytest.MonkeyPatch, faults: dict[str, Any]
 ) -> None:
     """The sweep keeps each holder's trusted epoch while Liveness says it holds
     (``trusted_until``, ``changed_trust``), so a poll asks about a few holders, not every one
