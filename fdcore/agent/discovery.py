@@ -220,14 +220,12 @@ class Discovery:
         self._refresh_trust(at)
         look: set[str] = set()
         for holder in list(self._mixed):
-            by_epoch = self._held.get(holder)
-            trusted = self._trust[holder][0] if by_epoch is not None else None
-            mixed = False
-            for epoch, ids in (by_epoch or {}).items():
-                if epoch != trusted:
-                    look |= ids
-                    mixed = True
-            if not mixed:
+            trusted = self._trust[holder][0] if holder in self._held else None
+            distrusted = [
+                ids for epoch, ids in self._held.get(holder, {}).items() if epoch != trusted
+            ]
+            look.update(*distrusted)
+            if not distrusted:
                 self._mixed.discard(holder)
         return look
 

@@ -128,15 +128,15 @@ class VirtualClock:
     def __init__(self, world: World, skew: float) -> None:
         self.world = world
         self.skew = skew
-        self._last: tuple[float, float, datetime] | None = None  # (world time, skew, now)
+        self._last: tuple[float, datetime] | None = None  # (world time, now)
 
     def now(self) -> datetime:
         # Asked many times within one poll, at one world time: made once per time.
-        last, at, skew = self._last, self.world.now, self.skew
-        if last is not None and last[0] == at and last[1] == skew:
-            return last[2]
-        now = EPOCH + timedelta(seconds=at + skew)
-        self._last = (at, skew, now)
+        last, at = self._last, self.world.now
+        if last is not None and last[0] == at:
+            return last[1]
+        now = EPOCH + timedelta(seconds=at + self.skew)
+        self._last = (at, now)
         return now
 
 
