@@ -214,6 +214,29 @@ def test_agents_schedules_and_incidents(env: Environment, fleet: MemoryFleet) ->
     assert acknowledged.acknowledged_by == "ann"
 
 
+def test_agents_show_the_requests_an_agent_holds_now_not_at_its_last_heartbeat(
+    env: Environment, fleet: MemoryFleet
+) -> None:
+    agent = fleet.agent("etl-01", concurrency=3)
+    agent.poll()  # its record: nothing held, not rewritten for stale_after / 4
+    for number, table in enumerate(["sales", "stock", "prices", "costs"], 1):
+        env.submit([table], id=f"r{number}")
+    agent.poll()  # claims all four, starts three
+    assert [(row.id, row.state) for row in env.queue(QueueFilter(agent="etl-01")).rows] == [
+        ("r4", "accepted"),
+        ("r3", "running"),
+        ("r2", "running"),
+        ("r1", "running"),
+    ]
+    [row] = env.agents()
+    assert row.record is not None and row.record.running == 0  # the record's old figure
+    assert (row.running, row.concurrency, row.requests) == (3, 3, ["r1", "r2", "r3", "r4"])
+    fleet.finish_runs("r1", "r2", "r3")
+    agent.poll()
+    [row] = env.agents()
+    assert (row.running, row.requests) == (1, ["r4"])
+
+
 # -- wait --------------------------------------------------------------------------------------
 
 

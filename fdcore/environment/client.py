@@ -355,14 +355,18 @@ class Environment:
 
     def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
         """Every agent's row (live, stale, lost, stopped or unreadable), by name; an agent is
-        lost ``grace`` seconds past its ``stale_after``. Raises
+        lost ``grace`` seconds past its ``stale_after``. Its ``running`` and ``requests`` are
+        what the requests' statuses say it holds now (the queue's look), not its record's
+        figures, which are as old as its last heartbeat. Raises
         :class:`~fdcore.errors.StorageUnavailable`."""
-        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace)
+        queue = self._queue.rows(include_final=False)
+        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace, queue)
 
     def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents (not stopped) hold, by id, with when it is next due and
         who serves it. Raises :class:`~fdcore.errors.StorageUnavailable`."""
-        return schedule_rows(self.agents(grace=grace))
+        # the records alone: a schedule's row needs no request's status
+        return schedule_rows(agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace))
 
     def incidents(self, *, include_resolved: bool = True) -> list[Incident]:
         """The open incidents, then (with ``include_resolved``) the resolved ones, newest
