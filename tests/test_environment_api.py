@@ -126,11 +126,23 @@ def test_a_submit_retried_after_a_lost_answer_queues_one_request(folder: Path) -
     assert requests_in(folder) == ["orchestrated-1.json"]
 
 
+def test_submit_takes_one_table_by_its_name_alone(env: Environment) -> None:
+    handle = env.submit("sales", id="r1")
+    assert handle.story().request.entities == ["sales"]
+    assert env.submit(["sales"], id="r1") == handle  # the same work: idempotent
+
+    async def scenario() -> list[str]:
+        handle = await AsyncEnvironment(env).submit("stock", id="r2")
+        return (await handle.story()).request.entities
+
+    assert asyncio.run(scenario()) == ["stock"]
+
+
 @pytest.mark.parametrize(
     ("tables", "options", "error"),
     [
-        ("sales", {}, InvalidId),
         ([], {}, InvalidId),
+        ("sales,stock", {}, InvalidId),
         (["bad name"], {}, InvalidId),
         (["sales"], {"id": "../x"}, InvalidId),
         (["sales"], {"deadline": datetime(2030, 1, 1)}, RequestError),
@@ -300,6 +312,47 @@ def test_wait_times_out_while_it_is_still_waiting(env: Environment) -> None:
     assert str(error) == "request r1 still waiting after waiting 0.3s; it goes on"
 
 
+@pytest.mark.parametrize("timeout", [-1.0, float("nan")])
+def test_wait_refuses_a_negative_or_nan_timeout(env: Environment, timeout: float) -> None:
+    env.submit(["sales"], id="r1")
+    with pytest.raises(ValueError, match=r"^timeout must be a number of seconds, 0 or more"):
+        env.wait("r1", timeout=timeout)
+
+    async def scenario() -> None:
+        async with AsyncEnvironment(env) as aenv:
+            await aenv.handle("r1").wait(timeout=timeout)
+
+    with pytest.raises(ValueError, match=r"^timeout must be"):
+        asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("face", ["sync", "asyncio"])
+def test_progress_is_told_the_final_story_once(
+    env: Environment, fleet: MemoryFleet, folder: Path, face: str
+) -> None:
+    """The status lands before the run record of the table that ended it: the final story is
+    told once, with that record, not first without it and again with it."""
+    agent = fleet.agent("etl-01")
+    env.submit(["sales"], id="r1")
+    agent.poll()
+    fleet.finish_runs("r1")
+    agent.poll()
+    [record] = (folder / "runs" / "r1").iterdir()
+    kept = record.read_bytes()
+    record.unlink()  # as if the agent had written the status and not yet the record
+    later(0.3, lambda: record.write_bytes(kept))
+    told: list[RequestStory] = []
+    if face == "sync":
+        story = env.wait("r1", timeout=PATIENCE, progress=told.append)
+    else:
+
+        async def scenario() -> RequestStory:
+            return await AsyncEnvironment(env).wait("r1", timeout=PATIENCE, progress=told.append)
+
+        story = asyncio.run(scenario())
+    assert told == [story] and [run.table for run in story.runs] == ["sales"]
+
+
 def test_wait_finds_a_request_archived_while_it_waited(
     env: Environment, fleet: MemoryFleet
 ) -> None:
@@ -443,6 +496,46 @@ def test_changes_yields_state_changes_as_they_land(env: Environment, fleet: Memo
     assert claimed.state in ("accepted", "running")
     later(0.1, stop.set)
     assert list(changes) == []  # stopped: the iteration ends
+
+
+@pytest.mark.parametrize("face", ["sync", "asyncio-threading-event", "asyncio-event"])
+def test_changes_end_soon_after_stop_with_a_poll_of_a_minute(face: str) -> None:
+    """A store with no watch, looked at once a minute: only the stop can end it in PATIENCE."""
+    env = Environment(MemoryFleet.fresh().mailbox, poll=60)
+    ended = threading.Event()
+    started = threading.Event()
+    stop: threading.Event | asyncio.Event
+
+    def follow_sync() -> None:
+        assert isinstance(stop, threading.Event)
+        changes = env.changes(stop=stop)
+        started.set()
+        assert list(changes) == []
+        ended.set()
+
+    async def follow_async() -> None:
+        nonlocal stop
+        if face == "asyncio-event":
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            stop_here = stop
+            setter = lambda: loop.call_soon_threadsafe(stop_here.set)  # noqa: E731
+        else:
+            stop = threading.Event()
+            setter = stop.set
+        later(0.3, setter)
+        async for _ in AsyncEnvironment(env).changes(stop=stop):
+            pass
+        ended.set()
+
+    if face == "sync":
+        stop = threading.Event()
+        threading.Thread(target=follow_sync, daemon=True).start()
+        assert started.wait(PATIENCE)
+        later(0.3, stop.set)
+    else:
+        threading.Thread(target=lambda: asyncio.run(follow_async()), daemon=True).start()
+    assert ended.wait(PATIENCE)
 
 
 def test_changes_sees_a_change_written_by_another_process(env: Environment, folder: Path) -> None:

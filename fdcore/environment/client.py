@@ -11,6 +11,7 @@ queue, agents, schedules and incidents, and follow state changes as they land.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
@@ -54,6 +55,19 @@ __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 DEFAULT_POLL = 1.0
 #: Seconds past an agent's ``stale_after`` before it counts as lost (the commands' ``--grace``).
 DEFAULT_GRACE: float = GRACE.default
+#: How often a pause of ``changes()`` looks at its ``stop`` and at the environment's closing
+#: (seconds): a stop ends it this soon, at no cost to the store.
+STOP_LOOK = 0.05
+
+
+def pause(woken: threading.Event, seconds: float, stopped: Callable[[], bool]) -> None:
+    """Until ``woken`` is set, ``seconds`` passed or ``stopped()`` says so; ``woken`` cleared."""
+    end = time.monotonic() + seconds
+    while not stopped():
+        left = end - time.monotonic()
+        if left <= 0 or woken.wait(min(left, STOP_LOOK)):
+            break
+    woken.clear()
 
 
 def _now() -> datetime:
@@ -130,14 +144,15 @@ class Environment:
 
     def submit(
         self,
-        entities: Sequence[str],
+        entities: str | Sequence[str],
         *,
         id: str | None = None,
         deadline: datetime | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
     ) -> RequestHandle:
-        """Queue a request running the tables ``entities`` in order; return its handle.
+        """Queue a request running the tables ``entities`` in order; return its handle. One
+        table may be given by its name alone: ``submit("sales")`` is ``submit(["sales"])``.
 
         Idempotent with an ``id``: if a request of that id exists (live or archived) and names
         the same work, its handle is returned and nothing is queued again (a retry after a lost
@@ -149,7 +164,7 @@ class Environment:
         with the same ``id`` is then safe).
         """
         if isinstance(entities, str):
-            raise InvalidId(f"entities: expected a list of table names, got {entities!r}")
+            entities = [entities]  # one table by its name, not a sequence of letters
         tables = [validate_id(table, "table name") for table in entities]
         if not tables:
             raise InvalidId("entities: a request names at least one table", "entities")
@@ -191,15 +206,17 @@ class Environment:
 
         ``timeout`` is in seconds (None: as long as it takes); ``progress`` is called with the
         story first and again each time it changes (state, holder, a table done), from the
-        calling thread. Where the store can watch (a local folder) the wait wakes as the
-        status lands; elsewhere it reads the request's status file every ``poll`` seconds (and
-        only that file, while it is unchanged). A malformed or hostile status file, or the store
-        briefly unavailable, does not end the wait: it waits on, within ``timeout``.
+        calling thread, the final story once. Where the store can watch (a local folder) the
+        wait wakes as the status lands; elsewhere it reads the request's status file every
+        ``poll`` seconds (and only that file, while it is unchanged). A malformed or hostile
+        status file, or the store briefly unavailable, does not end the wait: it waits on,
+        within ``timeout``.
 
         Raises :class:`~fdcore.errors.RequestFailed`, :class:`~fdcore.errors.RequestExpired` or
         :class:`~fdcore.errors.RequestCancelled` (each with ``.story``) if it ended otherwise;
         :class:`~fdcore.errors.WaitTimedOut` if it had not ended after ``timeout`` seconds (the
-        request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request.
+        request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request;
+        ``ValueError`` for a negative or NaN ``timeout``.
         """
         wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout)
         woken = threading.Event()
@@ -268,8 +285,8 @@ class Environment:
     def changes(self, *, stop: threading.Event | None = None) -> Iterator[Change]:
         """The requests' state changes from now on, as they land: a :class:`Change` each time a
         request is submitted or its status changes state, oldest first, until ``stop`` is set
-        (seen within ``poll`` seconds) or the environment is closed. The current states are
-        :meth:`queue`'s.
+        or the environment is closed (either ends it within a twentieth of a second). The
+        current states are :meth:`queue`'s.
 
         Each look reads only what changed (a mailbox index of its own); where the store can
         watch, a look follows each change at once, elsewhere one comes every ``poll`` seconds
@@ -297,10 +314,13 @@ class Environment:
         stop: threading.Event,
     ) -> Iterator[Change]:
         try:
-            while not (stop.is_set() or self.closed.is_set()):
-                woken.wait(self.watch.pause(STATUS, self.poll))
-                woken.clear()
-                if stop.is_set() or self.closed.is_set():
+
+            def stopped() -> bool:
+                return stop.is_set() or self.closed.is_set()
+
+            while not stopped():
+                pause(woken, self.watch.pause(STATUS, self.poll), stopped)
+                if stopped():
                     return
                 try:
                     found = tracker.look()
