@@ -126,6 +126,19 @@ def test_a_submit_retried_after_a_lost_answer_queues_one_request(folder: Path) -
     assert requests_in(folder) == ["orchestrated-1.json"]
 
 
+def test_submit_takes_a_deadline_as_a_duration_from_now_and_refuses_a_past_one(
+    env: Environment, folder: Path
+) -> None:
+    before = datetime.now(timezone.utc)
+    handle = env.submit(["sales"], id="r1", deadline=timedelta(minutes=10))
+    assert handle.request is not None and handle.request.deadline is not None
+    assert handle.request.deadline >= before + timedelta(minutes=10)
+    for past in (timedelta(minutes=-1), before - timedelta(seconds=1)):
+        with pytest.raises(RequestError, match=r"^deadline .* is past: give a later time"):
+            env.submit(["sales"], id="r2", deadline=past)
+    assert requests_in(folder) == ["r1.json"]
+
+
 def test_submit_takes_one_table_by_its_name_alone(env: Environment) -> None:
     handle = env.submit("sales", id="r1")
     assert handle.story().request.entities == ["sales"]

@@ -24,6 +24,7 @@ from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.cli.wait import CANCELLED, EXPIRED, FAILED, SUCCEEDED, TIMED_OUT
 from fdcore.contract.codec import format_time
 from fdcore.contract.models import State
+from fdcore.mailbox.submit import submit
 
 pytestmark = pytest.mark.slow
 
@@ -115,14 +116,13 @@ def test_a_failed_request_exits_1_with_the_failed_tables_output_on_stderr(
 
 
 def test_a_request_past_its_deadline_exits_3(fleet: AgentFleet) -> None:
-    deadline = format_time(datetime.now(timezone.utc) - timedelta(seconds=1))
-    result = fdcore(
-        fleet, "submit", "--entities", "ok1", "--id", "r-late", "--deadline", deadline, "--wait"
-    )
+    # submit refuses a deadline already past: this one passed while the request waited
+    past = datetime.now(timezone.utc) - timedelta(seconds=1)
+    submit(fleet.mailbox, ["ok1"], request_id="r-late", deadline=past)
+    result = fdcore(fleet, "wait", "r-late")
     assert result.returncode == EXPIRED, result
     assert result.stdout.splitlines() == [
-        "r-late",
-        f"request r-late expired: not claimed before its deadline {deadline[:19]}Z",
+        f"request r-late expired: not claimed before its deadline {format_time(past)[:19]}Z",
     ]
 
 

@@ -15,7 +15,7 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 
 from fdcore.contract.ids import validate_id
@@ -128,7 +128,7 @@ class AsyncEnvironment:
         entities: str | Sequence[str],
         *,
         id: str | None = None,
-        deadline: datetime | None = None,
+        deadline: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
     ) -> AsyncRequestHandle:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -46,7 +46,7 @@ from fdcore.errors import InvalidId, RequestError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.index import MailboxIndex
-from fdcore.mailbox.submit import retry_request, submit
+from fdcore.mailbox.submit import deadline_from, retry_request, submit
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 
@@ -147,7 +147,7 @@ class Environment:
         entities: str | Sequence[str],
         *,
         id: str | None = None,
-        deadline: datetime | None = None,
+        deadline: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
     ) -> RequestHandle:
@@ -159,6 +159,8 @@ class Environment:
         answer). Raises :class:`~fdcore.errors.RequestError` if that id names other work, or if
         the request could not run through within the mailbox's size bound;
         :class:`~fdcore.errors.InvalidId` for a bad table name or id;
+        :class:`~fdcore.errors.RequestError` for a ``deadline`` (a time, or a ``timedelta``
+        from now) without a time zone or not in the future;
         :class:`~fdcore.errors.ConfigError` for ``max_attempts`` out of range;
         :class:`~fdcore.errors.StorageUnavailable` if the store did not answer (submitting again
         with the same ``id`` is then safe).
@@ -170,8 +172,11 @@ class Environment:
             raise InvalidId("entities: a request names at least one table", "entities")
         if id is not None:
             validate_id(id, "request id")
-        if deadline is not None and deadline.utcoffset() is None:
-            raise RequestError(f"deadline {deadline.isoformat()} has no time zone: give one")
+        if deadline is not None:
+            try:
+                deadline = deadline_from(deadline, _now())
+            except ValueError as exc:
+                raise RequestError(f"deadline {exc}") from None
         if max_attempts is not None:
             check_whole("Environment.submit", "max_attempts", max_attempts, 1, MAX_ATTEMPTS)
         request = submit(
