@@ -35,6 +35,7 @@ import os, sys, time
 table = os.environ["FDCORE_TABLE"]
 print(f"table {table} of {os.environ['FDCORE_REQUEST']} starts", file=sys.stderr, flush=True)
 if table.startswith("fail"):
+    print("rows loaded: 16", flush=True)
     print("bad row 17", file=sys.stderr)
     sys.exit(3)
 time.sleep(60 if table.startswith("slow") else 1 if table.startswith("nap") else 0)
@@ -109,7 +110,14 @@ def test_a_failed_request_exits_1_with_the_failed_tables_output_on_stderr(
         "fail2 (attempt 1): exit code 3: bad row 17",
         "  | table fail2 of r-fail starts",
         "  | bad row 17",
+        "  stdout:",
+        "  | rows loaded: 16",
     ]
+    # the agent's log: every line the table printed, under the table's identity
+    log = fleet.agents["w-01"].output()
+    assert "fdcore.table: w-01 r-fail/fail2#1 stdout: rows loaded: 16" in log
+    assert "fdcore.table: w-01 r-fail/fail2#1 stderr: bad row 17" in log
+    assert "\nrows loaded: 16" not in log  # never unprefixed
     again = in_process(capsys, fleet, "wait", "r-fail", "--json")
     assert again.returncode == FAILED
     assert json.loads(again.stdout)["state"] == "failed"

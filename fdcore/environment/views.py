@@ -329,7 +329,8 @@ class RunStory:
     outcome: str
     exit_code: int | None
     message: str | None
-    output: str | None  # the last lines of the runner's output (at most 4 KiB)
+    output: str | None  # the last lines of the runner's output (stderr; at most 4 KiB)
+    stdout: str | None = None  # a failed table's last lines of stdout (at most 4 KiB)
 
     @property
     def seconds(self) -> float:
@@ -349,6 +350,7 @@ class RunStory:
             "exit_code": self.exit_code,
             "message": self.message,
             "output": self.output,
+            "stdout": self.stdout,
         }
 
 
@@ -454,6 +456,7 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
                 exit_code=run.exit_code,
                 message=run.message,
                 output=run.output,
+                stdout=run.stdout,
             )
             for run in runs
         ],
