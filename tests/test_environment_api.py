@@ -256,6 +256,7 @@ def test_agents_show_the_requests_an_agent_holds_now_not_at_its_last_heartbeat(
     [row] = env.agents()
     assert row.record is not None and row.record.running == 0  # the record's old figure
     assert (row.running, row.concurrency, row.requests) == (3, 3, ["r1", "r2", "r3", "r4"])
+    assert env.agents(queue=env.queue().rows) == [row]  # from a look just made: the same
     fleet.finish_runs("r1", "r2", "r3")
     agent.poll()
     [row] = env.agents()

@@ -30,7 +30,7 @@ from fdcore.environment.client import (
     Handle,
 )
 from fdcore.environment.queue import QueueFilter, QueuePage
-from fdcore.environment.views import AgentRow, RequestStory, ScheduleRow
+from fdcore.environment.views import AgentRow, QueueRow, RequestStory, ScheduleRow
 from fdcore.environment.wait import RequestWait
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
@@ -224,9 +224,12 @@ class AsyncEnvironment:
         """The run records of live request ``id`` (see :meth:`Environment.table_runs`)."""
         return await asyncio.to_thread(self.environment.table_runs, id)
 
-    async def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
-        """Every agent's row, by name."""
-        return await asyncio.to_thread(self.environment.agents, grace=grace)
+    async def agents(
+        self, *, grace: float = DEFAULT_GRACE, queue: Sequence[QueueRow] | None = None
+    ) -> list[AgentRow]:
+        """Every agent's row, by name (:meth:`Environment.agents
+        <fdcore.environment.Environment.agents>`)."""
+        return await asyncio.to_thread(self.environment.agents, grace=grace, queue=queue)
 
     async def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents hold, by id."""

@@ -34,6 +34,7 @@ from fdcore.environment.changes import Change, ChangeTracker
 from fdcore.environment.queue import QueueFilter, QueuePage, QueueReader, queue_page
 from fdcore.environment.views import (
     AgentRow,
+    QueueRow,
     RequestStory,
     ScheduleRow,
     agent_rows,
@@ -378,14 +379,17 @@ class Environment:
             self._policy = lost_agent_policy()
         return self._policy
 
-    def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
+    def agents(
+        self, *, grace: float = DEFAULT_GRACE, queue: Sequence[QueueRow] | None = None
+    ) -> list[AgentRow]:
         """Every agent's row (live, stale, lost, stopped or unreadable), by name; an agent is
         lost ``grace`` seconds past its ``stale_after``. Its ``running`` and ``requests`` are
-        what the requests' statuses say it holds now (the queue's look), not its record's
-        figures, which are as old as its last heartbeat. Raises
+        what the requests' statuses say it holds now, not its record's figures, which are as
+        old as its last heartbeat: read by a look at the queue, or taken from ``queue``, the
+        rows of a look just made (``queue().rows``, unfiltered), to spare a second one. Raises
         :class:`~fdcore.errors.StorageUnavailable`."""
-        queue = self._queue.rows(include_final=False)
-        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace, queue)
+        rows = self._queue.rows(include_final=False) if queue is None else queue
+        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace, rows)
 
     def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents (not stopped) hold, by id, with when it is next due and
