@@ -26,6 +26,7 @@ from fdcore.errors import (
     EnvironmentNotFound,
     FdcoreError,
     InvalidId,
+    PluginError,
     RequestCancelled,
     RequestDidNotSucceed,
     RequestError,
@@ -96,6 +97,19 @@ def test_open_refuses_a_missing_environment_unless_told_to_create(tmp_path: Path
     with Environment.open(str(tmp_path / "new"), create=True) as env:
         assert env.queue().rows == []
     assert env.closed.is_set()
+
+
+def test_an_unknown_scheme_names_the_python_parameter_not_the_commands_flag() -> None:
+    with pytest.raises(PluginError) as caught:
+        Environment.open("fil:///srv/fd/prod")
+    assert "(Environment.open(url); installed:" in str(caught.value)
+    assert "--env" not in str(caught.value)
+
+    async def scenario() -> None:
+        await AsyncEnvironment.open("fil:///srv/fd/prod")
+
+    with pytest.raises(PluginError, match=r"\(Environment\.open\(url\); installed:"):
+        asyncio.run(scenario())
 
 
 def test_submit_queues_a_request_and_request_tells_its_story(env: Environment) -> None:
