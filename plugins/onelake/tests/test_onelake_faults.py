@@ -25,6 +25,8 @@ from fdcore.abc import Blob
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 from fdcore.retry import RetryPolicy
 
+pytestmark = pytest.mark.processes
+
 
 @attrs.frozen
 class Seen:
