@@ -26,7 +26,7 @@ from fdcore.contract.codec import format_time
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 AGENT = {"poll_seconds": 0.3, "stale_after": 2.0, "concurrency": 3, "shutdown_grace": 10}
 PIPELINE = {"grace_seconds": 1.0, "lease_seconds": 3.0}
