@@ -32,7 +32,7 @@ LATEST_VENV := .venv-latest
 # Commits after this one have subjects of at most 72 characters (make lint checks them).
 SUBJECTS_SINCE := f2ea389
 
-.PHONY: setup azurite chromium hooks demo test lint typecheck pytest lock test-latest soak bench bench-report bench-history bench-fleet clean
+.PHONY: setup azurite chromium hooks demo test lint typecheck pytest lock test-latest soak bench bench-report bench-history bench-fleet bench-peers clean
 
 setup: $(STAMP) azurite hooks
 
@@ -147,6 +147,18 @@ bench-fleet: setup
 	nice $(BIN)/python benchmarks/bench_fleet.py size --agents 20 3 --shrink-to 3 --requests 1000
 	nice $(BIN)/python benchmarks/bench_fleet.py size --azurite --agents 8 --shrink-to 3 \
 		--requests 1000
+
+# fdcore beside huey and APScheduler 4 (SQLite; PostgreSQL from Debian's binaries where
+# installed), the same workloads interleaved (docs/benchmarks.md, "Beside its peers"); the
+# defaults take a few minutes, PEERS_ARGS scales them (benchmarks/peers/peers.py --help).
+PEERS_STAMP := $(VENV)/.peers-installed
+PEERS_ARGS ?=
+$(PEERS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(PINS) -e '.[test,peers]'
+	touch $@
+
+bench-peers: setup $(PEERS_STAMP)
+	nice $(BIN)/python benchmarks/peers/peers.py $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) tools/azurite/node_modules
