@@ -48,6 +48,24 @@ def test_always_claims_everything_seen(fdcore_memory_fleet: MemoryFleet) -> None
     assert sum(work.running for work in greedy.held.values()) == 1
 
 
+def test_a_freed_worker_takes_the_oldest_waiting_request_as_workers_free(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    fleet = fdcore_memory_fleet
+    greedy = fleet.agent("greedy", claim="always", concurrency=2)
+    for n in range(5):
+        submit(fleet.mailbox, [f"t{n}"], request_id=f"r{n}", now=START)
+    greedy.poll()
+    assert [run.job.request for run in fleet.runs] == ["r0", "r1"]
+    fleet.finish_runs("r0")
+    greedy.poll()  # r0's table recorded and the request finished: one worker for the oldest
+    assert [run.job.request for run in fleet.runs] == ["r0", "r1", "r2"]
+    fleet.finish_runs()
+    greedy.poll()
+    assert [run.job.request for run in fleet.runs] == ["r0", "r1", "r2", "r3", "r4"]
+    assert sum(work.running for work in greedy.held.values()) == 2
+
+
 def test_failed_table_fails_the_request(fdcore_memory_fleet: MemoryFleet) -> None:
     agent = fdcore_memory_fleet.agent("etl-01")
     submit(fdcore_memory_fleet.mailbox, ["sales", "customers"], request_id="r1", now=START)

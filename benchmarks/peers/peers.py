@@ -25,8 +25,10 @@ Duplicates are counted from that log: a (request, table) logged more than once r
   ``--takeover-timeout``), and whether it then ran twice.
 - ``idle``: 3 idle processes at the defaults: CPU as % of a core per process.
 
-fdcore runs at its default settings but for ``concurrency = 2`` (``fdcore:when_free`` names a
-variant with that claim policy; ``fdcore:poll=0.01`` one with that poll). PostgreSQL is started
+fdcore runs at its default settings but for ``concurrency = 2``; ``fdcore:claim=when_free``
+names a variant with that claim policy, ``fdcore:poll=0.01`` one with that poll, and
+``fdcore:before`` one running the code of the checkout ``--before`` names (comma-separated:
+``fdcore:before,claim=when_free``). PostgreSQL is started
 from Debian's binaries (initdb, pg_ctl) in a temporary folder; without them ``aps-postgres`` is
 skipped, saying so. Each run of each workload prints one JSON line (``--out`` keeps them); the
 summary gives medians and ranges; ``--plot`` draws it (matplotlib).
@@ -90,7 +92,9 @@ def _env(folder: Path, seconds: float) -> dict[str, str]:
 class Fdcore:
     queue_first = False
 
-    def __init__(self, folder: Path, seconds: float, variant: str = "") -> None:
+    def __init__(
+        self, folder: Path, seconds: float, variant: str = "", before: Path | None = None
+    ) -> None:
         self.name = f"fdcore:{variant}" if variant else "fdcore"
         self.fleet = AgentFleet(folder, str(folder / "env"))
         self.fleet.env = _env(folder, seconds)
@@ -98,11 +102,17 @@ class Fdcore:
             "agent": {"concurrency": 2},
             "runner": {"kind": "command", "command": TABLE},
         }
-        key, _, value = variant.partition("=")
-        if variant == "when_free":
-            self.sections["pipeline"] = {"claim": "when_free"}
-        elif key == "poll":
-            self.sections["agent"]["poll_seconds"] = float(value)
+        for part in filter(None, variant.split(",")):
+            key, _, value = part.partition("=")
+            if key == "claim":
+                self.sections["pipeline"] = {"claim": value}
+            elif key == "poll":
+                self.sections["agent"]["poll_seconds"] = float(value)
+            elif key == "before" and before is not None:
+                # The agents run the code of that checkout (core and local folder backend).
+                self.fleet.add_pythonpath(before, before / "plugins" / "localfs")
+            else:
+                raise SystemExit(f"--systems: no fdcore variant {part!r} (or no --before)")
 
     def start(self, processes: int) -> list[int]:
         for n in range(processes):
@@ -312,7 +322,7 @@ class Bench:
             system: System
             kind, _, variant = name.partition(":")
             if kind == "fdcore":
-                system = Fdcore(folder, seconds, variant)
+                system = Fdcore(folder, seconds, variant, self.args.before)
             elif kind == "huey":
                 system = Huey(folder, seconds)
             elif kind == "aps-sqlite":
@@ -544,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=20)
     parser.add_argument("--settle", type=float, default=4, help="start-up seconds")
     parser.add_argument("--timeout", type=float, default=600, help="a drain's longest wait")
+    parser.add_argument("--before", type=Path, help="a checkout for fdcore:before")
     parser.add_argument("--out", type=Path, help="append each run's JSON line to this file")
     parser.add_argument("--plot", type=Path, help="draw the size runs here (PNG)")
     args = parser.parse_args(argv)

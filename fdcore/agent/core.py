@@ -291,15 +291,25 @@ class Agent:
         """
         before = len(self.held)
         self.tables.new_step()
+        # The requests running, counted again only once one may have moved: an agent holding
+        # many waiting requests would otherwise count them all for each one of them.
+        running: int | None = None
         # Running requests first, then waiting ones by age: a free worker goes to the oldest.
         for work in sorted(self.held.values(), key=lambda w: (not w.running, w.status.updated_at)):
             if not self.holdings.holds(work):
                 continue  # dropped while an earlier one moved
+            if work.run is not None or work.result is not None:
+                running = None  # its table ends or is recorded: it may stop running
             if not self.tables.poll_run(work, now):
                 continue  # its table still runs (stopping lets it finish), or it is not ours
+            if not (self.stopping or work.running):
+                running = self.holdings.running if running is None else running
+                if running >= self.config.concurrency:
+                    continue  # no worker free: it waits
+            running = None
             if self.stopping:
                 self._hand_back(work, now)
-            elif work.running or self.load().running < self.config.concurrency:
+            else:
                 self.tables.next_table(work, now)
         return len(self.held) < before
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import json
 import logging
@@ -48,10 +49,17 @@ def start_time(pid: int) -> int | None:
     return int(stat.rpartition(")")[2].split()[19])
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, for prctl (Linux only): looked up once, since ``find_library`` runs
+    ``ldconfig -p`` in a process of its own each time."""
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if _linux() else None
+
+
 def child_setup() -> Callable[[], None]:
     """The ``preexec_fn`` of a table process: its own session, and death with its parent."""
     parent = os.getpid()
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if _linux() else None
+    libc = _libc()
 
     def setup() -> None:
         os.setsid()
