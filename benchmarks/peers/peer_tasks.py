@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 TABLE = str(Path(__file__).resolve().parent / "table.sh")
 
@@ -28,8 +29,13 @@ def tick() -> None:
     run_request(f"tick-{int(fire.timestamp())}", ["tick"])
 
 
-if os.environ.get("PEERS_HUEY_DB"):
+def huey_app(database: str) -> tuple[Any, Any]:
+    """A huey application on the SQLite file ``database``, and its task queueing a request."""
     from huey import SqliteHuey
 
-    huey = SqliteHuey(filename=os.environ["PEERS_HUEY_DB"])
-    queued_request = huey.task()(run_request)
+    app = SqliteHuey(filename=database)
+    return app, app.task(name="run_request")(run_request)
+
+
+if os.environ.get("PEERS_HUEY_DB"):  # in huey's consumer
+    huey, _ = huey_app(os.environ["PEERS_HUEY_DB"])

@@ -163,12 +163,11 @@ class Huey:
     queue_first = False
 
     def __init__(self, folder: Path, seconds: float) -> None:
+        from peer_tasks import huey_app
+
         env = _env(folder, seconds)
         env["PEERS_HUEY_DB"] = str(folder / "huey.db")
-        os.environ["PEERS_HUEY_DB"] = env["PEERS_HUEY_DB"]  # this process queues through it too
-        import peer_tasks
-
-        self.tasks = peer_tasks
+        self.app, self.queued_request = huey_app(env["PEERS_HUEY_DB"])  # this process queues
         self.workers = _Workers(folder, env)
 
     def start(self, processes: int) -> list[int]:
@@ -178,7 +177,7 @@ class Huey:
 
     def submit(self, requests: list[Request]) -> None:
         for request, tables in requests:
-            self.tasks.queued_request(request, tables)
+            self.queued_request(request, tables)
 
     def share_schedule(self) -> None:
         raise Unsupported("periodic tasks are crontabs: once a minute at the finest")
@@ -340,7 +339,9 @@ class Bench:
                 system.stop()
 
     def drain(self, name: str, processes: int, requests: int, seconds: float) -> dict[str, Any]:
-        queued = [(f"r{n:05d}", ["a", "b"]) for n in range(requests)]
+        # Tables of their own: fdcore runs no table twice at once (its table leases), so two
+        # requests naming one table would wait for each other, and the peers' would not.
+        queued = [(f"r{n:05d}", [f"t{n}-a", f"t{n}-b"]) for n in range(requests)]
         startup = 0.0
         if name.startswith("aps-sqlite"):
             with self.system(name, seconds) as (system, _):
@@ -539,7 +540,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     workloads = ["drain", "size", "schedule", "takeover", "idle"]
-    parser.add_argument("workloads", nargs="*", choices=[*workloads, []], default=workloads)
+    parser.add_argument("workloads", nargs="*", help=f"any of {', '.join(workloads)} (all)")
     parser.add_argument(
         "--systems", nargs="+", default=["fdcore", "huey", "aps-sqlite", "aps-postgres"]
     )
@@ -559,6 +560,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="draw the size runs here (PNG)")
     args = parser.parse_args(argv)
     args.workloads = args.workloads or workloads
+    for workload in set(args.workloads) - set(workloads):
+        parser.error(f"no workload {workload!r}; the workloads: {', '.join(workloads)}")
+    # SIGTERM stops the systems on the way out, as Ctrl-C does.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        results = _run_all(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print("\n".join(summary(results)))
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+def _run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every round of every case, printed (and kept in ``--out``) as it ends."""
     print(f"load average {os.getloadavg()}", flush=True)
     results = []
     with contextlib.ExitStack() as stack:
@@ -588,10 +605,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.out:
                     with open(args.out, "a") as out:
                         out.write(json.dumps(result) + "\n")
-    print("\n".join(summary(results)))
-    if args.plot:
-        plot(results, args.plot)
-    return 0
+    return results
 
 
 if __name__ == "__main__":
