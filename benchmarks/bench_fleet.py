@@ -74,8 +74,8 @@ RUNNER = {"kind": "python", "function": "noop_tables:noop"}
 CONTAINER = "bench"
 SECRET_VARIABLE = "FDCORE_BENCH_AZURITE_CONNECTION"
 FINAL = {state.value for state in State if state.final}
-#: ``size``'s agents: the defaults but for claim, whose default ("always") lets the first agent
-#: up claim the whole queue while the others idle.
+#: ``size``'s agents: the defaults (``claim = "when_free"``: with ``always`` the first agent up
+#: would claim the whole queue while the others idle).
 SIZE_SECTIONS: dict[str, Any] = {"agent": {}, "pipeline": {"claim": "when_free"}}
 
 

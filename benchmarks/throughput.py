@@ -4,7 +4,7 @@
         [--azurite-requests 60] [--runs 3] [--no-azurite] [--json]
 
 K = 1, 3 and 6 ``fdcore agent run`` processes with default settings (nothing tuned: poll 5 s,
-one worker, ``claim = "always"``; the python runner with the zero-work table of
+one worker, ``claim = "when_free"``; the python runner with the zero-work table of
 ``noop_tables.py``) drain N one-table requests queued before they start, on a local folder and
 on Azurite (the OneLake backend). In every run, next to the fleets, the backend's raw
 conditional-create rate is measured from one client (``bench_fleet.creates_per_second``):
@@ -59,7 +59,7 @@ def writes_per_request(agents: int, requests: int) -> float:
         agents=agents,
         requests=requests,
         concurrency=1,
-        claim="always",
+        claim="when_free",  # the agents' default
         arrival="all",
         max_tables=1,
         table_pool=max(requests, 1),

@@ -256,7 +256,7 @@ def test_agents_schedules_and_incidents(env: Environment, fleet: MemoryFleet) ->
 def test_agents_show_the_requests_an_agent_holds_now_not_at_its_last_heartbeat(
     env: Environment, fleet: MemoryFleet
 ) -> None:
-    agent = fleet.agent("etl-01", concurrency=3)
+    agent = fleet.agent("etl-01", concurrency=3, claim="always")
     agent.poll()  # its record: nothing held, not rewritten for stale_after / 4
     for number, table in enumerate(["sales", "stock", "prices", "costs"], 1):
         env.submit([table], id=f"r{number}")

@@ -313,7 +313,7 @@ class StorageTable:
 class PipelineTable:
     """``[pipeline]``: how requests are claimed, taken over, attempted and leased."""
 
-    claim: str = setting("always", help='the claim policy: "always" or "when_free"')
+    claim: str = setting("when_free", help='the claim policy: "when_free" or "always"')
     take_over: bool = setting(False, help="take over requests of lost agents")
     takeover_policy: str = setting("stale_record", help="the takeover policy")
     grace_seconds: float = setting(
