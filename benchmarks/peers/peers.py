@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/peers/peers.py [drain] [size] [schedule] [takeover] [idle]
         [--systems fdcore huey aps-sqlite aps-postgres] [--runs 3] [--requests 100] ...
 
-(``make bench-peers`` installs the ``peers`` extra and runs the defaults.) Every system runs the
+(``make bench-peers`` installs the ``peers`` extra and runs the defaults: one round of every
+workload, several minutes; ``--runs 3`` for medians and ranges, and larger counts, scale it.) Every system runs the
 same table, ``table.sh``: one short ``bash`` process that appends "request table start end" to
 the run's log; a request is two tables, one after the other. fdcore's agents run it through the
 command runner, huey's consumers and APScheduler's schedulers from a task, ``peer_tasks.py``.
@@ -22,7 +23,8 @@ Duplicates are counted from that log: a (request, table) logged more than once r
   ran, missed, ran twice. huey's periodic tasks are crontabs, a minute at the finest: none.
 - ``takeover``: 2 processes; a request with one 2 s table; when it starts, the process running
   it is SIGKILLed: seconds from the kill to the table's next start elsewhere (or never, within
-  ``--takeover-timeout``), and whether it then ran twice.
+  ``--takeover-timeout``), and whether it then ran twice. fdcore's agents take over with
+  ``take_over = true``, ``stale_after = 15`` and ``grace_seconds = 10`` (off by default).
 - ``idle``: 3 idle processes at the defaults: CPU as % of a core per process.
 
 fdcore runs at its default settings but for ``concurrency = 2``; ``fdcore:claim=when_free``
@@ -78,6 +80,8 @@ class System(Protocol):
 
     def share_schedule(self) -> None: ...
 
+    def take_over(self) -> None: ...
+
     def stop(self) -> None: ...
 
 
@@ -126,6 +130,13 @@ class Fdcore:
     def share_schedule(self) -> None:
         schedule = {"id": "tick", "shared": True, "entities": ["tick"], "every": "1s"}
         self.sections["schedules"] = [schedule]
+
+    def take_over(self) -> None:
+        """Takeover is off by default, and a lost agent is judged lost after stale_after plus
+        the grace (60 + 60 s): on, with 15 s and 10 s (15 s is the least the 5 s poll allows)."""
+        self.sections["pipeline"] = {**self.sections.get("pipeline", {}), "take_over": True}
+        self.sections["pipeline"]["grace_seconds"] = 10
+        self.sections["agent"] = {**self.sections["agent"], "stale_after": 15}
 
     def stop(self) -> None:
         self.fleet.stop_all()
@@ -182,6 +193,9 @@ class Huey:
     def share_schedule(self) -> None:
         raise Unsupported("periodic tasks are crontabs: once a minute at the finest")
 
+    def take_over(self) -> None:
+        pass  # nothing to set: a task a killed consumer took is not run again
+
     def stop(self) -> None:
         self.workers.stop()
 
@@ -227,6 +241,9 @@ class Apscheduler:
 
     def share_schedule(self) -> None:
         self._schedule = True
+
+    def take_over(self) -> None:
+        pass  # a job's lease (30 s by default) runs out; then it is reaped as abandoned
 
     def stop(self) -> None:
         self.workers.stop()
@@ -400,6 +417,7 @@ class Bench:
 
     def takeover(self, name: str) -> dict[str, Any]:
         with self.system(name, 2) as (system, folder):
+            system.take_over()
             pids = system.start(2)
             time.sleep(self.args.settle)
             system.submit([("victim", ["a"])])
@@ -544,15 +562,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--systems", nargs="+", default=["fdcore", "huey", "aps-sqlite", "aps-postgres"]
     )
-    parser.add_argument("--runs", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--runs", type=int, default=1, help="interleaved rounds (1; 3 for medians)")
     parser.add_argument("--requests", type=int, default=100, help="drain's requests")
     parser.add_argument("--processes", type=int, default=3, help="drain's worker processes")
     parser.add_argument("--fleet", type=int, nargs="+", default=[1, 3, 6])
     parser.add_argument("--seconds", type=float, nargs="+", default=[0.2, 0])
-    parser.add_argument("--size-requests", type=int, default=10, help="per worker process")
-    parser.add_argument("--schedule-seconds", type=float, default=20)
+    parser.add_argument("--size-requests", type=int, default=5, help="per worker process")
+    parser.add_argument("--schedule-seconds", type=float, default=10)
     parser.add_argument("--takeover-timeout", type=float, default=60)
-    parser.add_argument("--idle-seconds", type=float, default=20)
+    parser.add_argument("--idle-seconds", type=float, default=10)
     parser.add_argument("--settle", type=float, default=4, help="start-up seconds")
     parser.add_argument("--timeout", type=float, default=600, help="a drain's longest wait")
     parser.add_argument("--before", type=Path, help="a checkout for fdcore:before")
