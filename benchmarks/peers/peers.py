@@ -4,10 +4,11 @@
         [--systems fdcore huey aps-sqlite aps-postgres] [--runs 3] [--requests 100] ...
 
 (``make bench-peers`` installs the ``peers`` extra and runs the defaults: one round of every
-workload, several minutes; ``--runs 3`` for medians and ranges, and larger counts, scale it.) Every system runs the
-same table, ``table.sh``: one short ``bash`` process that appends "request table start end" to
-the run's log; a request is two tables, one after the other. fdcore's agents run it through the
-command runner, huey's consumers and APScheduler's schedulers from a task, ``peer_tasks.py``.
+workload, several minutes; ``--runs 3`` for medians and ranges, and larger counts, scale it.)
+Every system runs the same table, ``table.sh``: one short ``bash`` process that appends
+"request table start end" to the run's log; a request is two tables, one after the other.
+fdcore's agents run it through the command runner, huey's consumers and APScheduler's
+schedulers from a task, ``peer_tasks.py``.
 Duplicates are counted from that log: a (request, table) logged more than once ran twice.
 
 - ``drain``: ``--processes`` worker processes (2 workers each) drain ``--requests`` queued
