@@ -14,6 +14,7 @@ themselves are :mod:`.status_changes`'.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ class Discovery:
         skew: ClockSkew,
         cancels: Cancels,
         index: MailboxIndex | None = None,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config = config
         self.agent = config.name
@@ -85,6 +87,9 @@ class Discovery:
         self._swept = False  # a sweep of this process looked at every status once
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
         self.cancels = cancels  # operators' cancels: never claim those
+        # Whether the agent may take a request now: its record landed recently enough that no
+        # one can judge it lost before its next one (written first if due; Agent.keep_alive).
+        self.ready = ready
 
     def look_for_work(self, now: datetime) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
@@ -280,12 +285,15 @@ class Discovery:
             if holder not in (None, self.agent) and not self.liveness.still_lost(holder):
                 continue  # it wrote its record since the listing: alive (Liveness.still_lost)
             lost = status.agent is not None  # another agent, or an earlier process of this one
+            if not self.ready():
+                return
             self.status_changes.take_over(found, request, now, reason, lost=lost)
 
     def _look_at(self, request_id: str, now: datetime) -> tuple[Versioned[Status], str] | None:
         """One status of the sweep: (the status, why this agent may take it), or None."""
         if self._unchanged(request_id, now):
             return None
+        self.ready()  # a long sweep keeps the record written
         self._forget(request_id)
         found = self.index.statuses.get(request_id).found
         if found is None or self._still_waiting(request_id, found):
@@ -435,6 +443,8 @@ class Discovery:
                 continue  # keep going: later requests may still need expiring
             # With a worker free the request starts in this poll: created running at once.
             free = self.holdings.load().running < self.config.concurrency
+            if not self.ready():
+                return
             self.status_changes.claim(request, now, start=free)
 
     def _may_hold(self, request: Request) -> bool:
