@@ -88,6 +88,7 @@ soak: setup
 	FDCORE_SIMULATOR_SEEDS=5000 FDCORE_SIMULATOR_REQUESTS=10000 $(BIN)/pytest \
 		tests/test_simulator.py -k "10000_seeded_runs or 10000_requests"
 	FDCORE_SCHEDULE_HOURS=1000 $(BIN)/pytest tests/test_simulator_schedules.py -k 1000_slots
+	FDCORE_SIMULATOR_STARVE_SEEDS=1000 $(BIN)/pytest tests/test_simulator_starvation.py -k many_seeds
 
 bench: setup
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops

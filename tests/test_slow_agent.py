@@ -3,7 +3,6 @@ enough that no other agent can judge it lost before its next one (docs/takeover.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -55,8 +54,7 @@ def test_a_claim_at_the_end_of_a_slow_poll_waits_for_a_fresh_record(
     fdcore_memory_fleet: MemoryFleet,
 ) -> None:
     fleet = fdcore_memory_fleet
-    wrap: Callable[[MemoryStorage], Starved] = lambda inner: Starved(inner, fleet.clock, 10)
-    fleet.wrap_storage(wrap)
+    fleet.wrap_storage(lambda inner: Starved(inner, fleet.clock, 10))
     agent = fleet.agent("etl-01")
     submit(fleet.mailbox, ["sales"], request_id="r1", now=START)
     agent.poll()  # the record at its start, then listings that take 10 s each

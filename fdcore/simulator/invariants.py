@@ -256,19 +256,73 @@ class TableOncePerAttempt(Checker):
 
 
 class RunsOncePerRequest(Checker):
-    """A table of a request runs to a recorded success at most once, whatever its attempts.
+    """A table of a request succeeds at most once, whatever its attempts (invariant 15).
 
-    No table run starts once the request's status records the table done, and the run log
-    holds at most one succeeded record per table of a request (it is written only after the
-    status update, so a table whose result was never recorded may run again in a later attempt,
-    but is then recorded once). With :class:`SucceedsOnce` this is invariant 1's "at most one
-    successful run", checked for every request.
+    No table run starts once the request's status records the table done, and no two of its
+    runs' fenced writes land (a table succeeding twice: a slow holder taken over finished it,
+    and the taker ran it again); the run log holds at most one succeeded record per table of a
+    request. With :class:`SucceedsOnce` this is invariant 1's "at most one successful run",
+    checked for every request.
     """
 
     invariant = "once-per-request"
     title = "a table of a request succeeds once, and never runs after it is recorded done"
 
+    def __init__(self) -> None:
+        self.twice = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {"tables succeeded twice": self.twice}
+
     def finish(self, world: World) -> list[Violation]:
+        found = self._written_twice(world)
+        return found + self._started_or_logged_again(world)
+
+    def _written_twice(self, world: World) -> list[Violation]:
+        """A table succeeding twice (two accepted writes) is a violation when its holder saw
+        the first run end under its fence before the second started: it finished the table
+        under an accepted fence. Else the holder came back to a lease already taken (a stall
+        longer than the lease), not knowing whether its run's write landed: counted only."""
+        trace = world.trace
+        finished = {
+            (s.agent, s.incarnation, s.request, s.table, s.attempt, s.token): s.time
+            for s in trace.runs_seen
+            if s.fenced
+        }
+        found = []
+        written: dict[tuple[str, str], TableWrite] = {}
+        for write in trace.table_writes:
+            if not write.accepted:
+                continue
+            first = written.setdefault((write.request, write.table), write)
+            if first is write:
+                continue
+            self.twice += 1
+            seen = finished.get(
+                (
+                    first.agent,
+                    first.incarnation,
+                    first.request,
+                    first.table,
+                    first.attempt,
+                    first.token,
+                )
+            )
+            if seen is not None and seen <= write.run_started:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        write.time,
+                        f"{write.request}: table {write.table} succeeded again by "
+                        f"{_who(write.agent, write.incarnation)} (attempt {write.attempt}, "
+                        f"token {write.token}); first by {_who(first.agent, first.incarnation)} "
+                        f"(attempt {first.attempt}, token {first.token}), seen finished under "
+                        f"its fence at t={seen:.1f}",
+                    )
+                )
+        return found
+
+    def _started_or_logged_again(self, world: World) -> list[Violation]:
         found = [
             Violation(
                 self.invariant,
@@ -298,10 +352,21 @@ class RunsOncePerRequest(Checker):
         return found
 
 
+def _first_success(run_log: list[RunLogWrite]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(request, table) -> (seq, attempt) of its first succeeded run record."""
+    first: dict[tuple[str, str], tuple[int, int]] = {}
+    for record in run_log:
+        if record.outcome == "succeeded":
+            first.setdefault((record.request, record.table), (record.seq, record.attempt))
+    return first
+
+
 class RunLogComplete(Checker):
     """Every table a status write recorded done has its succeeded run record, written by the
     same process, unless that process never again polled without a store error (it crashed, or
-    the run ended first): the run log is what ``fdcore show`` tells a request's story from."""
+    the run ended first), or an earlier attempt's succeeded record landed before (the table ran
+    then, and was recorded done without running again): the run log is what ``fdcore show``
+    tells a request's story from."""
 
     invariant = "run-log"
     title = "every table recorded done has its run record"
@@ -316,6 +381,7 @@ class RunLogComplete(Checker):
             for r in trace.run_log
             if r.outcome == "succeeded"
         }
+        earlier = _first_success(trace.run_log)
         clean_polls: dict[tuple[str, int], list[int]] = defaultdict(list)
         for poll in trace.polls:
             if poll.errors == 0:
@@ -328,6 +394,9 @@ class RunLogComplete(Checker):
                     key = (request, table, write.attempt, write.writer, write.incarnation)
                     if key in logged:
                         continue
+                    ran = earlier.get((request, table))
+                    if ran is not None and ran[0] < write.seq and ran[1] < write.attempt:
+                        continue  # done by an earlier attempt, whose record stands
                     later = clean_polls[(write.writer, write.incarnation)]
                     if not later or later[-1] < write.seq:
                         self.excused += 1  # no clean poll after it: the record may be owed

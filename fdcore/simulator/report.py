@@ -257,6 +257,8 @@ def build_report(
             "crashes": sum(n for kind, n in stats.items() if kind.startswith("crashes")),
             "crashes by fault": stats["crashes (fault)"],  # not a poison table's
             "pauses": stats["pauses"],
+            "starvation spells": stats["starvation spells"],
+            "steps starved": stats["steps starved"],
         }
     )
     one_table = [

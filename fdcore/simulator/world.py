@@ -61,6 +61,7 @@ from fdcore.simulator.trace import (
     Pause,
     PollRecord,
     RunLogWrite,
+    RunSeen,
     ScheduleCreate,
     Start,
     StatusWrite,
@@ -153,8 +154,12 @@ class SimRun:
         self.version = 0  # bumped to void a scheduled end (pause, crash)
         self.state = "running"  # running | ended | cancelled | died
         self.result: TableResult | None = None
+        self.seen = False  # its agent saw its end
 
     def poll(self) -> TableResult | None:
+        if self.result is not None and not self.seen:
+            self.seen = True
+            self.host.world.run_seen(self)
         return self.result
 
     def cancel(self) -> None:
@@ -219,6 +224,10 @@ class SimulatedAgent:
         # The end of the agent's last step's store calls: the runtime's one thread is busy
         # until then, so a poll or reaction due earlier waits for it.
         self.busy_until = 0.0
+        # In a spell of CPU starvation until then: each step waits for the CPU first (a step
+        # whose wait is over is ``waited``).
+        self.starved_until = 0.0
+        self.waited = False
         # within the current poll: a new request claimed; the claim policy said no before it
         self.polling = self.claimed = self.room_spent = False
 
@@ -320,6 +329,7 @@ class World:
         for host in self.hosts:
             self.at(host.plan.first_poll(), self._restart, host)
             self._next_pause(host, 0.0)
+            self._next_starving(host, 0.0)
         if self.retention is not None:
             self.at(self.plan.retention_process.next_run(), self._retention_start)
         # Nobody else froze objects: the run may freeze its own and thaw them all at its end.
@@ -500,6 +510,7 @@ class World:
         host.incarnation += 1
         host.polls = 0
         host.busy_until = 0.0  # a new process: the old one's store calls died with it
+        host.waited = False
         config = self.plan.agent_config(host.name, self.store.url)
         self.trace.starts.append(Start(self.next_seq(), self.now, host.name, host.incarnation))
 
@@ -533,6 +544,9 @@ class World:
         if token != host.poll_token or agent is None or host.paused is not None:
             return
         if self.now < host.busy_until:  # still in a reaction's store calls: one thread
+            self.at(host.busy_until, self._poll, host, token)
+            return
+        if self._waits_for_cpu(host):
             self.at(host.busy_until, self._poll, host, token)
             return
         store = host.store
@@ -593,6 +607,9 @@ class World:
         if agent is None or host.incarnation != incarnation or host.paused is not None:
             return
         if self.now < host.busy_until:  # the agent's one thread is still in its last step
+            self.at(host.busy_until, self._react, host, incarnation)
+            return
+        if self._waits_for_cpu(host):
             self.at(host.busy_until, self._react, host, incarnation)
             return
         host.store.begin_poll()
@@ -664,6 +681,29 @@ class World:
             for request, write in self.active.items()
             if write.agent == host.name
         )
+
+    def _waits_for_cpu(self, host: SimulatedAgent) -> bool:
+        """In a spell of CPU starvation, a step waits a while before it runs (once: True, and
+        the agent is busy until then); its table runs go on meanwhile."""
+        if host.waited or self.now >= host.starved_until:
+            host.waited = False
+            return False
+        host.waited = True
+        host.busy_until = self.now + host.plan.step_wait()
+        self.stats["steps starved"] += 1
+        return True
+
+    def _next_starving(self, host: SimulatedAgent, after: float) -> None:
+        gap = host.plan.starve_after()
+        if gap is not None:
+            self.at(after + gap, self._starve, host)
+
+    def _starve(self, host: SimulatedAgent) -> None:
+        """A spell of CPU starvation begins (a host saturated by other work): the agent lives
+        on, but each of its steps comes late."""
+        host.starved_until = self.now + host.plan.starve_length()
+        self.stats["starvation spells"] += 1
+        self._next_starving(host, host.starved_until)
 
     def _next_pause(self, host: SimulatedAgent, after: float) -> None:
         gap = host.plan.pause_after()
@@ -773,6 +813,24 @@ class World:
         host.runs.pop(id(run), None)
         # The runtime wakes its agent when a run ends: record it and move on at once.
         self.at(self.now, self._react, host, run.incarnation)
+
+    def run_seen(self, run: SimRun) -> None:
+        """Its agent saw the run's end: note whether the run's fence was still current."""
+        job = run.job
+        lease = self.trace.leases.get(job.table)
+        fenced = lease is not None and lease.generation == job.fencing_token
+        self.trace.runs_seen.append(
+            RunSeen(
+                self.now,
+                job.agent,
+                run.incarnation,
+                job.request,
+                job.table,
+                job.attempt,
+                job.fencing_token,
+                fenced,
+            )
+        )
 
     # -- the trace -------------------------------------------------------------------------------
 
