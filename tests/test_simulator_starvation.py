@@ -54,6 +54,7 @@ def test_starved_agents_taken_over_never_get_a_finished_table_run_again() -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(60 + STARVE_SEEDS)  # about 0.15 s a run, 2 runs a seed, on 2 busy cores
 def test_the_starvation_fault_holds_over_many_seeds() -> None:
     # FDCORE_SIMULATOR_STARVE_SEEDS=1000 (make soak): 2,000 runs.
     met = run_seeds(range(STARVE_SEEDS))
