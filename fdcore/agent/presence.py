@@ -1,7 +1,8 @@
 """This agent's own status record, ``agents/<name>.json``: how every other reader knows it lives.
 
 The record is rewritten every ``stale_after / 4`` (at the first poll once that much time has
-passed since the last write that landed), and at once when it starts saying something new about
+passed since the last write that landed, or before work is taken within a step:
+``Agent.keep_alive``), and at once when it starts saying something new about
 the agent's life (it is stopping); each write is ``If-Match`` on the etag this process last
 wrote, so a second live process under the same name fails on the etag and stops
 (:class:`DuplicateAgent`). Before its first write a process checks the name is free: a live

@@ -71,7 +71,7 @@ class Tables:
         self.agent = config.name
         self.mailbox = mailbox
         # Whether the agent may start a table now: its record landed recently enough that no
-        # one can judge it lost before its next one (written first if due; Agent.ready).
+        # one can judge it lost before its next one (written first if due; Agent.keep_alive).
         self.ready = ready
         self.leases = components.leases
         self.start_table = components.start_table
