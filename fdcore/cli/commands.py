@@ -103,16 +103,30 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     """Create an environment (idempotent): the one command besides an agent with
-    ``[agent] create = true`` that makes one."""
+    ``[agent] create = true`` that makes one. Opening with ``create`` proves the store usable
+    (on a cloud store: credentials, bucket, the rights to list, write and delete) before it
+    marks the environment, so it says ``created`` or ``already an environment`` only when true."""
     plugins = load_plugins()
     options = dict(args.option)
+    url = _init_url(args)
     try:
-        plugins.open_storage(args.env, options, create=False, setting="fdcore init URL").close()
-        print(f"{args.env}: already an environment")
+        plugins.open_storage(url, options, create=False, setting="fdcore init URL").close()
+        existed = True
     except EnvironmentNotFound:
-        plugins.open_storage(args.env, options, create=True).close()
-        print(f"{args.env}: created")
+        existed = False
+    plugins.open_storage(url, options, create=True).close()
+    print(f"{url}: {'already an environment' if existed else 'created'}")
     return 0
+
+
+def _init_url(args: argparse.Namespace) -> str:
+    """``fdcore init URL`` or ``fdcore init --env URL``, as every other command takes it."""
+    if args.url and args.env and args.url != args.env:
+        raise ConfigError("fdcore init", "--env", f"{args.env!r} differs from URL {args.url!r}")
+    url: str | None = args.url or args.env
+    if not url:
+        raise ConfigError("fdcore init", "--env", "missing: name the environment to create")
+    return url
 
 
 def _time(value: datetime | None) -> str:
@@ -288,7 +302,8 @@ class Init:
     help = "create an environment (if not there yet)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("env", help="environment URL")
+        parser.add_argument("url", nargs="?", metavar="URL", help="environment URL")
+        parser.add_argument("--env", help="environment URL (the same as URL)")
         parser.add_argument(
             "--option",
             action="append",
