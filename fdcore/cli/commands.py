@@ -14,6 +14,7 @@ from typing import Any
 from fdcore.abc import Command
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
+    add_environment_flags,
     load_config,
     storage_option,
 )
@@ -34,6 +35,7 @@ from fdcore.environment import (
     unfinished,
     with_host_folder,
 )
+from fdcore.environment.named import resolve
 from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
 from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import LiveView
@@ -107,14 +109,14 @@ def _init(args: argparse.Namespace) -> int:
     (on a cloud store: credentials, bucket, the rights to list, write and delete) before it
     marks the environment, so it says ``created`` or ``already an environment`` only when true."""
     plugins = load_plugins()
-    options = dict(args.option)
-    url = _init_url(args)
+    target = resolve(_init_url(args))  # a URL, a named environment or an agent.toml
+    url, options, backend = target.url, {**target.options, **dict(args.option)}, target.backend
     try:
-        plugins.open_storage(url, options, create=False, setting="fdcore init URL").close()
+        plugins.open_storage(url, options, backend, create=False, setting="fdcore init URL").close()
         existed = True
     except EnvironmentNotFound:
         existed = False
-    plugins.open_storage(url, options, create=True).close()
+    plugins.open_storage(url, options, backend, create=True).close()
     print(f"{url}: {'already an environment' if existed else 'created'}")
     return 0
 
@@ -303,7 +305,10 @@ class Init:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("url", nargs="?", metavar="URL", help="environment URL")
-        parser.add_argument("--env", help="environment URL (the same as URL)")
+        parser.add_argument("--env", help="environment URL or name (the same as URL)")
+        parser.add_argument(
+            "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+        )
         parser.add_argument(
             "--option",
             action="append",
@@ -321,7 +326,7 @@ class Submit:
     help = "queue a request"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(parser)
         parser.add_argument("--entities", required=True, help="tables, comma-separated")
         parser.add_argument("--id", help="request id (default: generated)")
         add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
@@ -335,7 +340,7 @@ class Submit:
 
 def _listing_arguments(parser: argparse.ArgumentParser) -> None:
     """What ``queue``, ``agents`` and ``schedules`` share: an environment, --json, --grace."""
-    parser.add_argument("--env", required=True, help="environment URL")
+    add_environment_flags(parser)
     parser.add_argument("--json", action="store_true", help="stable machine-readable output")
     add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
 

@@ -35,6 +35,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "add_environment_flags",
     "declared_config",
     "load_config",
     "parse_config",
@@ -101,6 +102,17 @@ def storage_option(text: str) -> tuple[str, str]:
     if not equals or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
+
+
+def add_environment_flags(parser: argparse.ArgumentParser) -> None:
+    """``--env`` or ``--config``, exactly one: the environment a command acts on, named as
+    :func:`fdcore.environment.named.resolve` reads it (an agent.toml given with ``--config``
+    brings its ``[storage]`` options too)."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--env", help="environment URL, or the name of one in the environments file")
+    group.add_argument(
+        "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+    )
 
 
 def load_config(path: str | Path, plugins: Plugins | None = None) -> AgentConfig:

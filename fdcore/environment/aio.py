@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
@@ -63,8 +64,9 @@ class AsyncEnvironment:
     @classmethod
     async def open(
         cls,
-        url: str,
+        url: str | None = None,
         *,
+        config: str | os.PathLike[str] | None = None,
         create: bool = False,
         max_file_bytes: int | None = None,
         poll: float = DEFAULT_POLL,
@@ -75,7 +77,12 @@ class AsyncEnvironment:
 
         def opened() -> Environment:
             return Environment.open(
-                url, create=create, max_file_bytes=max_file_bytes, poll=poll, **storage_options
+                url,
+                config=config,
+                create=create,
+                max_file_bytes=max_file_bytes,
+                poll=poll,
+                **storage_options,
             )
 
         return cls(await asyncio.to_thread(opened))

@@ -168,8 +168,9 @@ class S3Storage:
         """A failure worth another try; raise the error an unusable store is; None otherwise."""
         if isinstance(exc, NoCredentialsError):
             raise StorageUnavailable(
-                key, f"{what} on {self._where}: no credentials in boto3's standard chain "
-                "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role)"
+                key,
+                f"{what} on {self._where}: no credentials in boto3's standard chain "
+                "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role)",
             ) from None
         if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):  # never sent
             return Failure(_describe(exc), maybe_landed=False)
