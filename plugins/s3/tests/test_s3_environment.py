@@ -7,8 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
+from fdcore_s3.plugin import S3Backend
 from fdcore_s3.testing import S3Emulator
 
 from fdcore import Environment
@@ -141,3 +143,71 @@ def test_doctor_ends_in_one_line_before_any_probe(
         "no environment": "environment not found",
     }
     assert expected[where] in lines[0], lines
+
+
+# -- one way to name an environment with its options --------------------------------------------
+
+
+@pytest.fixture
+def named(s3: S3Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A named environment ``prod`` whose options reach the emulator (no AWS_ENDPOINT_URL)."""
+    url = s3.url(BUCKET, f"named-{uuid.uuid4().hex[:8]}")
+    environments = tmp_path / "environments.toml"
+    environments.write_text(
+        f'[prod]\nurl = "{url}"\n[prod.storage]\nendpoint_url = "{s3.endpoint_url}"\n'
+        'region = "us-east-1"\naddressing_style = "path"\n'
+    )
+    monkeypatch.setenv("FDCORE_ENVIRONMENTS", str(environments))
+    return url
+
+
+def test_a_named_environment_reaches_every_command_and_open(
+    named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert fdcore(capsys, "init", "--env", "prod") == (0, f"{named}: created\n", "")
+    code, out, err = fdcore(capsys, "submit", "--env", "prod", "--entities", "sales", "--id", "r1")
+    assert (code, out, err) == (0, "r1\n", "")
+    code, out, err = fdcore(capsys, "queue", "--env", "prod", "--json")
+    assert code == 0 and '"id": "r1"' in out, err
+    code, out, err = fdcore(capsys, "show", "--env", "prod", "r1")
+    assert code == 0 and "r1" in out, err
+    with Environment.open("prod") as environment:
+        assert environment.url == named
+        assert [row.id for row in environment.queue().rows] == ["r1"]
+
+
+def test_an_agent_toml_names_the_environment_and_its_options(
+    s3: S3Emulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = s3.url(BUCKET, f"config-{uuid.uuid4().hex[:8]}")
+    config = tmp_path / "agent.toml"
+    config.write_text(
+        f'[agent]\nname = "etl-01"\nenvironment = "{url}"\n'
+        f'[storage]\nendpoint_url = "{s3.endpoint_url}"\nregion = "us-east-1"\n'
+        '[runner]\nkind = "command"\ncommand = ["true"]\n'
+    )
+    assert fdcore(capsys, "init", "--config", str(config)) == (0, f"{url}: created\n", "")
+    code, out, err = fdcore(capsys, "submit", "--config", str(config), "--entities", "sales")
+    assert code == 0 and out.strip(), err
+    request = out.strip()
+    code, out, err = fdcore(capsys, "queue", "--config", str(config), "--json")
+    assert code == 0 and f'"id": "{request}"' in out, err
+    with Environment.open(config=config) as environment:
+        assert environment.url == url
+        assert [row.id for row in environment.queue().rows] == [request]
+
+
+def test_sdk_log_lines_only_under_verbose(named: str, s3: S3Emulator) -> None:
+    def queue(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "fdcore", *flags, "queue", "--env", "prod"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    S3Backend().open(named, s3.options, create=True).close()
+    quiet = queue()
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    verbose = queue("-v")
+    assert verbose.returncode == 0 and "botocore" in verbose.stderr

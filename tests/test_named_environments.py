@@ -1,0 +1,97 @@
+"""Naming an environment once: a name of the user's environments file, or an agent.toml, stands
+for the URL and its storage options wherever an environment is opened; a bad file is one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fdcore import Environment
+from fdcore.cli.main import main
+from fdcore.environment.named import Target, environments_file, resolve
+from fdcore.errors import ConfigError, EnvironmentNotFound
+
+
+@pytest.fixture
+def config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("FDCORE_ENVIRONMENTS", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    (tmp_path / "config" / "fdcore").mkdir(parents=True)
+    return tmp_path / "config" / "fdcore" / "environments.toml"
+
+
+def test_a_name_of_the_xdg_file_stands_for_its_url_and_options(config_home: Path) -> None:
+    config_home.write_text('[prod]\nurl = "s3://acme/prod"\n[prod.storage]\nregion = "eu-west-1"\n')
+    assert environments_file() == config_home
+    assert resolve("prod") == Target("s3://acme/prod", {"region": "eu-west-1"})
+    assert resolve("./prod") == Target("./prod")  # a path is always a path
+    assert resolve("staging") == Target("staging")  # a name the file lacks: a local folder
+
+
+def test_the_variable_moves_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chosen = tmp_path / "mine.toml"
+    chosen.write_text(f'[dev]\nurl = "{tmp_path / "dev"}"\n')
+    monkeypatch.setenv("FDCORE_ENVIRONMENTS", str(chosen))
+    assert environments_file() == chosen
+    assert fdcore_init("dev") == 0
+    with Environment.open("dev") as environment:
+        assert environment.url == str(tmp_path / "dev")
+
+
+def fdcore_init(env: str) -> int:
+    return main(["init", "--env", env])
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[prod\n", "not valid TOML"),
+        ("prod = 3\n", "expected a table"),
+        ("[prod]\nurl = 3\n", "url: missing"),
+        ("[prod]\nurl = 's3://a/b'\nregoin = 'x'\n", "regoin: unknown key"),
+        ("[prod]\nurl = 's3://a/b'\n[prod.storage]\nregion = 1\n", "[storage] region: expected"),
+    ],
+)
+def test_a_bad_environments_file_is_one_line_naming_it(
+    config_home: Path, text: str, named: str
+) -> None:
+    config_home.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        resolve("prod")
+    message = str(caught.value)
+    assert str(config_home) in message and named in message and "\n" not in message
+
+
+def test_an_unmarked_name_or_path_is_not_found(
+    config_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_home.write_text(f'[prod]\nurl = "{tmp_path / "prod"}"\n')
+    assert main(["queue", "--env", "prod"]) == 2
+    assert f"environment not found: {tmp_path / 'prod'}" in capsys.readouterr().err
+    with pytest.raises(EnvironmentNotFound):
+        Environment.open("prod")
+
+
+def test_an_agent_toml_gives_the_environment(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nname = "a"\nenvironment = "{tmp_path / "env"}"\n')
+    assert main(["init", "--config", str(config)]) == 0
+    with Environment.open(config=config) as environment:
+        assert environment.url == str(tmp_path / "env")
+    with pytest.raises(ConfigError, match="give the environment once"):
+        Environment.open(str(tmp_path / "env"), config=config)
+    with pytest.raises(ConfigError, match="missing"):
+        Environment.open()
+    (tmp_path / "empty.toml").write_text("[agent]\n")
+    with pytest.raises(ConfigError, match=r"\[agent\] environment: missing"):
+        Environment.open(config=tmp_path / "empty.toml")
+
+
+def test_env_and_config_together_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["queue", "--env", str(tmp_path), "--config", str(tmp_path / "agent.toml")])
+    assert exited.value.code == 2
+    assert "--config" in capsys.readouterr().err
