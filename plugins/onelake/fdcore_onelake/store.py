@@ -251,7 +251,8 @@ class OneLakeStorage:
                 ) from None
             raise self._unusable(what, key, exc) from None
         if isinstance(exc, ServiceRequestError):  # no request was sent (refused, DNS, TLS)
-            return Failure(_describe(exc), maybe_landed=False)
+            problem = f"{_describe(exc)} (is the URL's host right, and the service up?)"
+            return Failure(problem, maybe_landed=False)
         if isinstance(exc, (ServiceResponseError, IncompleteReadError)):  # sent, answer lost
             return Failure(_describe(exc), maybe_landed=True)
         if isinstance(exc, HttpResponseError):

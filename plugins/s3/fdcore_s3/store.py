@@ -173,7 +173,8 @@ class S3Storage:
                 "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role)",
             ) from None
         if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):  # never sent
-            return Failure(_describe(exc), maybe_landed=False)
+            problem = f"{_describe(exc)} (is endpoint_url right, and the store up?)"
+            return Failure(problem, maybe_landed=False)
         if isinstance(exc, ClientError):
             if _status(exc) not in TRANSIENT_STATUS and _code(exc) not in TRANSIENT_CODES:
                 raise self._unusable(what, key, exc) from None
