@@ -16,6 +16,8 @@ from fdcore import Environment
 from fdcore.cli.main import main
 from fdcore.errors import EnvironmentNotFound
 
+pytestmark = pytest.mark.processes
+
 CONTAINER = "fdcore-tests"  # the session's container (conftest.py)
 
 

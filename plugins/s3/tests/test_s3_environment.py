@@ -18,6 +18,8 @@ from fdcore.cli.main import main
 from fdcore.errors import EnvironmentNotFound
 from fdcore.testing.servers import free_port
 
+pytestmark = pytest.mark.processes
+
 BUCKET = "fdcore-tests"  # the session's bucket (conftest.py)
 
 
