@@ -95,3 +95,16 @@ def test_env_and_config_together_are_refused(
         main(["queue", "--env", str(tmp_path), "--config", str(tmp_path / "agent.toml")])
     assert exited.value.code == 2
     assert "--config" in capsys.readouterr().err
+
+
+def test_init_takes_the_url_or_env_and_refuses_two_that_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    assert main(["init", first]) == 0 and main(["init", "--env", first]) == 0
+    assert capsys.readouterr().out == f"{first}: created\n{first}: already an environment\n"
+    assert main(["init", first, "--env", second]) == 2
+    assert "differs from URL" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    assert main(["init"]) == 2
+    assert "--env: missing" in capsys.readouterr().err

@@ -301,12 +301,13 @@ class AgentCommand:
 
 class Init:
     name = "init"
-    help = "create an environment (if not there yet)"
+    help = "create an environment (if not there yet), after proving the store usable"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("url", nargs="?", metavar="URL", help="environment URL")
-        parser.add_argument("--env", help="environment URL or name (the same as URL)")
-        parser.add_argument(
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--env", help="environment URL or name (the same as URL)")
+        where.add_argument(
             "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
         )
         parser.add_argument(
