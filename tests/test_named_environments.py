@@ -108,3 +108,15 @@ def test_init_takes_the_url_or_env_and_refuses_two_that_differ(
     assert not (tmp_path / "b").exists()
     assert main(["init"]) == 2
     assert "--env: missing" in capsys.readouterr().err
+
+
+def test_incidents_read_a_named_environment(
+    config_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_home.write_text(f'[ops]\nurl = "{tmp_path / "ops"}"\n')
+    assert main(["init", "--env", "ops"]) == 0
+    capsys.readouterr()
+    for argv in (["evaluate"], ["list"]):
+        assert main(["incidents", *argv, "--env", "ops"]) == 0, capsys.readouterr().err
+    assert main(["incidents", "list", "--env", "nowhere"]) == 2
+    assert "environment not found" in capsys.readouterr().err
