@@ -123,6 +123,57 @@ def test_the_schema_and_the_reader_both_refuse_a_bad_config(case: str) -> None:
         parse_config(data, "agent.toml")
 
 
+def _with(table: str, key: str, value: object) -> dict[str, Any]:
+    """HEAD with ``key = value`` in ``table`` (a route's keys under a route ``r``)."""
+    data: dict[str, Any] = json.loads(json.dumps(HEAD))
+    if table == "notify.routes.r":
+        data["notify"] = {"routes": {"r": {"notifier": "log", key: value}}}
+    elif table == "incidents.objectives":
+        data["incidents"] = {"objectives": [{"table": "t", "success_rate": 0.9, key: value}]}
+    else:
+        data.setdefault(table, {})[key] = value
+    return data
+
+
+#: Every duration key of agent.toml, as a number of seconds and as a text of the same length.
+DURATION_KEYS = [
+    ("agent", "poll_seconds", 2, "2s"),
+    ("agent", "stale_after", 90, "1m30s"),
+    ("agent", "shutdown_grace", 0, "0s"),
+    ("pipeline", "grace_seconds", 120, "2m"),
+    ("pipeline", "lease_seconds", 60, "1m"),
+    ("retention", "keep", 7 * 86400, "7d"),
+    ("retention", "every", 3600, "1h"),
+    ("incidents", "every", 30, "30s"),
+    ("incidents", "lookback", 2 * 86400, "2d"),
+    ("incidents.objectives", "window", 3600, "1h"),
+    ("incidents.objectives", "freshness", 5400.5, "1h30m0.5s"),
+    ("notify.routes.r", "escalate_after", 1800, "30m"),
+    ("notify.routes.r", "digest", 900, "15m"),
+]
+
+
+def test_the_list_of_duration_keys_is_every_duration_key() -> None:
+    listed = {key for _, key, _, _ in DURATION_KEYS}
+    declared = set(re.findall(r"^\| `(\w+)` \| duration \|", "\n".join(reference(AgentToml)), re.M))
+    assert declared == listed
+
+
+@pytest.mark.parametrize(("table", "key", "seconds", "text"), DURATION_KEYS)
+def test_every_duration_key_takes_seconds_or_a_duration_text(
+    table: str, key: str, seconds: float, text: str
+) -> None:
+    as_number, as_text = _with(table, key, seconds), _with(table, key, text)
+    validator = jsonschema.Draft7Validator(schema())
+    assert not list(validator.iter_errors(as_number)) and not list(validator.iter_errors(as_text))
+    assert parse_config(as_number, "agent.toml") == parse_config(as_text, "agent.toml")
+    for bad in (True, "2x"):
+        with pytest.raises(ConfigError) as info:
+            parse_config(_with(table, key, bad), "agent.toml")
+        assert str(info.value).startswith("agent.toml: ") and key in str(info.value)
+        assert list(validator.iter_errors(_with(table, key, bad)))
+
+
 # -- one line, naming the file, the table and the key --------------------------------------------
 
 

@@ -32,6 +32,7 @@ from fdcore.durations import (
     MAX_SECONDS,
     MAX_SPAN,
     Reader,
+    Seconds,
     format_duration,
     parse_duration,
 )
@@ -40,7 +41,8 @@ from fdcore.errors import ConfigError, DurationError
 T = TypeVar("T")
 
 _HELP = "fdcore.help"  # one line for the reference table and the schema's description
-_DURATION = "fdcore.duration"  # written as a duration text ("15m"), held as seconds
+_DURATION = "fdcore.duration"  # shown as a duration text ("15m"), held as seconds
+_SECONDS = "fdcore.seconds"  # shown as a number of seconds; takes a duration text too
 _REST = "fdcore.rest"  # holds the table's keys the class does not declare (a plugin's options)
 _HEADER = "fdcore.header"  # the table's own name ([notify.routes.<name>]), not a key
 _EXPECTS = "fdcore.expects"  # what the value should be, in words, if not said by its type
@@ -71,12 +73,18 @@ def setting(
     check: Any = None,
     factory: Any = None,
     duration: bool = False,
+    seconds: bool = False,
     rest: bool = False,
     header: bool = False,
     expects: str | None = None,
 ) -> Any:
     """A declared field: its default (or ``factory``), its checks (attrs validators, or a
-    :class:`~fdcore.durations.Reader` whose check it applies) and its help."""
+    :class:`~fdcore.durations.Reader` whose check it applies) and its help.
+
+    A duration key (``duration``: shown as text, ``"15m"``; ``seconds``, or checked by a
+    :class:`~fdcore.durations.Seconds` reader: shown as a number of seconds) takes either form
+    in the file: ``30``, ``"30s"``, ``"1h30m"``."""
+    seconds = seconds or any(isinstance(c, Seconds) for c in _listed(check))
     checks = [_reads(c) if isinstance(c, Reader) else c for c in _listed(check)]
     bounds: dict[str, Any] = {}
     for item in checks:
@@ -84,6 +92,7 @@ def setting(
     metadata = {
         _HELP: help,
         _DURATION: duration,
+        _SECONDS: seconds and not duration,
         _REST: rest,
         _HEADER: header,
         _EXPECTS: expects,
@@ -189,7 +198,15 @@ def _is_settings(cls: Any) -> bool:
     return attrs.has(cls) and any(_HELP in a.metadata for a in _fields(cls))
 
 
+def _is_duration(field: attrs.Attribute[Any]) -> bool:
+    """Whether ``field`` is a duration key: a number of seconds or a duration text."""
+    return bool(field.metadata.get(_DURATION) or field.metadata.get(_SECONDS))
+
+
 def _duration_hook(value: object, _type: object) -> float:
+    """A duration key's value in seconds: a number as it is, a text as a duration."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     if not isinstance(value, str):
         raise TypeError(f"expected a duration, got {value!r}")
     try:
@@ -203,9 +220,7 @@ def _table_hook(cls: type) -> Any:
     rest = next((a.name for a in fields if a.metadata.get(_REST)), None)
     header = next((a.name for a in fields if a.metadata.get(_HEADER)), None)
     keys = {a.name for a in fields if a.name not in (rest, header)}
-    hooks = {
-        a.name: override(struct_hook=_duration_hook) for a in fields if a.metadata.get(_DURATION)
-    }
+    hooks = {a.name: override(struct_hook=_duration_hook) for a in fields if _is_duration(a)}
     base: Any = make_dict_structure_fn(
         cls,
         converter,
@@ -413,10 +428,10 @@ def _expects(place: _Place) -> str:
     metadata = place.field.metadata if place.field is not None else {}
     if metadata.get(_EXPECTS):
         return str(metadata[_EXPECTS])
-    if metadata.get(_DURATION):
-        default = place.field.default if place.field is not None else None
+    if place.field is not None and _is_duration(place.field):
+        default = place.field.default
         example = format_duration(default) if isinstance(default, float) else "1m"
-        return f'a duration such as "{example}"'
+        return f'a number of seconds or a duration such as "{example}"'
     return "a table" if place.type is None else _words(place.type)
 
 
@@ -486,8 +501,13 @@ def _field_schema(field: attrs.Attribute[Any]) -> dict[str, Any]:
     type_ = _plain(field.type)
     kind, item = _container(type_)
     schema: dict[str, Any]
-    if field.metadata.get(_DURATION):
-        schema = {"type": "string", "pattern": DURATION_PATTERN}
+    bounds = dict(field.metadata.get(_BOUNDS, {}))
+    if _is_duration(field):
+        text = {"type": "string", "pattern": DURATION_PATTERN}
+        number = {"type": "number", **bounds}
+        forms = [text, number] if field.metadata.get(_DURATION) else [number, text]
+        schema = {"anyOf": forms}
+        bounds = {}
     elif kind == "list":
         schema = {"type": "array", "items": _class_schema(item)}
     elif kind == "dict":
@@ -500,10 +520,9 @@ def _field_schema(field: attrs.Attribute[Any]) -> dict[str, Any]:
         schema = {"type": "object", "additionalProperties": {"type": "string"}}
     else:
         schema = {"type": _JSON_TYPES.get(type_, "string")}
-    bounds = dict(field.metadata.get(_BOUNDS, {}))
     if "enum" in bounds and schema.get("type") == "array":
         schema["items"] = {"type": "string", "enum": bounds.pop("enum")}
-    schema.update(bounds if not field.metadata.get(_DURATION) else {})
+    schema.update(bounds)
     schema["description"] = field.metadata.get(_HELP, "")
     default = _json_default(field)
     if default is not None:
@@ -579,7 +598,7 @@ def _row(field: attrs.Attribute[Any]) -> str:
         shown = "required"
     elif default is None:
         shown = "none"
-    kind = "duration" if field.metadata.get(_DURATION) else _json_type(field)
+    kind = "duration" if _is_duration(field) else _json_type(field)
     return f"| `{field.name}` | {kind} | {shown} | {help_text} |"
 
 
