@@ -55,7 +55,19 @@ $(CHROMIUM_STAMP): | $(STAMP)
 	else echo "chromium: not installed (needs root and apt-get); the browser tests will skip"; fi
 	touch $@
 
-demo: setup
+# The demo needs the core and the four plugins its agents use, nothing of the tests' (no
+# Azurite, no browser, no test extras); a venv that `make setup` made has them already.
+DEMO_STAMP := $(VENV)/.demo-installed
+DEMO_PLUGINS := plugins/localfs plugins/claim plugins/takeover plugins/slots
+$(DEMO_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DEMO_PLUGINS)) Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -f $(STAMP) || $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		'setuptools>=70.1'
+	test -f $(STAMP) || $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		--no-build-isolation -e . $(foreach p,$(DEMO_PLUGINS),-e $(p))
+	touch $@
+
+demo: $(DEMO_STAMP)
 	$(BIN)/fdcore demo
 
 lint: setup

@@ -226,7 +226,9 @@ def test_config_check_says_ok_or_one_line(
     bad = write(tmp_path, AGENT + '[pipeline]\nclaim = "wen_free"\n')
     assert main(["config", "check", str(bad)]) == ERROR
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("fdcore: error: no installed plugin provides claim policy 'wen_free'")
+    assert line.startswith(
+        f"fdcore: error: {bad}: no installed plugin provides claim policy 'wen_free'"
+    )
     assert line.endswith("did you mean 'when_free'?")
     misplaced = write(tmp_path, AGENT + "[pipeline]\nstale_after = 5\n")
     assert main(["config", "check", str(misplaced)]) == ERROR
