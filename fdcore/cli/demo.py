@@ -1,9 +1,10 @@
 """``fdcore demo``: the main job on the embedded default, a local folder.
 
 Starts three real ``fdcore agent run`` processes on one local-folder environment that share a
-5-second schedule, submits a batch of requests, kills one agent with SIGKILL half-way and brings
-it back later, and shows the work being shared out, taken over and finished. Each table is
-written through the fencing-token check.
+5-second schedule, submits a batch of requests, kills one agent with SIGKILL once it runs a
+request and brings it back once all it held was taken over, and shows the work being shared out,
+taken over and finished; each slot that did not run is explained. Each table is written through
+the fencing-token check.
 """
 
 from __future__ import annotations
