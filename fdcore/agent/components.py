@@ -56,14 +56,17 @@ def check_environment(config: AgentConfig, plugins: Plugins) -> None:
 
 @contextlib.contextmanager
 def _naming_the_file(config: AgentConfig) -> Iterator[None]:
-    """An option the backend refuses names the agent's file, as every other agent.toml mistake
-    does (the backend knows only the URL)."""
+    """An option or a URL the backend refuses names the agent's file and its key, as every
+    other agent.toml mistake does (the backend knows only the URL, its errors' source)."""
     try:
         yield
     except ConfigError as exc:
-        if not (exc.key or "").startswith("[storage]"):
+        if exc.source == config.source:
             raise
-        raise ConfigError(config.source, exc.key, exc.message) from None
+        if (exc.key or "").startswith("[storage]"):
+            raise ConfigError(config.source, exc.key, exc.message) from None
+        where = " ".join(part for part in (exc.source, exc.key) if part)
+        raise ConfigError(config.source, "[agent] environment", f"{where}: {exc.message}") from None
 
 
 def build_components(

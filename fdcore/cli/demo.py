@@ -259,7 +259,7 @@ def _why_not_run(row: QueueRow, submitted: list[QueueRow], mailbox: Mailbox) -> 
         and min((r.started_at for r in mailbox.runs(other.id)), default=deadline) > appeared
     ]
     return (
-        f"expired: nobody claimed it by its deadline {deadline:%H:%M:%S} (the next slot), "
+        f"expired: nobody claimed it by its deadline {deadline:%H:%M:%S} UTC (the next slot), "
         f"{len(ahead)} older submitted requests were still queued ahead of it when it was "
         "created (agents claim the oldest first, and with claim = when_free only with a "
         "free worker)"
