@@ -345,3 +345,15 @@ def test_config_check_refuses_an_unknown_storage_option_as_start_up_does(
         assert line.startswith(f"fdcore: error: {path}: {problem}"), line
         lines.append(line)
     assert lines[0] == lines[1]
+
+
+def test_a_refused_environment_url_names_the_file_in_check_and_start_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, AGENT.replace("file:///srv/fd/prod", "s3://B/prod"))
+    for command in (["config", "check"], ["agent", "run", "--config"]):
+        assert main([*command, str(path)]) == ERROR
+        assert capsys.readouterr().err == (
+            f"fdcore: error: {path}: [agent] environment: s3://B/prod: bucket 'B' is not a "
+            "bucket name (3-63 of a-z 0-9 . -)\n"
+        )
