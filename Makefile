@@ -55,10 +55,11 @@ $(CHROMIUM_STAMP): | $(STAMP)
 	else echo "chromium: not installed (needs root and apt-get); the browser tests will skip"; fi
 	touch $@
 
-# The demo needs the core and the four plugins its agents use, nothing of the tests' (no
-# Azurite, no browser, no test extras); a venv that `make setup` made has them already.
+# The demo needs the core, the four plugins its agents use and the monitor it offers (`fdcore
+# demo --monitor`), nothing of the tests' (no Azurite, no browser, no test extras); a venv that
+# `make setup` made has them already.
 DEMO_STAMP := $(VENV)/.demo-installed
-DEMO_PLUGINS := plugins/localfs plugins/claim plugins/takeover plugins/slots
+DEMO_PLUGINS := plugins/localfs plugins/claim plugins/takeover plugins/slots plugins/monitor
 $(DEMO_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DEMO_PLUGINS)) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	test -f $(STAMP) || $(BIN)/python -m pip install --quiet --disable-pip-version-check \
