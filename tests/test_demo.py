@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 
 def demo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -16,6 +16,8 @@ import pytest
 
 from fdcore.cli.main import ERROR, main
 
+pytestmark = pytest.mark.processes
+
 SECRET = "SeCrEt0123456789"
 WEBHOOK = (
     "https://prod-01.westeurope.logic.azure.com/workflows/abc/triggers/manual/paths/invoke"
