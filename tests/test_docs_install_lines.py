@@ -15,12 +15,26 @@ PAGES += sorted(REPO.glob("plugins/*/README.md")) + sorted(REPO.glob("contrib/*/
 INSTALL = re.compile(r"pip install ([^`#\n]+)")
 
 
+#: pip's options whose value is not a distribution (a constraints file, an index...)
+TAKES_A_FILE = {"-c", "--constraint", "-r", "--requirement", "-i", "--index-url", "-f"}
+
+
+def installed(arguments: str) -> list[str]:
+    """What ``pip install ARGUMENTS`` installs: its arguments less options and their values."""
+    words, skip = [], False
+    for word in shlex.split(arguments):
+        if not skip and not word.startswith("-"):
+            words.append(word)
+        skip = word in TAKES_A_FILE
+    return words
+
+
 def install_lines() -> list[tuple[str, list[str]]]:
     found = []
     for page in PAGES:
         for match in INSTALL.finditer(page.read_text(encoding="utf-8")):
-            words = [w for w in shlex.split(match[1]) if not w.startswith("-")]
-            found.append((f"{page.relative_to(REPO)}: pip install {match[1].strip()}", words))
+            where = f"{page.relative_to(REPO)}: pip install {match[1].strip()}"
+            found.append((where, installed(match[1])))
     return found
 
 
