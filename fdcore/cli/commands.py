@@ -15,6 +15,7 @@ from fdcore.abc import Command
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
     load_config,
+    naming_the_file,
     storage_option,
 )
 from fdcore.cli.output import format_table
@@ -65,8 +66,9 @@ MAX_FRAMES = 1_000_000
 
 
 def _agent_run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    runtime = AgentRuntime(config, clock=_test_clock())
+    with naming_the_file(args.config):
+        config = load_config(args.config)
+        runtime = AgentRuntime(config, clock=_test_clock())
     runtime.install_signal_handlers()
     return runtime.run()
 
