@@ -16,6 +16,7 @@ from fdcore.cli.config import (
     MAX_ATTEMPTS,
     add_environment_flags,
     load_config,
+    naming_the_file,
     storage_option,
 )
 from fdcore.cli.output import format_table
@@ -67,8 +68,9 @@ MAX_FRAMES = 1_000_000
 
 
 def _agent_run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    runtime = AgentRuntime(config, clock=_test_clock())
+    with naming_the_file(args.config):
+        config = load_config(args.config)
+        runtime = AgentRuntime(config, clock=_test_clock())
     runtime.install_signal_handlers()
     return runtime.run()
 

@@ -22,6 +22,9 @@ class S3Backend:
     def accepts(self, url: str) -> bool:
         return looks_like_s3(url)
 
+    def check_options(self, url: str, options: dict[str, str]) -> None:
+        parse_location(url, options)  # no request: the URL and the options only
+
     def open(self, url: str, options: dict[str, str], *, create: bool = True) -> S3Storage:
         """A bucket has no folders: an environment is a folder holding the marker ``fdcore
         init`` wrote. Without ``create``, one listing checks it is there (a typo'd folder is
