@@ -68,6 +68,10 @@ def test_the_agents_defaults_are_the_declared_ones() -> None:
 # -- the schema and the reader agree on real files -----------------------------------------------
 
 
+#: How the docs begin an example of the user's environments file, which is no agent.toml.
+ENVIRONMENTS_FILE = "# environments.toml"
+
+
 def _docs_examples() -> list[tuple[str, dict[str, Any]]]:
     """Every agent.toml example of docs/ (a fragment gets an [agent] table)."""
     found = []
@@ -76,6 +80,10 @@ def _docs_examples() -> list[tuple[str, dict[str, Any]]]:
         for number, block in enumerate(blocks, start=1):
             data = tomllib.loads(block)
             if "project" in data:  # a pyproject.toml, not an agent.toml
+                continue
+            if block.lstrip().startswith(
+                ENVIRONMENTS_FILE
+            ):  # tests/test_named_environments.py reads it
                 continue
             found.append((f"{page.name} #{number}", {**HEAD, **data}))
     return found

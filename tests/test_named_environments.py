@@ -3,6 +3,9 @@ for the URL and its storage options wherever an environment is opened; a bad fil
 
 from __future__ import annotations
 
+import re
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,11 @@ from fdcore import Environment
 from fdcore.cli.main import main
 from fdcore.environment.named import Target, environments_file, resolve
 from fdcore.errors import ConfigError, EnvironmentNotFound
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 
 @pytest.fixture
@@ -120,3 +128,31 @@ def test_incidents_read_a_named_environment(
         assert main(["incidents", *argv, "--env", "ops"]) == 0, capsys.readouterr().err
     assert main(["incidents", "list", "--env", "nowhere"]) == 2
     assert "environment not found" in capsys.readouterr().err
+
+
+def _docs_environments_files() -> list[tuple[str, str]]:
+    """Every example of the environments file in docs/ (a toml block opening with its name)."""
+    found = []
+    for page in sorted((Path(__file__).parents[1] / "docs").glob("*.md")):
+        for block in re.findall(r"```toml\n(.*?)```", page.read_text(), re.S):
+            text = textwrap.dedent(block)
+            if text.startswith("# environments.toml"):
+                found.append((page.name, text))
+    return found
+
+
+DOCS_FILES = _docs_environments_files()
+
+
+@pytest.mark.parametrize(("page", "text"), DOCS_FILES, ids=[page for page, _ in DOCS_FILES])
+def test_every_environments_file_of_the_docs_reads(
+    page: str, text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "environments.toml").write_text(text)
+    monkeypatch.setenv("FDCORE_ENVIRONMENTS", str(tmp_path / "environments.toml"))
+    for name, table in tomllib.loads(text).items():
+        assert resolve(name) == Target(table["url"], table.get("storage", {})), (page, name)
+
+
+def test_the_docs_show_the_environments_file() -> None:
+    assert {page for page, _ in DOCS_FILES} == {"s3.md", "onelake.md"}
