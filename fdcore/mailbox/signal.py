@@ -1,0 +1,72 @@
+"""The change signal: one small key, ``signal/changes.json``, that tells a reader cheaply
+whether new work may have arrived since it last looked.
+
+A writer of new work (a submission, a retry, a schedule's slot) **deletes** the key after its
+write (:func:`announce`). A reader (:class:`ChangeSignal`) reads it before it lists: the same
+version as last time means nothing was announced since its last listing; a missing key (or a
+new version) means something may have been, so it lists, after making the key again (with
+content of its own, so its version is new) for the next announcement to show. A read and a
+delete are the cheapest operations a store bills (S3 charges nothing for a DELETE).
+
+The signal only ever makes a reader look sooner: an announcement lost (a writer that died
+between its write and the delete, a store error, a writer of an earlier release that knows
+nothing of the signal) is found at the reader's next full listing, which it makes on its own
+cadence whatever the signal says (docs/operations.md, "What a fleet costs").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+
+from fdcore.abc import read_mailbox_file
+from fdcore.contract.layout import SIGNAL
+from fdcore.errors import AlreadyExists, MailboxFileError, NotFound, StorageUnavailable
+from fdcore.mailbox.access import Mailbox
+
+log = logging.getLogger("fdcore.mailbox")
+
+#: The signal's content is a token of this many bytes (hex): small, and new at every write.
+_MAX_BYTES = 256
+
+
+def announce(mailbox: Mailbox) -> None:
+    """Say new work was written: delete the signal. Never raises for the store: an announcement
+    lost delays a reader to its next full listing, no more."""
+    try:
+        mailbox.storage.delete(SIGNAL)
+    except NotFound:
+        pass  # already announced, and no reader looked since
+    except StorageUnavailable as exc:
+        log.debug("could not announce new work (found at the next full listing): %s", exc)
+
+
+class ChangeSignal:
+    """One reader's view of the signal: :meth:`moved` is one read while nothing changed."""
+
+    def __init__(self, mailbox: Mailbox) -> None:
+        self.mailbox = mailbox
+        self.etag: str | None = None  # the version last seen (None: none, or unknown)
+
+    def moved(self) -> bool:
+        """Whether something may have been announced since the last call: True the first time,
+        when the signal is gone or new, or unreadable. Call it before listing."""
+        storage = self.mailbox.storage
+        try:
+            blob = read_mailbox_file(storage, SIGNAL, _MAX_BYTES)
+        except MailboxFileError as exc:
+            # Not a small file (a folder, say): no signal here; the reader lists every time.
+            self.mailbox.problems.report(SIGNAL, str(exc))
+            self.etag = None
+            return True
+        if blob is not None:
+            moved = blob.etag != self.etag
+            self.etag = blob.etag
+            return moved
+        # Gone (announced) or never made: make it, so that the next announcement shows.
+        self.etag = None
+        # AlreadyExists: another reader made it after our read: read at the next call.
+        with contextlib.suppress(AlreadyExists):
+            self.etag = storage.create(SIGNAL, secrets.token_hex(8).encode())
+        return True
