@@ -100,10 +100,11 @@ def test_an_idle_polls_cost_follows_the_agents_not_the_work_or_history(finished:
         "etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0, stale_after=60.0
     )
     fleet.agents["etl-01"].poll()  # the first poll reads every status once
-    # Polls 5 s apart; the heartbeat (stale_after / 4 = 15 s) is due at every third.
+    # Polls 5 s apart; the heartbeat of an agent holding nothing (stale_after / 2 = 30 s) is
+    # due at the sixth.
     costs = [idle_poll(fleet, 5.0) for _ in range(6)]
     h = len(HOLDERS)
-    assert costs == [2 + h, 2 + h, 2 + h + 1, 2 + h, 2 + h, 2 + h + 1]
+    assert costs == [2 + h, 2 + h, 2 + h, 2 + h, 2 + h, 2 + h + 1]
 
 
 def test_a_holder_whose_record_moved_has_its_statuses_read_again() -> None:

@@ -142,6 +142,8 @@ class Discovery:
         never changes again). A malformed status counts as not open (reported where read)."""
         statuses = self.index.statuses
         unknown = sorted(self._open - self.holdings.final)
+        if not self.index.versioned:
+            return bool(unknown)  # a listing without etags: only a final status is known
         for request_id in unknown:  # first without a read: one read as it was is open still
             known = statuses.known(request_id)
             value = known.value if known is not None else None
