@@ -82,7 +82,7 @@ def load_prices(path: Path) -> dict[str, dict[str, float]]:
         for kind, value in table.items():
             if kind not in KINDS:
                 raise ConfigError(
-                    f"{path}: [{store}] {kind} is not an operation ({', '.join(KINDS)})"
+                    str(path), f"[{store}] {kind}", f"not an operation ({', '.join(KINDS)})"
                 )
             prices[store][kind] = _price(path, store, kind, value)
     return prices
