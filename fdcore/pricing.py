@@ -61,6 +61,18 @@ def _onelake(cu_hour: float) -> dict[str, float]:
 PRICES: dict[str, dict[str, float]] = {"s3": _S3, "adls": _ADLS, "onelake": _onelake(CU_HOUR)}
 
 
+def store_of(url: str) -> str | None:
+    """The price table for a store's URL (None for a local folder, or a store without one)."""
+    lowered = url.lower()
+    if lowered.startswith("s3://"):
+        return "s3"
+    if "onelake" in lowered:
+        return "onelake"
+    if lowered.startswith(("abfss://", "abfs://")) or ".dfs.core.windows.net" in lowered:
+        return "adls"
+    return None
+
+
 def cost(operations: Mapping[str, float], prices: Mapping[str, float]) -> float:
     """Dollars for ``operations`` (counts by kind; other keys are ignored) at ``prices``."""
     return sum(operations.get(kind, 0) * prices[kind] for kind in KINDS)
