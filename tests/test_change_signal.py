@@ -8,6 +8,7 @@ from fdcore.agent.discovery import FULL_LOOK_SECONDS
 from fdcore.agent.settings import RetentionConfig
 from fdcore.contract.layout import SIGNAL, request_key
 from fdcore.contract.models import Request
+from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.signal import ChangeSignal, announce
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
@@ -79,13 +80,38 @@ def test_a_reader_sees_every_announcement_after_its_last_read() -> None:
     fleet = MemoryFleet.fresh()
     signal = ChangeSignal(fleet.mailbox)
     assert signal.moved()  # first call: unknown
+    assert signal.moved()  # not seen yet: its listing did not land
+    signal.seen()
     assert not signal.moved()
     announce(fleet.mailbox)
     announce(fleet.mailbox)  # twice before a read: one look
     assert signal.moved()
+    signal.seen()
     assert not signal.moved()
     other = ChangeSignal(fleet.mailbox)
     assert other.moved()
+    other.seen()
     announce(fleet.mailbox)
     assert other.moved()  # gone: made again, with a new version
+    other.seen()
     assert signal.moved()  # the new version differs from the one it saw
+
+
+def test_a_listing_cut_short_by_the_store_leaves_the_signal_moved() -> None:
+    fleet = MemoryFleet.fresh()
+    idle_agent(fleet)
+    poll(fleet)
+    submit(fleet.mailbox, ["sales"], request_id="r1", now=fleet.clock.now())
+    ChangeSignal(fleet.mailbox).moved()  # another agent made the signal again
+    storage = fleet.storage
+    listing = storage.list_changes
+
+    def failing(prefix: str, cursor: object | None = None) -> object:
+        raise StorageUnavailable(prefix, "the store is down")
+
+    storage.list_changes = failing  # type: ignore[method-assign]
+    poll(fleet)  # reads the signal (moved), then its listing fails
+    assert "r1" not in fleet.agents["etl-01"].held
+    storage.list_changes = listing  # type: ignore[method-assign]
+    poll(fleet)
+    assert "r1" in fleet.agents["etl-01"].held

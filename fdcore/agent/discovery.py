@@ -106,9 +106,12 @@ class Discovery:
         of no open request and the change signal did not move (:meth:`_quiet`)."""
         if may_skip and self._quiet(now):
             return
-        self._full_look = now
         self._listings()
         self._follow_listings()
+        # Listed: what the signal said moved is in the listing (a store error before here
+        # leaves it moved, and the next poll lists again).
+        self.signal.seen()
+        self._full_look = now
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after

@@ -47,26 +47,33 @@ class ChangeSignal:
 
     def __init__(self, mailbox: Mailbox) -> None:
         self.mailbox = mailbox
-        self.etag: str | None = None  # the version last seen (None: none, or unknown)
+        self.etag: str | None = None  # the version seen (None: none, or unknown)
+        self._read: str | None = None  # the version the last call read (or made)
+
+    def seen(self) -> None:
+        """The listing the last :meth:`moved` called for landed: what was announced before
+        that read is in it. Until then the signal keeps saying it moved (a listing cut short
+        by a store error must not hide what it would have found)."""
+        self.etag = self._read
 
     def moved(self) -> bool:
-        """Whether something may have been announced since the last call: True the first time,
-        when the signal is gone or new, or unreadable. Call it before listing."""
+        """Whether something may have been announced since the version seen: True the first
+        time, when the signal is gone or new, or unreadable. Call it before listing, and
+        :meth:`seen` once the listing landed."""
         storage = self.mailbox.storage
         try:
             blob = read_mailbox_file(storage, SIGNAL, _MAX_BYTES)
         except MailboxFileError as exc:
             # Not a small file (a folder, say): no signal here; the reader lists every time.
             self.mailbox.problems.report(SIGNAL, str(exc))
-            self.etag = None
+            self._read = None
             return True
         if blob is not None:
-            moved = blob.etag != self.etag
-            self.etag = blob.etag
-            return moved
+            self._read = blob.etag
+            return blob.etag != self.etag
         # Gone (announced) or never made: make it, so that the next announcement shows.
-        self.etag = None
+        self._read = None
         # AlreadyExists: another reader made it after our read: read at the next call.
         with contextlib.suppress(AlreadyExists):
-            self.etag = storage.create(SIGNAL, secrets.token_hex(8).encode())
+            self._read = storage.create(SIGNAL, secrets.token_hex(8).encode())
         return True
