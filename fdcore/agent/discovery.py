@@ -260,10 +260,11 @@ class Discovery:
         if not self.liveness.by_listing:
             return sorted((self._open - final) - busy)
         look = set(self._unsettled)
+        # First: asking for trust may judge a holder lost, which makes it a suspect.
+        look |= self._distrusted(self.liveness.store_now(now))
         if not (self._swept and not self.liveness.suspects):
             look |= self._unread  # an agent lost or stopping may hold one
         look.update(self.holdings.work.keys() & self._open)
-        look |= self._distrusted(self.liveness.store_now(now))
         ended = [i for i in look if i in final]
         for request_id in ended:  # a final status never changes: not looked at again
             self._unsettled.discard(request_id)
