@@ -34,10 +34,9 @@ from fdcore.contract.codec import LATEST
 from fdcore.contract.models import Request, Status
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.index import Folder, MailboxIndex
-from fdcore.mailbox.signal import ChangeSignal
+from fdcore.mailbox.signal import FULL_LOOK_SECONDS, QuietLook
 
-#: A poll with nothing open lists at least this often, whatever the change signal says.
-FULL_LOOK_SECONDS = 300.0
+__all__ = ["FULL_LOOK_SECONDS", "Discovery"]
 
 if TYPE_CHECKING:
     from fdcore.agent.cancels import Cancels
@@ -96,8 +95,7 @@ class Discovery:
         self._swept = False  # a sweep of this process looked at every status once
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
         self.cancels = cancels  # operators' cancels: never claim those
-        self.signal = ChangeSignal(mailbox)
-        self._full_look: datetime | None = None  # when this agent last listed
+        self.quiet = QuietLook(mailbox)  # the change signal, and when this agent last listed
 
     def look_for_work(self, now: datetime, *, may_skip: bool = False) -> None:
         """Sweep the requests under way (when due), then claim or expire unclaimed ones.
@@ -110,8 +108,7 @@ class Discovery:
         self._follow_listings()
         # Listed: what the signal said moved is in the listing (a store error before here
         # leaves it moved, and the next poll lists again).
-        self.signal.seen()
-        self._full_look = now
+        self.quiet.listed(now.timestamp())
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after
@@ -134,10 +131,7 @@ class Discovery:
         full listing younger than FULL_LOOK_SECONDS (or the clock went back)."""
         if self.holdings.work or self._unclaimed or self._open_known():
             return False
-        moved = self.signal.moved()  # before any listing: what it misses, the listing sees
-        last = self._full_look
-        due = last is None or not last <= now < last + timedelta(seconds=FULL_LOOK_SECONDS)
-        return not (moved or due)
+        return self.quiet.may_skip(now.timestamp())
 
     def _open_known(self) -> bool:
         """Whether a request this agent listed is not final, as far as it knows: a status whose

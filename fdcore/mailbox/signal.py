@@ -29,6 +29,8 @@ log = logging.getLogger("fdcore.mailbox")
 
 #: The signal's content is a token of this many bytes (hex): small, and new at every write.
 _MAX_BYTES = 256
+#: A reader with nothing open lists at least this often (seconds), whatever the signal says.
+FULL_LOOK_SECONDS = 300.0
 
 
 def announce(mailbox: Mailbox) -> None:
@@ -43,10 +45,15 @@ def announce(mailbox: Mailbox) -> None:
 
 
 class ChangeSignal:
-    """One reader's view of the signal: :meth:`moved` is one read while nothing changed."""
+    """One reader's view of the signal: :meth:`moved` is one read while nothing changed.
 
-    def __init__(self, mailbox: Mailbox) -> None:
+    An agent makes the key again when it finds it gone (``make``); a reader that only reads
+    (a command, the monitor, possibly with read-only credentials) never writes: it lists while
+    the key is gone, until an agent made it again (at its next poll)."""
+
+    def __init__(self, mailbox: Mailbox, *, make: bool = True) -> None:
         self.mailbox = mailbox
+        self.make = make
         self.etag: str | None = None  # the version seen (None: none, or unknown)
         self._read: str | None = None  # the version the last call read (or made)
 
@@ -73,7 +80,33 @@ class ChangeSignal:
             return blob.etag != self.etag
         # Gone (announced) or never made: make it, so that the next announcement shows.
         self._read = None
+        if not self.make:
+            return True
         # AlreadyExists: another reader made it after our read: read at the next call.
         with contextlib.suppress(AlreadyExists):
             self._read = storage.create(SIGNAL, secrets.token_hex(8).encode())
         return True
+
+
+class QuietLook:
+    """For a reader that lists the mailbox over and over (an agent's poll, ``fdcore queue
+    --watch``, ``Environment.changes()``): whether, knowing of no open request, it may skip a
+    listing. It may while the signal is as the last listing saw it and that listing is younger
+    than :data:`FULL_LOOK_SECONDS`. Times are seconds on any clock that only moves forward
+    (one that went back counts as due)."""
+
+    def __init__(self, mailbox: Mailbox, *, make: bool = True) -> None:
+        self.signal = ChangeSignal(mailbox, make=make)
+        self._listed_at: float | None = None
+
+    def may_skip(self, now: float) -> bool:
+        """One read of the signal (call it only when nothing is open, before listing)."""
+        moved = self.signal.moved()
+        last = self._listed_at
+        due = last is None or not last <= now < last + FULL_LOOK_SECONDS
+        return not (moved or due)
+
+    def listed(self, now: float) -> None:
+        """The reader's listing (started at ``now``) landed."""
+        self.signal.seen()
+        self._listed_at = now
