@@ -150,7 +150,7 @@ class Agent:
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
         recorded = self._recorded = self._guarded(
-            lambda: self.presence.heartbeat(now, self.stopping)
+            lambda: self.presence.heartbeat(now, self.stopping, idle=self.idle)
         )
         self._guarded(lambda: self._follow_held_work(now))
         if not self.stopping and recorded:  # an agent that cannot say it is alive takes nothing

@@ -81,11 +81,13 @@ class Presence:
         self.skew = skew  # measured after each write of the record
         self.written: tuple[datetime, bool] | None = None  # (updated_at, stopping) that landed
 
-    def heartbeat(self, now: datetime, stopping: bool) -> None:
-        """Write the record if it is due: ``stale_after / 4`` old, or ``stopping`` changed."""
+    def heartbeat(self, now: datetime, stopping: bool, *, idle: bool = False) -> None:
+        """Write the record if it is due: ``stale_after / 4`` old (``/ 2`` for a poll of an
+        agent that holds nothing: ``idle``), or ``stopping`` changed. Any other caller (about
+        to take work, say) keeps the ``/ 4`` cadence."""
         if self.written is not None:
             updated_at, was_stopping = self.written
-            share = HEARTBEAT_SHARE if self.holdings.work else IDLE_HEARTBEAT_SHARE
+            share = IDLE_HEARTBEAT_SHARE if idle and not self.holdings.work else HEARTBEAT_SHARE
             interval = timedelta(seconds=self.config.stale_after * share)
             at = self._store_time(now)
             # A clock that went back (now < updated_at) writes too: the record must not wait.
