@@ -66,6 +66,14 @@ MUTANTS = [
         HT,
     ),
     (
+        "rollback to an older release",
+        H,
+        "if type(version) is int and version > LAYOUT_VERSION:",
+        "if False:",
+        HT,
+    ),
+    ("generation fence", H, "        if issued > lease.generation:", "        if False:", HT),
+    (
         "slot id canonical check",
         H,
         "if not entry.is_dir() or not SLOT_NAME.fullmatch(entry.name):",

@@ -1,4 +1,5 @@
-"""``fdcore admission serve | status``: run a host's dispatcher, or show what waits in it."""
+"""``fdcore admission serve | status``: run a host's dispatcher, or show what waits in it and how
+long the last claims waited (queue wait and admission to claim, kept apart)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import attrs
 
 from fdcore.errors import ConfigError
-from fdcore_admission.queue import Queue
+from fdcore_admission.queue import Claim, Queue
 from fdcore_admission.wire import run_dispatcher
 
 HOST_VARIABLE = "FDCORE_HOST"
@@ -25,7 +26,7 @@ class AdmissionCommand:
         actions = parser.add_subparsers(dest="admission_action", required=True, metavar="ACTION")
         for action, text in (
             ("serve", "hold queued lanes and hand them over on the host's socket until killed"),
-            ("status", "list the queued rows and their status entries"),
+            ("status", "list the queued rows, and the timings of the last claims"),
         ):
             sub = actions.add_parser(action, help=text, description=text)
             sub.add_argument(
@@ -46,18 +47,43 @@ class AdmissionCommand:
 
 
 def _status(folder: Path, *, as_json: bool) -> int:
-    if not (folder / "queue.sqlite").exists():
-        rows = []
-    else:
+    rows, claims = [], []
+    if (folder / "queue.sqlite").exists():
         try:
             queue = Queue(folder, read_only=True)
-            rows = queue.rows()
+            rows, claims = queue.rows(), queue.claims()
             queue.close()
         except sqlite3.Error as exc:
             raise ConfigError(str(folder / "queue.sqlite"), None, f"unreadable: {exc}") from None
+    measures = {name: _measure([getattr(c, name) for c in claims]) for name in MEASURES}
     if as_json:
-        print(json.dumps({"rows": [attrs.asdict(row) for row in rows]}))
+        document = {
+            "rows": [attrs.asdict(row) for row in rows],
+            "claims": [_claim_doc(claim) for claim in claims],
+            "measures": measures,
+        }
+        print(json.dumps(document))
         return 0
     for row in rows:
         print(f"{row.lane} {row.stage} priority {row.priority} queued_at {row.queued_at:.3f}")
+    for name, measure in measures.items():
+        if measure["count"]:
+            print(
+                f"{name}: {measure['count']} claim(s), mean {measure['mean']:.3f} s, "
+                f"max {measure['max']:.3f} s"
+            )
     return 0
+
+
+#: The two timings of a claim, kept apart: queued -> admitted, and admitted -> claimed.
+MEASURES = ("queue_wait", "admission_to_claim")
+
+
+def _measure(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"count": 0, "mean": None, "max": None}
+    return {"count": len(values), "mean": sum(values) / len(values), "max": max(values)}
+
+
+def _claim_doc(claim: Claim) -> dict[str, object]:
+    return {**attrs.asdict(claim), **{name: getattr(claim, name) for name in MEASURES}}

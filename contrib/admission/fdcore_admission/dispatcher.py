@@ -9,6 +9,9 @@ The rules, each checked by contrib/admission/tests:
   and that token, and a wrong one leaves the row and the descriptor with the dispatcher.
 - a start not claimed within 60 s (strictly more) returns to ``queued`` with its queue start and
   priority, without a token.
+- a claim asked again with the token the lane's last claim took (its reply was lost) is answered
+  "claimed before", without a descriptor: the one sent then closed with the lost reply, and the
+  lane is the driver's if it can hold it now (:func:`fdcore_admission.wire.claim`).
 - on restart, a row whose lane is free is kept (``queued``, no token) and held again; a row whose
   lane someone else holds is dropped: the lane is never stolen.
 """
@@ -135,21 +138,26 @@ class Dispatcher:
                 return started
         return None
 
-    def claim(self, lane: str, token: object) -> int:
-        """The descriptor holding ``lane``, for the driver that was told ``token``; the row goes.
+    def claim(self, lane: str, token: object) -> int | None:
+        """The descriptor holding ``lane``, for the driver that was told ``token``; the row goes,
+        and the claim's timings are recorded. None if ``token`` already claimed the lane (the
+        lane's last claim, no row queued since): asking again is answered the same way.
 
-        The caller passes it on and then closes it: the lane is held throughout.
+        The caller passes the descriptor on and then closes it: the lane is held throughout.
         """
         self.expire()
         row = self.queue.get(lane)
+        if row is None and isinstance(token, str):
+            last = self.queue.last_claim(lane)
+            if last is not None and last.token == token:
+                return None
         if row is None or row.stage != STARTING:
             stage = "not queued" if row is None else row.stage
             raise AdmissionRefused("ADMISSION_NOT_STARTING", f"lane {lane}: {stage}")
         if not isinstance(token, str) or token != row.token:
             raise AdmissionRefused("ADMISSION_TOKEN_MISMATCH", f"lane {lane}: wrong token")
-        fd = self.held.pop(lane)
-        self.queue.remove(lane)
-        return fd
+        self.queue.take(row, self.clock())
+        return self.held.pop(lane)
 
     def expire(self) -> None:
         """Return every start unclaimed for more than 60 s to ``queued``."""

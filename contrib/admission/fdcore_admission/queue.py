@@ -3,6 +3,10 @@
 A row is the queue's truth (queue start, priority, stage, token, arguments, environment) and is
 written only by the dispatcher. A status entry (``status/<lane>.json``: pid, heartbeat, stage)
 is what other tools read to see who waits where; it is rewritten from the row, never read back.
+
+A claim removes its row and records, in the same transaction, when the work queued, was admitted
+and was claimed: the queue wait and the admission-to-claim time, kept apart, for the last
+``KEPT_CLAIMS`` claims; and the token a driver whose claim reply was lost asks again with.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import attrs
 
 QUEUED = "queued"
 STARTING = "starting"
+KEPT_CLAIMS = 1000  # the claims whose timings are kept; older ones are dropped
 
 
 @attrs.frozen
@@ -33,6 +38,25 @@ class Row:
     environment: dict[str, str] = attrs.field(factory=dict)
 
 
+@attrs.frozen
+class Claim:
+    """One claimed admission: its token and the three moments of its way through the queue."""
+
+    lane: str
+    token: str
+    queued_at: float  # the work's queue start, kept through every return to ``queued``
+    admitted_at: float  # the admission (``starting``) this claim took
+    claimed_at: float
+
+    @property
+    def queue_wait(self) -> float:
+        return self.admitted_at - self.queued_at
+
+    @property
+    def admission_to_claim(self) -> float:
+        return self.claimed_at - self.admitted_at
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (
     lane TEXT PRIMARY KEY,
@@ -43,6 +67,16 @@ CREATE TABLE IF NOT EXISTS rows (
     starting_at REAL,
     arguments TEXT NOT NULL,
     environment TEXT NOT NULL
+)
+"""
+
+_CLAIMS = """
+CREATE TABLE IF NOT EXISTS claims (
+    lane TEXT NOT NULL,
+    token TEXT NOT NULL,
+    queued_at REAL NOT NULL,
+    admitted_at REAL NOT NULL,
+    claimed_at REAL NOT NULL
 )
 """
 
@@ -64,6 +98,7 @@ class Queue:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, isolation_level=None, timeout=5)
         self.db.execute(_SCHEMA)
+        self.db.execute(_CLAIMS)
 
     def close(self) -> None:
         self.db.close()
@@ -92,6 +127,40 @@ class Queue:
             ),
         )
         self._write_entry(row)
+
+    def take(self, row: Row, claimed_at: float) -> Claim:
+        """Remove the claimed ``row`` and record its claim, both or neither."""
+        assert row.token is not None and row.starting_at is not None
+        claim = Claim(row.lane, row.token, row.queued_at, row.starting_at, claimed_at)
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?)", attrs.astuple(claim))
+            self.db.execute(
+                "DELETE FROM claims WHERE rowid <= (SELECT MAX(rowid) FROM claims) - ?",
+                (KEPT_CLAIMS,),
+            )
+            self.db.execute("DELETE FROM rows WHERE lane = ?", (row.lane,))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        (self.folder / "status" / f"{row.lane}.json").unlink(missing_ok=True)
+        return claim
+
+    def last_claim(self, lane: str) -> Claim | None:
+        values = self.db.execute(
+            "SELECT * FROM claims WHERE lane = ? ORDER BY rowid DESC LIMIT 1", (lane,)
+        ).fetchone()
+        return None if values is None else Claim(*values)
+
+    def claims(self) -> list[Claim]:
+        """The kept claims, oldest first (none in a queue no dispatcher of this release wrote)."""
+        known = self.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'claims'"
+        ).fetchone()
+        if known is None:
+            return []
+        return [Claim(*values) for values in self.db.execute("SELECT * FROM claims ORDER BY rowid")]
 
     def remove(self, lane: str) -> None:
         self.db.execute("DELETE FROM rows WHERE lane = ?", (lane,))

@@ -6,7 +6,8 @@ object, with the lane's descriptor attached (``socket.send_fds``) where one move
 - ``{"op": "enqueue", "lane": L, "entry": {...}}`` with the lane's descriptor: the holder hands
   the lane over, then closes its own copy;
 - ``{"op": "next"}``: the driver asks for the next admitted lane and its token;
-- ``{"op": "claim", "lane": L, "token": T}``: the reply carries the lane's descriptor.
+- ``{"op": "claim", "lane": L, "token": T}``: the reply carries the lane's descriptor; asked
+  again with the same token after a lost reply, it carries none and says ``claimed_before``.
 
 Every descriptor received is made non-inheritable at once, and every refusal closes them all.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 from fdcore_admission.dispatcher import Dispatcher, set_dispatcher_mode
 from fdcore_admission.errors import AdmissionRefused
+from fdcore_admission.lanes import Lanes
 
 SOCKET = "dispatcher.sock"  # in the host folder
 MAX_MESSAGE = 256 * 1024
@@ -90,6 +92,9 @@ def serve_one(dispatcher: Dispatcher, conn: socket.socket) -> None:
             _send(conn, reply)
         elif op == "claim":
             fd = dispatcher.claim(str(message.get("lane")), message.get("token"))
+            if fd is None:  # this token's claim was answered before: its descriptor went then
+                _send(conn, {"ok": True, "lane": message.get("lane"), "claimed_before": True})
+                return
             try:
                 _send(conn, {"ok": True, "lane": message.get("lane")}, [fd])
             finally:
@@ -147,14 +152,27 @@ def next_admitted(path: str | Path) -> dict[str, Any] | None:
 
 
 def claim(path: str | Path, lane: str, token: str) -> int:
-    """The descriptor holding ``lane`` (non-inheritable): the caller holds the lane now."""
-    _, fds = _ask(path, {"op": "claim", "lane": lane, "token": token})
-    if len(fds) != 1:
-        _close(fds)
+    """The descriptor holding ``lane`` (non-inheritable): the caller holds the lane now.
+
+    Idempotent: a driver that lost the reply (a timeout, a broken connection) calls it again with
+    the same lane and token. If the first claim never reached the dispatcher, this one is it. If
+    it did, the descriptor it carried closed with the lost reply, and the lane is taken here
+    directly if nobody holds it now (ADMISSION_LANE_BUSY if another process took it meanwhile:
+    it is theirs). A reply with more descriptors than one keeps the first and closes the rest.
+    """
+    reply, fds = _ask(path, {"op": "claim", "lane": lane, "token": token})
+    _close(fds[1:])
+    if fds:
+        return fds[0]
+    if not reply.get("claimed_before"):
+        raise AdmissionRefused("ADMISSION_DESCRIPTORS", f"lane {lane}: no descriptor in reply")
+    fd = Lanes(Path(path).parent).try_hold(lane)
+    if fd is None:
         raise AdmissionRefused(
-            "ADMISSION_DESCRIPTORS", f"lane {lane}: {len(fds)} descriptors in reply"
+            "ADMISSION_LANE_BUSY",
+            f"lane {lane}: claimed before with this token, held by another now",
         )
-    return fds[0]
+    return fd
 
 
 def run_dispatcher(folder: str | Path) -> None:

@@ -135,7 +135,7 @@ def test_a_claim_needs_starting_and_the_token(dispatcher: Dispatcher, tmp_path: 
     kept = dispatcher.queue.get("sales")
     assert kept is not None and kept.token == started.token  # row stays, descriptor stays
     assert "sales" in dispatcher.held and not Lanes(tmp_path).is_free("sales")
-    fd = dispatcher.claim("sales", started.token)
+    fd = claimed(dispatcher, "sales", started.token)
     assert dispatcher.queue.get("sales") is None and "sales" not in dispatcher.held
     assert not Lanes(tmp_path).is_free("sales")  # the claimant holds it
     os.close(fd)
@@ -215,7 +215,8 @@ def test_fdcore_admission_status_lists_the_rows_read_only(
     dispatcher: Dispatcher, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["admission", "status", "--host", str(tmp_path / "none"), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"rows": []}
+    empty = json.loads(capsys.readouterr().out)
+    assert (empty["rows"], empty["claims"], empty["measures"]["queue_wait"]["count"]) == ([], [], 0)
     assert not (tmp_path / "none").exists()  # a status creates nothing
     enqueue(dispatcher)
     assert main(["admission", "status", "--host", str(tmp_path), "--json"]) == 0
@@ -223,3 +224,75 @@ def test_fdcore_admission_status_lists_the_rows_read_only(
     assert (row["lane"], row["stage"], row["priority"], row["token"]) == ("sales", QUEUED, 5, None)
     assert main(["admission", "status", "--host", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith("sales queued priority 5")
+
+
+def test_a_claim_records_queue_wait_and_admission_to_claim_apart(
+    dispatcher: Dispatcher, tmp_path: Path, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    enqueue(dispatcher, "a", queued_at=900.0)  # queued 100 s before now
+    admitted = dispatcher.admit_next()
+    assert admitted is not None
+    clock.now += 7
+    os.close(claimed(dispatcher, "a", admitted.token))
+    enqueue(dispatcher, "b", queued_at=1000.0)
+    first = dispatcher.admit_next()
+    clock.now += 61  # not claimed: back to queued, keeping its queue start
+    dispatcher.expire()
+    clock.now += 2
+    second = dispatcher.admit_next()
+    assert first is not None and second is not None
+    clock.now += 3
+    os.close(claimed(dispatcher, "b", second.token))
+    timings = [(c.lane, c.queue_wait, c.admission_to_claim) for c in dispatcher.queue.claims()]
+    assert timings == [("a", 100.0, 7.0), ("b", 70.0, 3.0)]
+    assert main(["admission", "status", "--host", str(tmp_path), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["measures"] == {
+        "queue_wait": {"count": 2, "mean": 85.0, "max": 100.0},
+        "admission_to_claim": {"count": 2, "mean": 5.0, "max": 7.0},
+    }
+    assert [(c["lane"], c["queue_wait"]) for c in status["claims"]] == [("a", 100.0), ("b", 70.0)]
+    assert main(["admission", "status", "--host", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "queue_wait: 2 claim(s), mean 85.000 s, max 100.000 s" in text
+    assert "admission_to_claim: 2 claim(s), mean 5.000 s, max 7.000 s" in text
+
+
+def claimed(dispatcher: Dispatcher, lane: str, token: str | None) -> int:
+    fd = dispatcher.claim(lane, token)
+    assert fd is not None
+    return fd
+
+
+def test_claim_asked_again_with_its_token_is_answered_claimed_before(
+    dispatcher: Dispatcher, tmp_path: Path
+) -> None:
+    enqueue(dispatcher)
+    admitted = dispatcher.admit_next()
+    assert admitted is not None
+    os.close(claimed(dispatcher, "sales", admitted.token))
+    assert dispatcher.claim("sales", admitted.token) is None  # as often as asked
+    assert dispatcher.claim("sales", admitted.token) is None
+    assert len(dispatcher.queue.claims()) == 1
+    with pytest.raises(AdmissionRefused, match="ADMISSION_NOT_STARTING"):
+        dispatcher.claim("sales", "0" * 32)
+    enqueue(dispatcher)  # the lane waits again: the old token is stale now
+    with pytest.raises(AdmissionRefused, match="ADMISSION_NOT_STARTING"):
+        dispatcher.claim("sales", admitted.token)
+    again = dispatcher.admit_next()
+    assert again is not None
+    with pytest.raises(AdmissionRefused, match="ADMISSION_TOKEN_MISMATCH"):
+        dispatcher.claim("sales", admitted.token)
+    assert "sales" in dispatcher.held
+
+
+def test_only_the_last_claims_are_kept(
+    dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fdcore_admission.queue.KEPT_CLAIMS", 2)
+    for lane in ("a", "b", "c"):
+        enqueue(dispatcher, lane)
+        admitted = dispatcher.admit_next()
+        assert admitted is not None
+        os.close(claimed(dispatcher, lane, admitted.token))
+    assert [claim.lane for claim in dispatcher.queue.claims()] == ["b", "c"]

@@ -3,6 +3,7 @@ and is never free in between; a dispatcher killed with SIGKILL recovers without 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -19,7 +20,7 @@ from fdcore_admission.errors import AdmissionRefused
 from fdcore_admission.lanes import Lanes
 from fdcore_admission.wire import claim, next_admitted, serve_one
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 HOLDER = """
 import os, sys, time
@@ -174,3 +175,92 @@ def test_refusals_over_the_socket_close_every_descriptor_received(tmp_path: Path
         os.close(holding)
         os.close(stranger)
         dispatcher.close()
+
+
+LANE_SENDER = """
+import os, socket, sys
+from fdcore_admission.lanes import Lanes
+folder, count = sys.argv[1], int(sys.argv[2])
+server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+server.bind(os.path.join(folder, "dispatcher.sock"))
+server.listen(1)
+lane = Lanes(folder).try_hold("sales")
+extra = [os.open(os.devnull, os.O_RDONLY) for _ in range(max(count - 1, 0))]
+print("ready", flush=True)
+conn, _ = server.accept()
+conn.recv(4096)
+socket.send_fds(conn, [b'{"ok": true, "lane": "sales"}'], ([lane] + extra)[:count])
+conn.close()
+"""  # a peer answering a claim with ``count`` descriptors, the lane's first; exits after
+
+
+def claim_from(tmp_path: Path, count: int) -> int:
+    sender = python(LANE_SENDER, tmp_path, count)
+    try:
+        assert sender.stdout is not None and sender.stdout.readline() == "ready\n"
+        return claim(tmp_path / "dispatcher.sock", "sales", "t")
+    finally:
+        assert sender.wait(30) == 0
+
+
+def test_a_claim_reply_with_several_descriptors_keeps_the_first_and_closes_the_rest(
+    tmp_path: Path,
+) -> None:
+    before = open_descriptors()
+    fd = claim_from(tmp_path, 3)
+    assert open_descriptors() == before + 1, "a descriptor of the reply was left open"
+    lane = os.stat(Lanes(tmp_path).path("sales"))
+    assert (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (lane.st_dev, lane.st_ino)
+    assert not os.get_inheritable(fd)
+    assert not Lanes(tmp_path).is_free("sales")  # the sender exited: the kept copy holds it
+    os.close(fd)
+    assert Lanes(tmp_path).is_free("sales")
+
+
+def test_a_claim_reply_without_a_descriptor_is_refused(tmp_path: Path) -> None:
+    before = open_descriptors()
+    with pytest.raises(AdmissionRefused, match=r"ADMISSION_DESCRIPTORS.*no descriptor"):
+        claim_from(tmp_path, 0)
+    assert open_descriptors() == before
+
+
+def lose_claim_reply(sock: Path, lane: str, token: str) -> None:
+    """Send a claim and hang up without reading the reply, as a driver that timed out does."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+        conn.connect(str(sock))
+        conn.send(json.dumps({"op": "claim", "lane": lane, "token": token}).encode())
+
+
+def wait_claimed(folder: Path, lane: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if Lanes(folder).is_free(lane):  # the reply's descriptor closed with the connection
+            return
+        time.sleep(0.02)
+    pytest.fail(f"lane {lane} still held after the lost claim")
+
+
+@pytest.mark.parametrize("taken_meanwhile", [False, True])
+def test_a_driver_whose_claim_reply_was_lost_claims_again_with_its_token(
+    tmp_path: Path, dispatcher_process: subprocess.Popen[str], taken_meanwhile: bool
+) -> None:
+    sock = tmp_path / "dispatcher.sock"
+    assert python(HOLDER, tmp_path, "sales").wait(30) == 0
+    admitted = next_admitted(sock)
+    assert admitted is not None
+    lose_claim_reply(sock, "sales", admitted["token"])
+    wait_claimed(tmp_path, "sales")
+    other = Lanes(tmp_path).try_hold("sales") if taken_meanwhile else None
+    try:
+        if taken_meanwhile:
+            with pytest.raises(AdmissionRefused, match=r"ADMISSION_LANE_BUSY.*claimed before"):
+                claim(sock, "sales", admitted["token"])
+            return
+        fd = claim(sock, "sales", admitted["token"])
+        assert not Lanes(tmp_path).is_free("sales") and not os.get_inheritable(fd)
+        os.close(fd)
+        with pytest.raises(AdmissionRefused, match="ADMISSION_NOT_STARTING"):
+            claim(sock, "sales", "another token")
+    finally:
+        if other is not None:
+            os.close(other)

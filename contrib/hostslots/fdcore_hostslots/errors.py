@@ -32,9 +32,17 @@ class LayoutOutdated(HostSlotError):
 
 
 class LayoutUnknown(HostSlotError):
-    """A stored layout this code does not know (newer, or half-migrated without its residue)."""
+    """A stored layout this code cannot place (no label, not a number, or half-migrated without
+    its residue)."""
 
     code = "HOST_LAYOUT_UNKNOWN"
+
+
+class RollbackUnsafe(HostSlotError):
+    """A layout newer than this code knows: a newer release migrated the folder, and this
+    older one would break rules it cannot see (such as the generations that fence leases)."""
+
+    code = "HOST_UPGRADE_ROLLBACK_UNSAFE"
 
 
 class DrainRequired(HostSlotError):

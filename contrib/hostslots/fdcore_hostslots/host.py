@@ -1,17 +1,25 @@
 """One host folder: the capacity every agent process of the machine shares, and its slot leases.
 
-The layout (version 2, docs/host.md)::
+The layout (version 3, docs/host.md)::
 
-    layout.json              {"version": 2}
+    layout.json              {"version": 3}
     admission.lock           taken first by whoever may add a lease (acquire, set-slots, migrate)
     capacity.lock            taken by every change of capacity.json or of a slot
     capacity.json            {"slot_count": N}, 1 <= N <= 8: the one authority on capacity
-    slots/<id>/lease.json    holder, request, table, token, acquired and renewed times
+    slots/<id>/lease.json    holder, request, table, generation, acquired and renewed times
     slots/<id>/scope.json    {"scope": "job", "request": ...} or {"scope": "task", "table": ...}
+    slots/<id>/generation.json  {"generation": G}: the last generation the slot issued
 
 Lock order: admission then capacity, never the other way; release and renew take capacity only.
 Every file is replaced whole (written beside, then renamed), so a reader sees old or new content.
-Everything fails closed: a file this code cannot read refuses the operation with a coded error.
+Everything fails closed: a file this code cannot read refuses the operation with a coded error,
+and a layout newer than this code knows is refused as a rollback (HOST_UPGRADE_ROLLBACK_UNSAFE).
+
+A lease's token is its slot and generation. Each acquisition of a slot takes a generation above
+every one the slot issued, and writes it to ``generation.json`` (kept when the lease is released)
+before the lease: the slot's generation is the higher of the two files, so losing either one alone
+never lets a generation repeat or go back. Renew and release are refused to any generation below
+the slot's: a stale holder is fenced even where its lease file was lost and the slot taken again.
 """
 
 from __future__ import annotations
@@ -22,7 +30,6 @@ import json
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +46,7 @@ from fdcore_hostslots.errors import (
     LayoutOutdated,
     LayoutUnknown,
     LeaseInvalid,
+    RollbackUnsafe,
     ShrinkRefused,
     SlotIdInvalid,
     SlotLost,
@@ -46,7 +54,8 @@ from fdcore_hostslots.errors import (
 )
 from fdcore_hostslots.liveness import Holder, is_alive, this_process
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
+OLDER_LAYOUTS = (1, 2)  # what ``migrate`` brings to LAYOUT_VERSION
 MAX_SLOTS = 8
 SCOPES = ("job", "task")
 MAX_FILE_BYTES = 64 * 1024  # every file here is a few hundred bytes: more is not ours
@@ -66,11 +75,16 @@ class SlotLease:
     request: str
     table: str
     scope: str
-    token: str
+    generation: int  # the slot's fencing generation: rises with every acquisition of the slot
     acquired_at: float
     renewed_at: float
     lease_seconds: float
     process: Holder
+
+    @property
+    def token(self) -> str:
+        """What renew and release name the lease by: its slot and generation."""
+        return f"{self.slot}:{self.generation}"
 
     def expired(self, now: float) -> bool:
         return now > self.renewed_at + self.lease_seconds
@@ -127,13 +141,14 @@ class Host:
             free = [slot for slot in range(count) if slot not in live]
             if not free:
                 raise CapacityBusy(self.path, f"all {count} slot(s) are busy")
+            slot = free[0]
             lease = SlotLease(
-                slot=free[0],
+                slot=slot,
                 holder=holder,
                 request=request,
                 table=table,
                 scope=scope,
-                token=uuid.uuid4().hex,
+                generation=self._generation(slot) + 1,
                 acquired_at=now,
                 renewed_at=now,
                 lease_seconds=lease_seconds,
@@ -146,6 +161,8 @@ class Host:
                 if scope == "task"
                 else {"scope": "job", "request": request}
             )
+            # the generation first: a crash after it leaves a generation issued, never reused
+            self._write(f"{folder}/generation.json", {"generation": lease.generation})
             self._write(f"{folder}/scope.json", scope_doc)
             self._write(f"{folder}/lease.json", _lease_doc(lease))  # the commit point
             return lease
@@ -153,7 +170,9 @@ class Host:
     def renew(self, request: str, token: str) -> SlotLease:
         """Move the lease's renewed time to now; SlotLost if it is no longer on the host."""
         with self._locked("capacity.lock"):
+            self._check_layout()
             lease = self._find(request, token)
+            self._keep_generation(lease)
             renewed = attrs.evolve(lease, renewed_at=self.clock())
             self._write(f"slots/{lease.slot}/lease.json", _lease_doc(renewed))
             return renewed
@@ -161,7 +180,9 @@ class Host:
     def release(self, request: str, token: str) -> None:
         """Give the lease up; one already recovered by another is left alone."""
         with self._locked("capacity.lock"), contextlib.suppress(SlotLost):
+            self._check_layout()
             lease = self._find(request, token)
+            self._keep_generation(lease)
             (self.path / f"slots/{lease.slot}/lease.json").unlink(missing_ok=True)
             (self.path / f"slots/{lease.slot}/scope.json").unlink(missing_ok=True)
 
@@ -198,11 +219,14 @@ class Host:
             return count
 
     def migrate(self) -> str:
-        """Bring a layout 1 folder to layout 2; resume a migration a crash cut short.
+        """Bring a folder of an older layout to the current one; resume a migration a crash cut
+        short.
 
-        Layout 1 kept a desired/effective pair in capacity.json; layout 2 keeps one slot count,
-        the effective one. The residue file holds what is being migrated until the new layout is
-        published, so a crash at any point leaves a folder that ``migrate`` finishes.
+        Layout 1 kept a desired/effective pair in capacity.json; layouts 2 and 3 keep one slot
+        count, the effective one. Layout 3 adds the slots' generations: the drained leases of an
+        older layout (random tokens, no generation) are removed. The residue file holds what is
+        being migrated until the new layout is published, so a crash at any point leaves a folder
+        that ``migrate`` finishes.
         """
         with self._locked("admission.lock"), self._locked("capacity.lock"):
             residue = self._read_optional(RESIDUE, LayoutUnknown)
@@ -210,31 +234,34 @@ class Host:
                 version = self._layout_version()
                 if version == LAYOUT_VERSION:
                     return f"already at layout {LAYOUT_VERSION}"
-                if version != 1:
+                self._refuse_newer(version)
+                if version not in OLDER_LAYOUTS:
                     raise LayoutUnknown(self.path, f"layout.json: version {version!r} is unknown")
                 stored = self._read("capacity.json", LayoutUnknown)
-                if not _is_layout1_capacity(stored):
+                if _old_slot_count(version, stored) is None:
                     raise LayoutUnknown(
                         self.path,
-                        "layout.json says version 1 but capacity.json is not layout 1's and "
-                        f"there is no {RESIDUE}: repair by hand, not migrating",
+                        f"layout.json says version {version} but capacity.json is not that "
+                        f"layout's and there is no {RESIDUE}: repair by hand, not migrating",
                     )
-                live = self._live_leases(MAX_SLOTS, self.clock())
+                live = self._live_leases(MAX_SLOTS, self.clock(), legacy=True)
                 if live:
                     raise DrainRequired(
                         self.path,
                         f"{len(live)} live lease(s) (slots {sorted(live)}); stop the agents of "
                         "this host or wait for their tables to end, then migrate",
                     )
-                residue = {"from": 1, "to": LAYOUT_VERSION, "capacity": stored}
+                residue = {"from": version, "to": LAYOUT_VERSION, "capacity": stored}
                 self._write(RESIDUE, residue)
-            old = residue.get("capacity")
-            if not _is_layout1_capacity(old):
+            old = _old_slot_count(residue.get("from"), residue.get("capacity"))
+            if old is None:
                 raise LayoutUnknown(self.path, f"{RESIDUE}: not a migration residue")
-            assert isinstance(old, dict)
-            count = _checked_count(old["effective"], self.path, "layout 1 effective slot count")
+            count = _checked_count(old, self.path, "the older layout's slot count")
             self._write("capacity.json", {"slot_count": count})
             (self.path / "slots").mkdir(exist_ok=True)
+            for _, folder in self._slot_folders():  # drained: every one of them is dead
+                (folder / "lease.json").unlink(missing_ok=True)
+                (folder / "scope.json").unlink(missing_ok=True)
             self._write("layout.json", {"version": LAYOUT_VERSION})  # published
             (self.path / RESIDUE).unlink()
             return f"migrated to layout {LAYOUT_VERSION} with {count} slot(s)"
@@ -251,10 +278,19 @@ class Host:
             raise LayoutUnknown(self.path, "no layout.json: not a host folder (fdcore host init)")
         return data.get("version")
 
+    def _refuse_newer(self, version: object) -> None:
+        if type(version) is int and version > LAYOUT_VERSION:
+            raise RollbackUnsafe(
+                self.path,
+                f"layout {version} is newer than this fdcore-hostslots knows ({LAYOUT_VERSION}): "
+                "run the release that migrated it (upgrade fdcore-hostslots), not an older one",
+            )
+
     def _check_layout(self) -> None:
         if (self.path / RESIDUE).exists():
             raise LayoutOutdated(self.path, "a migration is unfinished: run `fdcore host migrate`")
         version = self._layout_version()
+        self._refuse_newer(version)
         if type(version) is int and version < LAYOUT_VERSION:
             raise LayoutOutdated(
                 self.path,
@@ -276,12 +312,13 @@ class Host:
                 raise SlotIdInvalid(self.path, f"slots/{entry.name}: not a slot id (0..7)")
             yield slot, entry
 
-    def _live_leases(self, count: int, now: float) -> dict[int, SlotLease]:
+    def _live_leases(self, count: int, now: float, *, legacy: bool = False) -> dict[int, SlotLease]:
         """The live leases by slot. A live lease at or above ``count`` is refused; an empty or
-        dead leftover there (a shrink's) is not occupancy."""
+        dead leftover there (a shrink's) is not occupancy. ``legacy``: an older layout's leases,
+        which have no generation."""
         live: dict[int, SlotLease] = {}
         for slot, _ in self._slot_folders():
-            lease = self._lease(slot)
+            lease = self._lease(slot, legacy=legacy)
             if lease is None or not self._is_live(lease, now):
                 continue
             if slot >= count:
@@ -298,13 +335,42 @@ class Host:
         return not lease.expired(now) or self.alive(lease.process) is True
 
     def _find(self, request: str, token: str) -> SlotLease:
-        for slot, _ in self._slot_folders():
-            lease = self._lease(slot)
-            if lease is not None and lease.request == request and lease.token == token:
-                return lease
-        raise SlotLost(self.path, f"no lease of request {request} with that token")
+        """The lease ``token`` names, if it is still the slot's newest generation."""
+        slot, _, generation = token.partition(":")
+        lease = None
+        if SLOT_NAME.fullmatch(slot) and int(slot) < MAX_SLOTS and generation.isdecimal():
+            lease = self._lease(int(slot))
+        if lease is None or lease.request != request or lease.token != token:
+            raise SlotLost(self.path, f"no lease of request {request} with token {token!r}")
+        issued = self._generation_file(lease.slot) or 0
+        if issued > lease.generation:
+            raise SlotLost(
+                self.path,
+                f"slot {lease.slot} issued generation {issued} after this lease's "
+                f"{lease.generation}: a newer holder fences it",
+            )
+        return lease
 
-    def _lease(self, slot: int) -> SlotLease | None:
+    def _generation(self, slot: int) -> int:
+        """The highest generation ``slot`` issued: of its generation file and its lease file,
+        whichever is higher, so that losing either one alone never repeats a generation."""
+        lease = self._lease(slot)
+        return max(self._generation_file(slot) or 0, 0 if lease is None else lease.generation)
+
+    def _generation_file(self, slot: int) -> int | None:
+        name = f"slots/{slot}/generation.json"
+        data = self._read_optional(name, LeaseInvalid)
+        return (
+            None if data is None else _checked_generation(data.get("generation"), self.path, name)
+        )
+
+    def _keep_generation(self, lease: SlotLease) -> None:
+        """Write the generation file again if it was lost, before the lease file changes: the
+        lease file alone never carries the slot's last generation for long."""
+        if self._generation_file(lease.slot) is None:
+            self._write(f"slots/{lease.slot}/generation.json", {"generation": lease.generation})
+
+    def _lease(self, slot: int, *, legacy: bool = False) -> SlotLease | None:
         key = f"slots/{slot}/lease.json"
         data = self._read_optional(key, LeaseInvalid)
         if data is None:
@@ -318,7 +384,7 @@ class Host:
                 request=str(data["request"]),
                 table=str(data["table"]),
                 scope=str(scope["scope"]),
-                token=str(data["token"]),
+                generation=0 if legacy else _checked_generation(data["generation"], self.path, key),
                 acquired_at=datetime.fromisoformat(data["acquired_at"]).timestamp(),
                 renewed_at=datetime.fromisoformat(data["renewed_at"]).timestamp(),
                 lease_seconds=float(data["lease_seconds"]),
@@ -387,12 +453,22 @@ def _checked_count(value: object, host: Path, what: str) -> int:
     return value
 
 
-def _is_layout1_capacity(data: object) -> bool:
-    return (
-        isinstance(data, dict)
-        and set(data) >= {"desired", "effective"}
-        and "slot_count" not in data
-    )
+def _checked_generation(value: object, host: Path, where: str) -> int:
+    if type(value) is not int or value < 1:
+        raise LeaseInvalid(host, f"{where}: generation {value!r} is not a whole number from 1")
+    return value
+
+
+def _old_slot_count(version: object, capacity: object) -> object:
+    """The slot count an older layout's capacity.json carries, None if it is not that layout's:
+    layout 1 kept a desired/effective pair (the effective one counts), layout 2 a slot count."""
+    if not isinstance(capacity, dict):
+        return None
+    if version == 1 and set(capacity) >= {"desired", "effective"} and "slot_count" not in capacity:
+        return capacity["effective"]
+    if version == 2 and "slot_count" in capacity and "effective" not in capacity:
+        return capacity["slot_count"]
+    return None
 
 
 def _lease_doc(lease: SlotLease) -> dict[str, Any]:
@@ -400,7 +476,7 @@ def _lease_doc(lease: SlotLease) -> dict[str, Any]:
         "holder": lease.holder,
         "request": lease.request,
         "table": lease.table,
-        "token": lease.token,
+        "generation": lease.generation,
         "acquired_at": _stamp(lease.acquired_at),
         "renewed_at": _stamp(lease.renewed_at),
         "lease_seconds": lease.lease_seconds,

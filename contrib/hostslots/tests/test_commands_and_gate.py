@@ -60,7 +60,7 @@ def test_migrate_command_on_an_outdated_folder(
     code, _, err = fdcore(capsys, "host", "probe", "--host", str(tmp_path))
     assert code == 2 and "HOST_LAYOUT_OUTDATED" in err
     code, out, _ = fdcore(capsys, "host", "migrate", "--host", str(tmp_path))
-    assert code == 0 and "migrated to layout 2 with 2 slot(s)" in out
+    assert code == 0 and "migrated to layout 3 with 2 slot(s)" in out
 
 
 def job(request: str, table: str) -> TableJob:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from fdcore_hostslots import host as host_module
 from fdcore_hostslots.errors import (
     CapacityBusy,
     CapacityInvalid,
@@ -13,6 +16,7 @@ from fdcore_hostslots.errors import (
     LayoutOutdated,
     LayoutUnknown,
     LeaseInvalid,
+    RollbackUnsafe,
     ShrinkRefused,
     SlotIdInvalid,
     SlotLost,
@@ -60,7 +64,7 @@ def write(path: Path, data: object) -> None:
 
 def test_init_writes_the_layout_with_one_slot_and_only_once(tmp_path: Path, clock: Clock) -> None:
     host = make_host(tmp_path / "h", clock)
-    assert json.loads((tmp_path / "h/layout.json").read_text()) == {"version": 2}
+    assert json.loads((tmp_path / "h/layout.json").read_text()) == {"version": 3}
     assert json.loads((tmp_path / "h/capacity.json").read_text()) == {"slot_count": 1}
     host.set_slots(3)
     assert not host.init()  # a second init never resets the capacity
@@ -243,7 +247,7 @@ def test_an_older_layout_is_refused_until_migrated(tmp_path: Path, clock: Clock)
     assert "2 slot(s)" in host.migrate()
     assert host.slots().configured == 2
     assert json.loads((tmp_path / "capacity.json").read_text()) == {"slot_count": 2}
-    assert host.migrate() == "already at layout 2"
+    assert host.migrate() == "already at layout 3"
 
 
 def test_migrate_refuses_while_a_lease_is_live(tmp_path: Path, clock: Clock) -> None:
@@ -293,7 +297,11 @@ def test_a_mismatched_layout_without_residue_is_refused(tmp_path: Path, clock: C
     host = Host(tmp_path, clock=clock, alive=dead)
     with pytest.raises(LayoutUnknown, match=r"no migrate\.residue"):
         host.migrate()
-    write(tmp_path / "layout.json", {"version": 3})
+    write(tmp_path / "layout.json", {"version": 2})
+    write(tmp_path / "capacity.json", {"desired": 4, "effective": 2})  # layout 1's, labelled 2
+    with pytest.raises(LayoutUnknown, match=r"no migrate\.residue"):
+        host.migrate()
+    write(tmp_path / "layout.json", {"version": "3"})
     with pytest.raises(LayoutUnknown, match="HOST_LAYOUT_UNKNOWN"):
         host.slots()
 
@@ -308,3 +316,165 @@ def test_an_unreadable_lease_fails_closed(tmp_path: Path, clock: Clock, lease: o
     target.write_text(lease if isinstance(lease, str) else json.dumps(lease))
     with pytest.raises(LeaseInvalid, match="HOST_SLOT_LEASE_INVALID"):
         take(host, "r1")
+
+
+# -- generations and rollback ----------------------------------------------------------------
+
+
+def generation_file(path: Path, slot: int) -> int:
+    value: int = json.loads((path / f"slots/{slot}/generation.json").read_text())["generation"]
+    return value
+
+
+def test_a_slots_generation_rises_with_every_lease_and_fences_stale_holders(
+    tmp_path: Path, clock: Clock
+) -> None:
+    host = make_host(tmp_path, clock, slots=2)
+    first = take(host, "r1", ttl=30)
+    other = take(host, "r2", ttl=3600)  # slot 1 counts its own generations
+    assert (first.slot, first.generation, other.slot, other.generation) == (0, 1, 1, 1)
+    host.release(first.request, first.token)
+    second = take(host, "r3")
+    assert (second.slot, second.generation) == (0, 2)
+    clock.now += 31  # r3's holder is dead: its lease is recovered by r4
+    third = take(host, "r4")
+    assert (third.slot, third.generation) == (0, 3)
+    for stale in (first, second):
+        with pytest.raises(SlotLost, match="HOST_SLOT_LOST"):
+            host.renew(stale.request, stale.token)
+        host.release(stale.request, stale.token)  # refused, silently: the slot stays r4's
+    assert [(lease.slot, lease.request) for lease in host.leases()] == [(0, "r4"), (1, "r2")]
+    assert host.renew("r4", third.token).generation == 3
+
+
+@pytest.mark.parametrize("lost", ["lease.json", "generation.json"])
+def test_a_lost_file_never_lets_a_generation_repeat_or_go_back(
+    tmp_path: Path, clock: Clock, lost: str
+) -> None:
+    host = make_host(tmp_path, clock)
+    stale = take(host, "r1")
+    assert stale.generation == 1
+    (tmp_path / "slots/0" / lost).unlink()
+    if lost == "lease.json":  # the slot looks free: taken again, above the lost generation
+        newer = take(host, "r2")
+        assert newer.generation == 2 and generation_file(tmp_path, 0) == 2
+        with pytest.raises(SlotLost):
+            host.renew("r1", stale.token)
+    else:  # the lease file still says 1: the holder renews (which writes the file again)
+        host.renew("r1", stale.token)
+        assert generation_file(tmp_path, 0) == 1
+        host.release("r1", stale.token)
+        assert take(host, "r2").generation == 2
+
+
+def test_a_generation_issued_by_an_acquisition_cut_short_fences_the_older_lease(
+    tmp_path: Path, clock: Clock
+) -> None:
+    host = make_host(tmp_path, clock)
+    old = take(host, "r1")
+    # an acquisition that wrote generation 2 and crashed before its lease file
+    write(tmp_path / "slots/0/generation.json", {"generation": 2})
+    with pytest.raises(SlotLost, match="issued generation 2 after this lease's 1"):
+        host.renew("r1", old.token)
+    clock.now += 31
+    assert take(host, "r2").generation == 3
+
+
+@pytest.mark.parametrize("token", ["0", "0:x", "9:1", "00:1", "-1:1", "0:1:1", ""])
+def test_a_token_that_names_no_lease_is_lost(tmp_path: Path, clock: Clock, token: str) -> None:
+    host = make_host(tmp_path, clock)
+    take(host, "r1")
+    with pytest.raises(SlotLost):
+        host.renew("r1", token)
+
+
+@pytest.mark.parametrize("value", [0, -1, "2", 1.5, None])
+def test_an_unreadable_generation_fails_closed(tmp_path: Path, clock: Clock, value: object) -> None:
+    host = make_host(tmp_path, clock)
+    write(tmp_path / "slots/0/generation.json", {"generation": value})
+    with pytest.raises(LeaseInvalid, match=r"generation\.json: generation"):
+        take(host, "r1")
+
+
+def test_an_older_release_refuses_a_folder_a_newer_one_migrated(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    layout1(tmp_path)
+    Host(tmp_path, clock=clock, alive=dead).migrate()  # this release: layout 3
+    # the older reader: a release that knows layouts up to 2 only
+    monkeypatch.setattr(host_module, "LAYOUT_VERSION", 2)
+    older = Host(tmp_path, clock=clock, alive=dead)
+    for action in (older.slots, lambda: take(older, "r1"), older.migrate, older.init):
+        with pytest.raises(
+            RollbackUnsafe, match=r"HOST_UPGRADE_ROLLBACK_UNSAFE.*layout 3 is newer"
+        ):
+            action()
+    with pytest.raises(RollbackUnsafe):
+        older.set_slots(2)
+    assert json.loads((tmp_path / "capacity.json").read_text()) == {"slot_count": 2}
+
+
+def test_a_layout_newer_than_this_release_is_a_rollback(tmp_path: Path, clock: Clock) -> None:
+    host = make_host(tmp_path, clock)
+    lease = take(host, "r1")
+    write(tmp_path / "layout.json", {"version": 4})
+    with pytest.raises(RollbackUnsafe, match="upgrade fdcore-hostslots"):
+        host.slots()
+    with pytest.raises(RollbackUnsafe):
+        host.renew("r1", lease.token)
+    with pytest.raises(RollbackUnsafe):
+        host.migrate()
+
+
+def test_migrate_from_layout_2_drops_its_dead_leases_and_starts_generations(
+    tmp_path: Path, clock: Clock
+) -> None:
+    write(tmp_path / "layout.json", {"version": 2})
+    write(tmp_path / "capacity.json", {"slot_count": 2})
+    write(tmp_path / "slots/1/scope.json", {"scope": "job", "request": "r0"})
+    layout2_lease = {
+        "holder": "a1",
+        "request": "r0",
+        "table": "t",
+        "token": "5f0c",  # layout 2's random token
+        "acquired_at": "2026-01-01T00:00:00+00:00",
+        "renewed_at": "2026-01-01T00:00:00+00:00",
+        "lease_seconds": 30,
+        "process": {"pid": 1, "boot_id": None, "start": None},
+    }
+    write(tmp_path / "slots/1/lease.json", layout2_lease)
+    live = Host(tmp_path, clock=lambda: 1767225600.0 + 10, alive=dead)
+    with pytest.raises(LayoutOutdated, match="layout 2 is older than 3"):
+        live.slots()
+    with pytest.raises(DrainRequired):
+        live.migrate()
+    drained = Host(tmp_path, clock=lambda: 1767225600.0 + 31, alive=dead)  # the lease is dead
+    assert drained.migrate() == "migrated to layout 3 with 2 slot(s)"
+    host = Host(tmp_path, clock=clock, alive=dead)
+    assert not (tmp_path / "slots/1/lease.json").exists()
+    assert [take(host, r).generation for r in ("r1", "r2")] == [1, 1]
+
+
+def test_a_handle_opened_before_migrate_acts_on_the_migrated_folder(
+    tmp_path: Path, clock: Clock
+) -> None:
+    layout1(tmp_path, effective=2)
+    before = Host(tmp_path, clock=clock, alive=dead)
+    with pytest.raises(LayoutOutdated):
+        before.slots()
+    # another process migrates, as an operator does, while this handle stays open
+    run = subprocess.run(
+        [sys.executable, "-m", "fdcore", "host", "migrate", "--host", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "migrated to layout 3 with 2 slot(s)" in run.stdout
+    assert before.slots() == HostSlots(2, 0)
+    lease = take(before, "r1")
+    assert (lease.slot, lease.generation) == (0, 1)
+    assert before.renew("r1", lease.token).generation == 1
+    before.set_slots(3)
+    before.release("r1", lease.token)
+    assert before.slots() == HostSlots(3, 0)
