@@ -425,7 +425,7 @@ STORES = ("s3", "adls", "onelake")
 
 def idle_cost_plot(options: Options, docs: Path) -> Path:
     """docs/idle-cost.png: an idle fleet's monthly cost against its size, per store, beside
-    what three lists a poll and a heartbeat every stale_after / 4 cost (before the signal)."""
+    what three lists a poll and a heartbeat every stale_after / 4 cost (the previous release)."""
     import matplotlib
 
     matplotlib.use("Agg")
