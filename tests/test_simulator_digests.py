@@ -71,12 +71,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 # after a reaction looked (the poll finds work nobody announced), 1.4% and 3.2% more store
 # operations, every invariant held, uneven's median queue wait 28.9 s -> 27.2 s.
 DIGESTS = {
-    "faulty": "d9a01944c7ded02c78dc0788cfa0b879b06c33ad42b38bb7a0a0ab2643cdfc55",
-    "store-errors-skew": "42d5261aaada657d5ba7cd1e57e0c4f6c9eac2aafda715227e742014c33bff98",
-    "schedules": "5804e15a925deb74900fb9634177b96cb8cf9b2ea1e0898d5d2d523deb5ef604",
-    "retention-cancel": "c0a600f25cafbfd81f89f56f1501b26e308dbcee81b9fdbd2334868897b095be",
-    "retention-process": "1998551600c8a520aa7df2549c9af158c78fca007c742ddc971bd06ac451acb2",
-    "uneven": "e7fba4cd27186a738dc26f09742acf7f2c76fbd867790d75eb3ff2f64830eeb6",
+    "faulty": "52e778335d62be5db13171d4892ede4e970cab7f00a2da0d9ead3d6c7748dc47",
+    "store-errors-skew": "93a88f44a3c4f18a34ae1121d752edc36a2cb285f350a93edb99f319e40889d5",
+    "schedules": "2d70f7f191c38fb36cff6e99f841b4714366160f3b3e1919b2f9cee7af485bbe",
+    "retention-cancel": "ff7b7c1763bb4e5ca89b384214131a79d4a20bad9462de028905c2d811d9e4af",
+    "retention-process": "6170ad49cc049dc19c79de10e0807196300b3905515329514d766467eef745ce",
+    "uneven": "49fa45280961bb508faeaec18ef19b86992169b5001ff5cc09187b7c6141cd68",
 }
 
 pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
