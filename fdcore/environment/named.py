@@ -19,7 +19,6 @@ always the local folder.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,7 @@ from typing import Any
 import attrs
 
 from fdcore.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from fdcore.tomlfile import read_toml
 
 __all__ = ["ENVIRONMENTS_VARIABLE", "Target", "environments_file", "from_agent_toml", "resolve"]
 
@@ -68,7 +63,7 @@ def resolve(env: str) -> Target:
     path = environments_file()
     if not path.is_file():
         return Target(env)
-    document = _read(path)
+    document = read_toml(path, "the environments file")
     table = document.get(env)
     if table is None:
         return Target(env)
@@ -86,7 +81,7 @@ def resolve(env: str) -> Target:
 
 def from_agent_toml(path: str | os.PathLike[str]) -> Target:
     """The environment an agent.toml serves: ``[agent] environment`` with its ``[storage]``."""
-    document = _read(Path(path))
+    document = read_toml(path, "an agent.toml")
     agent = document.get("agent")
     url = agent.get("environment") if isinstance(agent, dict) else None
     if not isinstance(url, str) or not url.strip():
@@ -102,16 +97,3 @@ def _with_storage(url: str, source: str, storage: Any) -> Target:
             raise ConfigError(source, f"[storage] {key}", f"expected text, got {value!r}")
     options = {key: value for key, value in storage.items() if key != "backend"}
     return Target(url, options, storage.get("backend") or None)
-
-
-def _read(path: Path) -> dict[str, Any]:
-    """The TOML document in ``path``; one line naming the file if it cannot be read."""
-    try:
-        document: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(str(path), None, "not UTF-8 text") from None
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise ConfigError(str(path), None, f"not valid TOML: {exc}") from None
-    return document
