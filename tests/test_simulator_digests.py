@@ -72,17 +72,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 # operations, every invariant held, uneven's median queue wait 28.9 s -> 27.2 s.
 # All six once more: a reaction writes the agent's record when it is due before it claims or
 # starts a table (it takes work on a fresh record only), so a heartbeat moves from the next poll
-# into the reaction (uneven: 3 more record writes in 30 requests, 212.7 an agent-hour against a
-# budget of 240; its queue waits unchanged); every invariant held. And all six for the report's
-# new keys alone (the starvation fault's options at their defaults, "starvation spells", "steps
-# starved" and "tables succeeded twice", all 0): nothing else moved.
+# into the reaction (uneven: 3 more record writes in 30 requests, 174.9 an agent-hour against
+# 169.0 with the idle heartbeat alone, budget 240; its queue waits unchanged); every invariant
+# held. And all six for the report's new keys alone (the starvation fault's options at their
+# defaults, "starvation spells", "steps starved" and "tables succeeded twice", all 0).
 DIGESTS = {
-    "faulty": "2f604b54c7d28c3b59a33129f2e024d36d26e6b327d12a855747c866c61c828d",
-    "store-errors-skew": "12617b2c4bfdfcca03ec5775d46fce49461677a474d811dae1f6d151a4ec7740",
-    "schedules": "8b0bf7e9a01abd42a924ca2d13a5b066324ff9ba1083295c4b7a3dd72de8c036",
-    "retention-cancel": "25ad18c6ae39f34ae12e5a74169c6c1a7da0bf0652534b6777eca7d8dfb5e0fb",
-    "retention-process": "91f666cb5957708c9b7664729949a6c8a2045664acf22f3fcaf3de0c0ae9fb3d",
-    "uneven": "f90e670b102b76a95b1f966b66e5fa8c4b3e6052b65f4c0e463396fec7384694",
+    "faulty": "a07cc63bbc01a5a9367d161df26d080b4d99dffb6c21b184e7f25dc2bd160558",
+    "store-errors-skew": "e8fc8c7baf9e06eb862400a0959bbe64ef59c2c3a79f26fbc668a2119c7aca76",
+    "schedules": "28f27d8600eb2c95f8964ccdd5d3a5cd7158f53974fa18c740b0a277cc580040",
+    "retention-cancel": "6f990bef8572917d9028f016570d3af052d2bf2cad7da2ae9904e1775921f182",
+    "retention-process": "fb7bcc1db8452e2f4e19aa60d98abe19d39fef9c4f9c9173a131abe286edccfc",
+    "uneven": "3c81dd75fe6cb68e6f275f53815cf3d30eacf6f73d249b6ea879d4f947f57d79",
 }
 
 pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")

@@ -8,13 +8,15 @@ import math
 import os
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from fdcore.abc import Command
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
+    add_environment_flags,
     load_config,
+    naming_the_file,
     storage_option,
 )
 from fdcore.cli.output import format_table
@@ -23,7 +25,7 @@ from fdcore.cli.wait import add_submit_flags, after_submit, check_submit_flags
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
-from fdcore.durations import GRACE, Seconds, Whole, add_flag
+from fdcore.durations import GRACE, Seconds, Whole, add_flag, check_duration, parse_duration
 from fdcore.environment import (
     AgentRow,
     Environment,
@@ -34,7 +36,15 @@ from fdcore.environment import (
     unfinished,
     with_host_folder,
 )
-from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
+from fdcore.environment.named import resolve
+from fdcore.errors import (
+    AlreadyExists,
+    ConfigError,
+    DurationError,
+    EnvironmentNotFound,
+    InvalidId,
+)
+from fdcore.mailbox.submit import deadline_from
 from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import LiveView
 
@@ -58,10 +68,33 @@ MAX_FRAMES = 1_000_000
 
 
 def _agent_run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    runtime = AgentRuntime(config, clock=_test_clock())
+    with naming_the_file(args.config):
+        config = load_config(args.config)
+        runtime = AgentRuntime(config, clock=_test_clock())
     runtime.install_signal_handlers()
     return runtime.run()
+
+
+def _deadline(text: str) -> datetime:
+    """``--deadline``: a duration from now (``10m``) or an ISO 8601 time, in the future."""
+    now = datetime.now(timezone.utc)
+    try:
+        parse_duration(text)
+    except DurationError:
+        try:
+            at: datetime | timedelta = parse_time(text)
+        except ValueError as exc:
+            raise ConfigError(
+                "fdcore submit",
+                "--deadline",
+                f"neither a duration from now (10m, 2h) nor an ISO 8601 time: {exc}",
+            ) from None
+    else:
+        at = timedelta(seconds=check_duration("fdcore submit", "--deadline", text))
+    try:
+        return deadline_from(at, now)
+    except ValueError as exc:
+        raise ConfigError("fdcore submit", "--deadline", str(exc)) from None
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -74,14 +107,7 @@ def _submit(args: argparse.Namespace) -> int:
             validate_id(args.id, "request id")
     except InvalidId as exc:
         raise ConfigError("fdcore submit", "--id", str(exc)) from None
-    deadline = None
-    if args.deadline:
-        try:
-            deadline = parse_time(args.deadline)
-        except ValueError as exc:
-            raise ConfigError(
-                "fdcore submit", "--deadline", f"not an ISO 8601 time: {exc}"
-            ) from None
+    deadline = _deadline(args.deadline) if args.deadline else None
     try:
         # Only an existing environment: a mistyped URL must not start a new one.
         with Environment.open(args.env) as environment:
@@ -103,16 +129,30 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     """Create an environment (idempotent): the one command besides an agent with
-    ``[agent] create = true`` that makes one."""
+    ``[agent] create = true`` that makes one. Opening with ``create`` proves the store usable
+    (on a cloud store: credentials, bucket, the rights to list, write and delete) before it
+    marks the environment, so it says ``created`` or ``already an environment`` only when true."""
     plugins = load_plugins()
-    options = dict(args.option)
+    target = resolve(_init_url(args))  # a URL, a named environment or an agent.toml
+    url, options, backend = target.url, {**target.options, **dict(args.option)}, target.backend
     try:
-        plugins.open_storage(args.env, options, create=False, setting="fdcore init URL").close()
-        print(f"{args.env}: already an environment")
+        plugins.open_storage(url, options, backend, create=False, setting="fdcore init URL").close()
+        existed = True
     except EnvironmentNotFound:
-        plugins.open_storage(args.env, options, create=True).close()
-        print(f"{args.env}: created")
+        existed = False
+    plugins.open_storage(url, options, backend, create=True).close()
+    print(f"{url}: {'already an environment' if existed else 'created'}")
     return 0
+
+
+def _init_url(args: argparse.Namespace) -> str:
+    """``fdcore init URL`` or ``fdcore init --env URL``, as every other command takes it."""
+    if args.url and args.env and args.url != args.env:
+        raise ConfigError("fdcore init", "--env", f"{args.env!r} differs from URL {args.url!r}")
+    url: str | None = args.url or args.env
+    if not url:
+        raise ConfigError("fdcore init", "--env", "missing: name the environment to create")
+    return url
 
 
 def _time(value: datetime | None) -> str:
@@ -285,10 +325,15 @@ class AgentCommand:
 
 class Init:
     name = "init"
-    help = "create an environment (if not there yet)"
+    help = "create an environment (if not there yet), after proving the store usable"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("env", help="environment URL")
+        parser.add_argument("url", nargs="?", metavar="URL", help="environment URL")
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--env", help="environment URL or name (the same as URL)")
+        where.add_argument(
+            "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+        )
         parser.add_argument(
             "--option",
             action="append",
@@ -306,11 +351,13 @@ class Submit:
     help = "queue a request"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(parser)
         parser.add_argument("--entities", required=True, help="tables, comma-separated")
         parser.add_argument("--id", help="request id (default: generated)")
         add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
-        parser.add_argument("--deadline", help="ISO 8601 time after which it expires")
+        parser.add_argument(
+            "--deadline", help="when it expires unclaimed: a duration from now (10m) or a time"
+        )
         add_submit_flags(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -320,7 +367,7 @@ class Submit:
 
 def _listing_arguments(parser: argparse.ArgumentParser) -> None:
     """What ``queue``, ``agents`` and ``schedules`` share: an environment, --json, --grace."""
-    parser.add_argument("--env", required=True, help="environment URL")
+    add_environment_flags(parser)
     parser.add_argument("--json", action="store_true", help="stable machine-readable output")
     add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
 

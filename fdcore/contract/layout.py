@@ -11,6 +11,8 @@
     tables/<table>.json                 a fenced table write (``fdcore.mailbox.fencing``)
     incidents/incidents.json            IncidentDocument
     cancels/<id>.json                   Cancel (an operator's ``fdcore cancel``)
+    signal/changes.json                 the change signal: deleted after each new request
+                                        (``fdcore.mailbox.signal``); optional
     retries/<id>.json                   Retry (the request that runs <id> again)
     archive/index/<id>.json             ArchiveEntry: the day folder an archived request is in
     archive/YYYY/MM/DD/requests/<id>.json, .../status/<id>.json, .../runs/<id>/...,
@@ -37,6 +39,7 @@ __all__ = [
     "REQUESTS",
     "RETRIES",
     "RUNS",
+    "SIGNAL",
     "STATUS",
     "TABLES",
     "agent_key",
@@ -66,6 +69,7 @@ CANCELS = "cancels/"
 RETRIES = "retries/"
 ARCHIVE = "archive/"
 ARCHIVE_INDEX = "archive/index/"
+SIGNAL = "signal/changes.json"
 
 
 def request_key(request_id: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from fdcore.abc import AgentLoad
-from fdcore.agent.presence import HEARTBEAT_SHARE
+from fdcore.agent.presence import HEARTBEAT_SHARE, IDLE_HEARTBEAT_SHARE
 from fdcore.agent.skew import MEASUREMENT_ERROR
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids, find_request_files
@@ -279,16 +279,16 @@ class RunsOncePerRequest(Checker):
         return found + self._started_or_logged_again(world)
 
     def _written_twice(self, world: World) -> list[Violation]:
-        """A table succeeding twice (two accepted writes) is a violation when its holder saw
-        the first run end under its fence before the second started: it finished the table
-        under an accepted fence. Else the holder came back to a lease already taken (a stall
-        longer than the lease), not knowing whether its run's write landed: counted only."""
+        """A table succeeding twice (two accepted writes) is a violation when the second run
+        started after a succeeded run record of the table landed: an attempt had finished it
+        under an accepted fence (the record is written only while the lease is still the
+        run's). Else the holder never recorded it (it crashed, or came back to a lease already
+        taken, not knowing whether its write landed): counted only."""
         trace = world.trace
-        finished = {
-            (s.agent, s.incarnation, s.request, s.table, s.attempt, s.token): s.time
-            for s in trace.runs_seen
-            if s.fenced
-        }
+        recorded: dict[tuple[str, str], RunLogWrite] = {}
+        for record in trace.run_log:
+            if record.outcome == "succeeded":
+                recorded.setdefault((record.request, record.table), record)
         found = []
         written: dict[tuple[str, str], TableWrite] = {}
         for write in trace.table_writes:
@@ -298,26 +298,16 @@ class RunsOncePerRequest(Checker):
             if first is write:
                 continue
             self.twice += 1
-            seen = finished.get(
-                (
-                    first.agent,
-                    first.incarnation,
-                    first.request,
-                    first.table,
-                    first.attempt,
-                    first.token,
-                )
-            )
-            if seen is not None and seen <= write.run_started:
+            done = recorded.get((write.request, write.table))
+            if done is not None and done.time <= write.run_started:
                 found.append(
                     Violation(
                         self.invariant,
                         write.time,
                         f"{write.request}: table {write.table} succeeded again by "
                         f"{_who(write.agent, write.incarnation)} (attempt {write.attempt}, "
-                        f"token {write.token}); first by {_who(first.agent, first.incarnation)} "
-                        f"(attempt {first.attempt}, token {first.token}), seen finished under "
-                        f"its fence at t={seen:.1f}",
+                        f"token {write.token}) after attempt {done.attempt} recorded it "
+                        f"succeeded at t={done.time:.1f} (token {done.generation})",
                     )
                 )
         return found
@@ -561,24 +551,27 @@ class NoTakeoverFromLiveAgent(Checker):
 
 
 class RecordInTime(Checker):
-    """An agent's status record is never older than ``stale_after / 4`` after a poll that met no
-    store error.
+    """An agent's status record is never older than ``stale_after / 4`` after a poll that began
+    holding work and met no store error, nor older than ``stale_after / 2`` after one that
+    began holding nothing.
 
-    Every agent rewrites its own record every ``stale_after / 4`` (docs/takeover.md, "Lost
-    agents"); others judge it lost by that record alone, so a poll that claims or takes over
-    work while its record is older hands that work to whoever reads the record next. Judged on
-    the agent's own clock (a constant skew, so the same differences as virtual time).
+    Every agent rewrites its own record every ``stale_after / 4`` while it holds work, every
+    ``stale_after / 2`` while it holds nothing (docs/takeover.md, "Lost agents"); others judge
+    it lost by that record alone, so a poll that claims or takes over work while its record is
+    older hands that work to whoever reads the record next. Judged on the agent's own clock (a
+    constant skew, so the same differences as virtual time).
     """
 
     invariant = "record"
-    title = "an agent's status record is at most stale_after / 4 old after each poll"
+    title = "an agent's status record is at most stale_after / 4 old (holding nothing: / 2)"
 
     def finish(self, world: World) -> list[Violation]:
-        interval = world.scenario.stale_after * HEARTBEAT_SHARE
         found = []
         for poll in world.trace.polls:
             if poll.errors:
                 continue
+            share = HEARTBEAT_SHARE if poll.held_before else IDLE_HEARTBEAT_SHARE
+            interval = world.scenario.stale_after * share
             beats = world.trace.heartbeats.get((poll.agent, poll.incarnation), [])
             index = bisect.bisect_right(beats, (poll.seq_end, float("inf"))) - 1
             last = beats[index][1] if index >= 0 else None
@@ -589,8 +582,8 @@ class RecordInTime(Checker):
                         self.invariant,
                         poll.time,
                         f"{_who(poll.agent, poll.incarnation)}'s poll at t={poll.time:.1f}s met "
-                        f"no store error but left its status record {age} (stale_after / 4 is "
-                        f"{interval:.1f}s)",
+                        f"no store error but left its status record {age} (its heartbeat "
+                        f"interval is {interval:.1f}s)",
                     )
                 )
         return found

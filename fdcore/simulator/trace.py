@@ -103,22 +103,6 @@ class RunLogWrite:
     vouched: bool = False
 
 
-@attrs.define(slots=True, frozen=True)
-class RunSeen:
-    """An agent saw its table run's end: whether the run's fence (its lease's generation) was
-    still the table's current one then, so its fenced write was accepted and the table finished
-    under an accepted fence (invariant 15: never run again by a later attempt)."""
-
-    time: float
-    agent: str
-    incarnation: int
-    request: str
-    table: str
-    attempt: int
-    token: int
-    fenced: bool
-
-
 @attrs.define(slots=True)
 class TableStart:
     """A table run an agent started, and whether the request's status already had it done."""
@@ -187,6 +171,7 @@ class PollRecord:
     room_spent: bool  # ... and said no within the poll before any new claim (see WatchedClaim)
     lost_status_writes: tuple[str, ...]  # requests whose status replace failed on the etag
     stale_held: tuple[str, ...]  # held when the poll began, though the status names another
+    held_before: bool = False  # it held a request when the poll began (its heartbeat's cadence)
 
 
 @attrs.define(slots=True)
@@ -244,7 +229,6 @@ class Trace:
     crashes: list[Crash] = attrs.field(factory=list)
     pauses: list[Pause] = attrs.field(factory=list)
     table_starts: list[TableStart] = attrs.field(factory=list)
-    runs_seen: list[RunSeen] = attrs.field(factory=list)
     cancels: dict[str, int] = attrs.field(factory=dict)  # request -> seq of its cancel
     cancels_seen: list[CancelsSeen] = attrs.field(factory=list)
     starts: list[Start] = attrs.field(factory=list)

@@ -61,7 +61,6 @@ from fdcore.simulator.trace import (
     Pause,
     PollRecord,
     RunLogWrite,
-    RunSeen,
     ScheduleCreate,
     Start,
     StatusWrite,
@@ -154,12 +153,8 @@ class SimRun:
         self.version = 0  # bumped to void a scheduled end (pause, crash)
         self.state = "running"  # running | ended | cancelled | died
         self.result: TableResult | None = None
-        self.seen = False  # its agent saw its end
 
     def poll(self) -> TableResult | None:
-        if self.result is not None and not self.seen:
-            self.seen = True
-            self.host.world.run_seen(self)
         return self.result
 
     def cancel(self) -> None:
@@ -359,7 +354,11 @@ class World:
                 gc.freeze()
 
     def _done(self) -> bool:
-        """Every request arrived and is final, and the schedules' period is over."""
+        """Every request arrived and is final, and the schedules' period is over. A run with
+        nothing to do and a time limit (``--requests 0 --max-hours H``) waits that long: what
+        an idle fleet costs."""
+        if not self.total + self.scheduled and self.scenario.max_hours is not None:
+            return False
         return (
             self.arrived == self.total
             and self.finished == self.total + self.scheduled
@@ -554,6 +553,7 @@ class World:
         operations_before = dict(store.operations)
         free_before = agent.components.claim.may_claim(agent.load())
         stale_held = self._stale_held(host.name, agent)
+        held_before = bool(agent.held)
         seq_start = self.next_seq()
         failure: Exception | None = None
         host.polling, host.claimed, host.room_spent = True, False, False
@@ -578,6 +578,7 @@ class World:
                 room_spent=host.room_spent,
                 lost_status_writes=tuple(store.lost_status_writes),
                 stale_held=stale_held,
+                held_before=held_before,
             )
         )
         host.polls += 1
@@ -813,24 +814,6 @@ class World:
         host.runs.pop(id(run), None)
         # The runtime wakes its agent when a run ends: record it and move on at once.
         self.at(self.now, self._react, host, run.incarnation)
-
-    def run_seen(self, run: SimRun) -> None:
-        """Its agent saw the run's end: note whether the run's fence was still current."""
-        job = run.job
-        lease = self.trace.leases.get(job.table)
-        fenced = lease is not None and lease.generation == job.fencing_token
-        self.trace.runs_seen.append(
-            RunSeen(
-                self.now,
-                job.agent,
-                run.incarnation,
-                job.request,
-                job.table,
-                job.attempt,
-                job.fencing_token,
-                fenced,
-            )
-        )
 
     # -- the trace -------------------------------------------------------------------------------
 
