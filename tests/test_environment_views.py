@@ -119,6 +119,26 @@ def test_schedule_rows_warnings_and_shared_by(folder: Path, fleet: MemoryFleet) 
     assert "hourly" in warning and "etl-03" in warning
 
 
+def test_an_older_records_schedule_without_entities_shows_unknown(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An older agent's record, written by hand: its schedule names no tables at all.
+    (folder / "agents").mkdir(exist_ok=True)
+    (folder / "agents" / "etl-old.json").write_text(
+        '{"name": "etl-old", "updated_at": "2026-09-01T00:00:00Z", "stale_after": 60,'
+        ' "schedules": [{"id": "hourly", "shared": true, "when": "every 3600s"}]}'
+    )
+    agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    [row] = schedule_rows(agents)
+    assert (row.entities, row.tables) == (None, "unknown")
+    assert Environment.open(str(folder)).schedules()[0].entities is None
+    assert main(["schedules", "--env", str(folder)]) == 0
+    line = capsys.readouterr().out.splitlines()[1].split()
+    assert line[:4] == ["hourly", "yes", "every", "3600s"] and line[4] == "unknown"
+    assert main(["schedules", "--env", str(folder), "--json"]) == 0
+    assert '"entities": null' in capsys.readouterr().out
+
+
 def test_describe_attempts_marks_a_lost_agents_running_attempt(
     folder: Path, fleet: MemoryFleet
 ) -> None:

@@ -261,7 +261,7 @@ def _schedules(args: argparse.Namespace) -> int:
                 row.id,
                 "yes" if row.shared else "no",
                 row.when,
-                ",".join(row.entities) or "all",
+                row.tables,
                 _time(row.next_due),
                 ", ".join(row.agents),
             )

@@ -206,7 +206,8 @@ class ScheduleInfo:
     id: str = attrs.field(validator=_id("schedule id"))
     shared: bool
     when: str
-    entities: list[str] = attrs.field(factory=list)
+    # None: the record does not say (an older agent's); [] is every table (FDCORE_TABLE=all)
+    entities: list[str] | None = None
     fingerprint: str = ""
     next_due: datetime | None = None
     extra: dict[str, Any] = _extra()

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from fdcore.abc import HostSlots, TakeoverPolicy
-from fdcore.agent.schedules import schedule_conflicts
+from fdcore.agent.schedules import schedule_conflicts, tables_text
 from fdcore.contract.codec import format_time
 from fdcore.contract.layout import agent_key
 from fdcore.contract.models import (
@@ -239,9 +239,14 @@ class ScheduleRow:
     id: str
     shared: bool
     when: str
-    entities: list[str]
+    entities: list[str] | None  # None: no agent's record says (older agents): unknown
     agents: list[str]  # agents (not stopped) that hold a copy
     next_due: datetime | None
+
+    @property
+    def tables(self) -> str:
+        """The tables as the views print them: ``unknown``, ``all`` or the names."""
+        return tables_text(self.entities)
 
     def to_json(self) -> dict[str, Any]:
         """The row as ``fdcore schedules --json`` prints it (docs/agents.md)."""
@@ -271,13 +276,14 @@ def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
     rows = []
     for schedule_id, copies in sorted(_copies(agents).items()):
         first = copies[0][1]
+        known = [info.entities for _, info in copies if info.entities is not None]
         due = [info.next_due for _, info in copies if info.next_due is not None]
         rows.append(
             ScheduleRow(
                 id=schedule_id,
                 shared=all(info.shared for _, info in copies),
                 when=first.when,
-                entities=list(first.entities),
+                entities=list(known[0]) if known else None,
                 agents=[name for name, _ in copies],
                 next_due=min(due) if due else None,
             )

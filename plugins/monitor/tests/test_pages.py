@@ -341,3 +341,16 @@ def test_every_read_and_action_goes_through_the_one_environment(history: Any) ->
         "retry",
         "acknowledge",
     }
+
+
+def test_a_schedule_whose_record_names_no_tables_shows_unknown(history: Any) -> None:
+    from fdcore.contract.layout import agent_key
+    from fdcore.contract.models import ScheduleInfo
+
+    found = history.mailbox.agent("etl-live")
+    assert found is not None
+    found.value.schedules = [ScheduleInfo("hourly", shared=True, when="every 3600s")]
+    history.mailbox.replace(agent_key("etl-live"), found.value, found.etag)
+    with client(history) as http:
+        page = http.get("/schedules").text
+    assert re.search(r'data-schedule="hourly">.*?<td class="wide">unknown</td>', page, re.S)
