@@ -95,6 +95,7 @@ def build_schedules(config: AgentConfig, plugins: Plugins) -> list[Schedule]:
             when=when,
             entities=list(entry.entities),
             fingerprint=fingerprint(entry, when),
+            owner=entry.owner or config.owner,
         )
         schedules.append(Schedule(entry, timetable, info))
     return schedules

@@ -28,7 +28,7 @@ from fdcore.agent.work import Holdings, Work, is_attempt_of
 from fdcore.clock import Clock
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import run_key
-from fdcore.contract.models import Outcome, RunRecord, State, output_tail
+from fdcore.contract.models import LastJob, Outcome, RunRecord, State, output_tail
 from fdcore.errors import (
     AlreadyExists,
     ArchiveConflict,
@@ -379,7 +379,9 @@ class Tables:
         )
         # The first record stands: a retried status change must not move the table's end.
         key = run_key(work.id, attempt, table)
-        self.unwritten.setdefault(key, self._within_bound(key, record))
+        if key not in self.unwritten:
+            self.unwritten[key] = self._within_bound(key, record)
+            self.holdings.last_jobs.append(LastJob(work.id, table, outcome, record.ended_at))
         self.write_unwritten(raise_unavailable=True)
 
     def _within_bound(self, key: str, record: RunRecord) -> RunRecord:

@@ -217,6 +217,7 @@ def _agents(args: argparse.Namespace) -> int:
         (
             "AGENT",
             "STATE",
+            "OWNER",
             "VERSION",
             "LAST SEEN",
             "CLOCK SKEW",
@@ -236,6 +237,7 @@ def _agents(args: argparse.Namespace) -> int:
             (
                 row.name,
                 row.state,
+                row.owner or "-",
                 row.version or "-",
                 _time(row.last_seen),
                 "-" if row.clock_skew is None else f"{row.clock_skew:+.1f}s",
@@ -254,7 +256,7 @@ def _schedules(args: argparse.Namespace) -> int:
     with Environment.open(args.env) as environment:
         agents, lost_unknown = _agent_rows(environment, args.grace)
     rows = schedule_rows(agents)  # what environment.schedules() is, with the agents kept
-    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
+    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY", "OWNER")]
     for row in rows:
         table.append(
             (
@@ -264,6 +266,7 @@ def _schedules(args: argparse.Namespace) -> int:
                 row.tables,
                 _time(row.next_due),
                 ", ".join(row.agents),
+                row.owner or "-",
             )
         )
     _print(args, "schedules", rows, table, [*lost_unknown, *schedule_warnings(agents)])

@@ -28,6 +28,7 @@ __all__ = [
     "IncidentDocument",
     "IncidentNote",
     "IncidentState",
+    "LastJob",
     "Lease",
     "Outcome",
     "Request",
@@ -210,6 +211,18 @@ class ScheduleInfo:
     entities: list[str] | None = None
     fingerprint: str = ""
     next_due: datetime | None = None
+    owner: str | None = None  # who to call about it (the agent's owner unless it names one)
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class LastJob:
+    """One of the last table runs an agent ended, kept in its status record (newest last)."""
+
+    request: str = attrs.field(validator=_id("request id"))
+    table: str = attrs.field(validator=_id("table name"))
+    outcome: Outcome
+    ended_at: datetime
     extra: dict[str, Any] = _extra()
 
 
@@ -236,6 +249,9 @@ class AgentRecord:
     schedules: list[ScheduleInfo] = attrs.field(factory=list)
     # Its clock minus the store's, as last measured (seconds; None: the store gives no time).
     clock_skew: float | None = attrs.field(default=None, validator=_optional_skew)
+    owner: str | None = None  # who to call about it ([agent] owner)
+    # its last few table runs, newest last (None: an agent that does not say)
+    last_jobs: list[LastJob] | None = None
     extra: dict[str, Any] = _extra()
 
 

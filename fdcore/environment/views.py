@@ -16,11 +16,12 @@ import attrs
 
 from fdcore.abc import HostSlots, TakeoverPolicy
 from fdcore.agent.schedules import schedule_conflicts, tables_text
-from fdcore.contract.codec import format_time
+from fdcore.contract.codec import format_time, to_dict
 from fdcore.contract.layout import agent_key
 from fdcore.contract.models import (
     AgentRecord,
     Cancel,
+    LastJob,
     Request,
     ScheduleInfo,
     State,
@@ -69,8 +70,19 @@ class AgentRow:
     busy_slots: int | None = None
     clock_skew: float | None = None  # its clock minus the store's, as it last measured
 
+    @property
+    def owner(self) -> str | None:
+        """Who to call about it, as its record says (``[agent] owner``)."""
+        return self.record.owner if self.record else None
+
+    @property
+    def last_jobs(self) -> list[LastJob] | None:
+        """Its last table runs, newest last (None: its record does not say)."""
+        return self.record.last_jobs if self.record else None
+
     def to_json(self) -> dict[str, Any]:
         """The row as ``fdcore agents --json`` prints it (docs/agents.md)."""
+        jobs = self.last_jobs
         return {
             "name": self.name,
             "state": self.state,
@@ -84,6 +96,8 @@ class AgentRow:
             "configured_slots": self.configured_slots,
             "busy_slots": self.busy_slots,
             "clock_skew": self.clock_skew,
+            "owner": self.owner,
+            "last_jobs": None if jobs is None else [to_dict(job) for job in jobs],
         }
 
 
@@ -242,6 +256,7 @@ class ScheduleRow:
     entities: list[str] | None  # None: no agent's record says (older agents): unknown
     agents: list[str]  # agents (not stopped) that hold a copy
     next_due: datetime | None
+    owner: str | None = None  # who to call about it, as the first copy naming one says
 
     @property
     def tables(self) -> str:
@@ -257,6 +272,7 @@ class ScheduleRow:
             "entities": self.entities,
             "agents": self.agents,
             "next_due": format_time(self.next_due) if self.next_due else None,
+            "owner": self.owner,
         }
 
 
@@ -277,6 +293,7 @@ def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
     for schedule_id, copies in sorted(_copies(agents).items()):
         first = copies[0][1]
         known = [info.entities for _, info in copies if info.entities is not None]
+        owners = [info.owner for _, info in copies if info.owner]
         due = [info.next_due for _, info in copies if info.next_due is not None]
         rows.append(
             ScheduleRow(
@@ -286,6 +303,7 @@ def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
                 entities=list(known[0]) if known else None,
                 agents=[name for name, _ in copies],
                 next_due=min(due) if due else None,
+                owner=owners[0] if owners else None,
             )
         )
     return rows

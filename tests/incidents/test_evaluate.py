@@ -233,3 +233,12 @@ def test_a_schedule_copy_without_entities_reads_as_unknown_tables() -> None:
     assert incident.message is not None
     assert "etl-01: shared, every 3600s, tables all" in incident.message
     assert "etl-02: shared, every 3600s, tables unknown" in incident.message
+
+
+def test_an_offline_agents_incident_names_its_owner() -> None:
+    book = environment()
+    put_agent(book, "etl-01", seen_ago=200, owner="data team (ann)")
+    put_agent(book, "etl-02", seen_ago=200)  # an older record: no owner, said nowhere
+    opened = {i.key: i.message or "" for i in evaluate(book, NOW, GRACE, "etl-03").opened}
+    assert opened["agent_offline:etl-01"].endswith("; owner: data team (ann)")
+    assert "owner" not in opened["agent_offline:etl-02"]

@@ -354,3 +354,22 @@ def test_a_schedule_whose_record_names_no_tables_shows_unknown(history: Any) -> 
     with client(history) as http:
         page = http.get("/schedules").text
     assert re.search(r'data-schedule="hourly">.*?<td class="wide">unknown</td>', page, re.S)
+
+
+def test_the_agents_page_shows_each_agents_owner_and_last_jobs(history: Any) -> None:
+    from fdcore.contract.layout import agent_key
+    from fdcore.contract.models import LastJob, Outcome
+
+    found = history.mailbox.agent("etl-live")
+    assert found is not None
+    found.value.owner = "data team"
+    found.value.last_jobs = [LastJob("ok1", "b", Outcome.SUCCEEDED, history.now)]
+    history.mailbox.replace(agent_key("etl-live"), found.value, found.etag)
+    with client(history) as http:
+        page = http.get("/").text
+    live = re.search(r'data-agent="etl-live">(.*?)</tr>', page, re.S)
+    lost = re.search(r'data-agent="etl-lost">(.*?)</tr>', page, re.S)
+    assert live and lost
+    assert '<td class="owner">data team</td>' in live[1]
+    assert re.search(r'href="/requests/ok1"[^>]*>ok1/b</a> <span[^>]*>succeeded', live[1])
+    assert '<td class="owner">-</td>' in lost[1]  # a record without an owner
