@@ -29,7 +29,7 @@ def _request_id(command: str, text: str) -> str:
 
 def _cancel(args: argparse.Namespace) -> int:
     request_id = _request_id("cancel", args.request)
-    with Environment.open(args.env) as environment:
+    with Environment.open(args.env, via="cli") as environment:
         done = environment.cancel(request_id, by=args.by, reason=args.reason)
     holder = done.status.agent if done.status else None
     if args.json:
@@ -60,7 +60,7 @@ def _retry(args: argparse.Namespace) -> int:
             validate_id(args.from_table, "table name")
         except InvalidId as exc:
             raise ConfigError("fdcore retry", "--from-table", str(exc)) from None
-    with Environment.open(args.env) as environment:
+    with Environment.open(args.env, via="cli") as environment:
         retry = environment.retry(request_id, from_table=args.from_table, by=args.by)
     if args.json:
         tables = retry.request.entities if retry.request else []
@@ -73,7 +73,7 @@ def _retry(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     request_id = _request_id("show", args.request)
-    with Environment.open(args.env) as environment:
+    with Environment.open(args.env, via="cli") as environment:
         story = environment.request(request_id)
     if args.json:
         print(json.dumps(story.to_json(), indent=2))

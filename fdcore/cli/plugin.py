@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from fdcore.abc import Command
 from fdcore.cli import actions, commands, installed
+from fdcore.cli.audit import Audit
 from fdcore.cli.config_command import Config
 from fdcore.cli.demo import Demo
 from fdcore.cli.doctor import Doctor
@@ -29,6 +30,7 @@ def fdcore_commands() -> Sequence[Command]:
         installed.PluginList(),
         *commands.COMMANDS,
         *actions.COMMANDS,
+        Audit(),
         Wait(),
         Config(),
         Demo(),

@@ -59,6 +59,7 @@ from fdcore.environment.views import (
 )
 from fdcore.environment.wait import FINAL_STATES
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.audit import AuditPage, AuditRow
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.submit import retry_request
 
@@ -72,6 +73,8 @@ __all__ = [
     "AsyncEnvironment",
     "AsyncRequestHandle",
     "AttemptStory",
+    "AuditPage",
+    "AuditRow",
     "Cancellation",
     "Change",
     "Environment",

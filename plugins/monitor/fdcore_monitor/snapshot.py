@@ -68,7 +68,7 @@ class Source:
         host_admission: str = "slots",
     ) -> Source:
         # not created: a mistyped URL is "environment not found", never a new empty mailbox
-        return cls(Environment.open(url), grace, host, host_admission)
+        return cls(Environment.open(url, via="monitor"), grace, host, host_admission)
 
     def agents(self) -> list[AgentRow]:
         rows = self.environment.agents(grace=self.grace)
