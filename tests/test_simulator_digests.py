@@ -71,10 +71,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 # after a reaction looked (the poll finds work nobody announced), 1.4% and 3.2% more store
 # operations, every invariant held, uneven's median queue wait 28.9 s -> 27.2 s.
 DIGESTS = {
-    "faulty": "d9a01944c7ded02c78dc0788cfa0b879b06c33ad42b38bb7a0a0ab2643cdfc55",
+    "faulty": "05df348056bba1f44ee9afbdf7a0c4b8a9c780de765e72baee14843b0054b10d",
     "store-errors-skew": "42d5261aaada657d5ba7cd1e57e0c4f6c9eac2aafda715227e742014c33bff98",
     "schedules": "5804e15a925deb74900fb9634177b96cb8cf9b2ea1e0898d5d2d523deb5ef604",
-    "retention-cancel": "c0a600f25cafbfd81f89f56f1501b26e308dbcee81b9fdbd2334868897b095be",
+    "retention-cancel": "0be3361aabf751a852e903dec1046b7e068870e1ae7bd48b966d3b578aac9d05",
     "retention-process": "1998551600c8a520aa7df2549c9af158c78fca007c742ddc971bd06ac451acb2",
     "uneven": "e7fba4cd27186a738dc26f09742acf7f2c76fbd867790d75eb3ff2f64830eeb6",
 }

@@ -261,22 +261,30 @@ def _problems(key: str, event: AuditEvent, stored_at: datetime | None) -> Iterat
         yield f"an agent event whose actor {event.actor!r} is no agent name"
 
 
+@attrs.frozen
+class Aged:
+    """What :func:`archive_old_events` did: events moved, and when the next may be due."""
+
+    moved: int
+    next_due: datetime  # no live event is older than keep before this time
+
+
 def archive_old_events(
     mailbox: Mailbox, now: datetime, keep: float, archive: bool, limit: int
-) -> int:
+) -> Aged:
     """Move (``archive``) or delete up to ``limit`` events older than ``keep`` seconds (by the
-    time in their names, oldest first) to ``archive/YYYY/MM/DD/audit/``; how many moved. A file
-    that cannot be moved is reported and left."""
+    time in their names, oldest first) to ``archive/YYYY/MM/DD/audit/``. A file that cannot be
+    moved is reported and left. One listing of ``audit/``: a caller that keeps ``next_due``
+    lists it again only then (events written later are younger)."""
     moved = 0
-    cutoff = now - timedelta(seconds=keep)
+    span = timedelta(seconds=keep)
+    cutoff = now - span
     for key in sorted(mailbox.storage.list(AUDIT)):
-        if moved >= limit:
-            break
         at = time_of_id(_stem(key))
         if at is None or "/" in key[len(AUDIT) :]:
             continue  # no time to age it by: left, and shown flagged
-        if at >= cutoff:
-            break  # sorted by time: the rest are younger
+        if at >= cutoff or moved >= limit:
+            return Aged(moved, min(at, now) + span)  # sorted by time: the rest are younger
         try:
             move_file(mailbox, key, archived_key(archive_day(at), key), archive, _bound(mailbox))
             moved += 1
@@ -284,7 +292,7 @@ def archive_old_events(
             raise
         except FdcoreError as exc:  # malformed, over the bound, changed meanwhile
             mailbox.problems.report(key, f"{key}: not archived: {exc}")
-    return moved
+    return Aged(moved, now + span)
 
 
 def _stem(key: str) -> str:
