@@ -62,11 +62,20 @@ class Audit:
             default=DEFAULT_LIMIT,
             help=f"the newest this many (default {DEFAULT_LIMIT})",
         )
+        parser.add_argument(
+            "--archived",
+            action="store_true",
+            help="also the events retention archived (needs --since: one listing a day)",
+        )
         parser.add_argument("--json", action="store_true", help="one JSON object a line")
 
     def run(self, args: argparse.Namespace) -> int:
+        if args.archived and args.since is None:
+            raise ConfigError("fdcore audit", "--archived", "needs --since (one listing a day)")
         with Environment.open(args.env, via="cli") as environment:
-            page = environment.audit(since=args.since, request=args.request, limit=args.limit)
+            page = environment.audit(
+                since=args.since, request=args.request, limit=args.limit, archived=args.archived
+            )
         if args.json:
             for row in page.rows:
                 print(json.dumps(row.to_json()))

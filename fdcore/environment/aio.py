@@ -230,10 +230,11 @@ class AsyncEnvironment:
         since: datetime | None = None,
         request: str | None = None,
         limit: int | None = None,
+        archived: bool = False,
     ) -> AuditPage:
         """The audit trail (:meth:`Environment.audit <fdcore.environment.Environment.audit>`)."""
         return await asyncio.to_thread(
-            self.environment.audit, since=since, request=request, limit=limit
+            self.environment.audit, since=since, request=request, limit=limit, archived=archived
         )
 
     async def acknowledge(self, incident: str, *, by: str) -> Incident:

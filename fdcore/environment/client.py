@@ -424,19 +424,22 @@ class Environment:
         since: datetime | None = None,
         request: str | None = None,
         limit: int | None = None,
+        archived: bool = False,
     ) -> AuditPage:
         """The audit trail (what ``fdcore audit`` prints): one row per workload action at or
         after ``since``, about ``request`` if given, the newest ``limit`` (default all), oldest
         first. A row that is not ``trusted`` (malformed, oversized, or its times or origin do
-        not add up) says why in ``problems``. Live events only: retention archives older ones.
-        Raises :class:`~fdcore.errors.StorageUnavailable`, :class:`~fdcore.errors.InvalidId`."""
+        not add up) says why in ``problems``. Retention archives events older than its keep:
+        ``archived`` (with ``since``) reads those too, one listing per day since ``since``.
+        Raises :class:`~fdcore.errors.StorageUnavailable`, :class:`~fdcore.errors.InvalidId`,
+        ValueError for ``archived`` without ``since``."""
         if request is not None:
             validate_id(request, "request id")
         if since is not None and since.utcoffset() is None:
             raise ValueError(f"since {since.isoformat()} has no time zone: give one")
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        return self._audit.read(since=since, request=request, limit=limit)
+        return self._audit.read(since=since, request=request, limit=limit, archived=archived)
 
     def _acted(
         self,

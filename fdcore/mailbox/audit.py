@@ -40,6 +40,8 @@ AUDIT_MAX_BYTES = 4096
 CLOCK_TOLERANCE = timedelta(minutes=5)
 #: The most names of ``audit/`` one read looks at (retention keeps far fewer live).
 MAX_LISTED = 200_000
+#: The most days of the archive one read lists (``archived``: one listing a day).
+MAX_ARCHIVE_DAYS = 3660
 _TIME_FORMAT = "%Y%m%dT%H%M%S"
 
 
@@ -185,11 +187,22 @@ class AuditLog:
         since: datetime | None = None,
         request: str | None = None,
         limit: int | None = None,
+        archived: bool = False,
     ) -> AuditPage:
         """The events at or after ``since`` (by the time in their names), about ``request`` if
-        given, the newest ``limit`` of them (default all), oldest first. Raises
-        StorageUnavailable if ``audit/`` cannot be listed."""
-        listed = sorted(self._listing(), reverse=True)
+        given, the newest ``limit`` of them (default all), oldest first; with ``archived`` (which
+        needs ``since``) those retention archived too, one listing per day since then. Raises
+        StorageUnavailable if a folder cannot be listed."""
+        prefixes = [AUDIT]
+        if archived:
+            if since is None:
+                raise ValueError("archived events are read by day: give since")
+            day, today = since.astimezone(timezone.utc).date(), datetime.now(timezone.utc).date()
+            while day <= today and len(prefixes) <= MAX_ARCHIVE_DAYS:
+                prefixes.append(f"archive/{day:%Y/%m/%d}/{AUDIT}")
+                day += timedelta(days=1)
+        found = [entry for prefix in prefixes for entry in self._listing(prefix)]
+        listed = sorted(found, key=lambda entry: _stem(entry[0]), reverse=True)
         rows: list[AuditRow] = []
         left_off = False
         for key, etag, modified in listed:
@@ -206,18 +219,18 @@ class AuditLog:
         self._read = {key: found for key, found in self._read.items() if key in present}
         return AuditPage(rows[::-1], left_off)
 
-    def _listing(self) -> Iterator[tuple[str, str | None, datetime | None]]:
+    def _listing(self, prefix: str) -> Iterator[tuple[str, str | None, datetime | None]]:
         storage = self.mailbox.storage
         versions = getattr(storage, "list_versions", None)
         if versions is not None:
             entries: Iterator[tuple[str, str | None, datetime | None]] = (
-                (item.key, item.etag, item.modified) for item in versions(AUDIT)
+                (item.key, item.etag, item.modified) for item in versions(prefix)
             )
         else:
-            entries = ((key, None, None) for key in storage.list(AUDIT))
+            entries = ((key, None, None) for key in storage.list(prefix))
         for count, entry in enumerate(entries, start=1):
             if count > MAX_LISTED:
-                self.mailbox.problems.report(AUDIT, f"{AUDIT}: over {MAX_LISTED} files; not read")
+                self.mailbox.problems.report(prefix, f"{prefix}: over {MAX_LISTED} files; not read")
                 return
             yield entry
 
@@ -231,7 +244,7 @@ class AuditLog:
 
     def _judge(self, key: str, stored_at: datetime | None) -> AuditRow:
         stem = _stem(key)
-        if "/" in key[len(AUDIT) :] or not key.endswith(".json") or not is_valid_id(stem):
+        if "/" in key.rpartition(AUDIT)[2] or not key.endswith(".json") or not is_valid_id(stem):
             return AuditRow(key, None, stored_at, (f"{key}: not an audit file name",))
         try:
             blob = read_mailbox_file(self.mailbox.storage, key, _bound(self.mailbox))

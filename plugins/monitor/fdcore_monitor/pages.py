@@ -9,7 +9,7 @@ script swaps it in every few seconds). The JSON answers are those of the command
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
@@ -21,7 +21,7 @@ from starlette.templating import Jinja2Templates
 
 from fdcore.contract.codec import to_dict
 from fdcore.environment import QueueFilter, RequestStory
-from fdcore.errors import InvalidId, MailboxFileError, RequestNotFound
+from fdcore.errors import InvalidId, MailboxFileError, RequestNotFound, StorageUnavailable
 from fdcore_monitor.actions import TOKEN_HEADER, Actions
 from fdcore_monitor.metrics import REQUEST_STATES, oldest_waiting_seconds, registry
 from fdcore_monitor.snapshot import Source
@@ -30,6 +30,7 @@ from fdcore_monitor.timeline import timeline_svg
 REFRESH_SECONDS = 2.0
 #: The actions a request's row offers (with --allow-actions); acknowledge is an incident's.
 REQUEST_ACTIONS = ("cancel", "retry")
+AUDIT_ROWS = 50  # a request page's newest audit events
 PAGE_ROWS = 100  # rows of a queue page: the newest that match its filters, then the next page
 
 
@@ -158,7 +159,18 @@ class Pages:
             return PlainTextResponse(f"fdcore monitor: {story[1]}", status_code=story[0])
         now = datetime.now(timezone.utc)
         svg = timeline_svg(story.attempts, story.runs, now)
-        return self.render("request", request, {"story": story, "timeline": svg, "now": now})
+        created = story.request.created_at if story.request else None
+        try:  # its actions, archived too (a listing a day of its life), each read once
+            audit = self.source.environment.audit(
+                request=story.id,
+                limit=AUDIT_ROWS,
+                since=created - timedelta(minutes=5) if created else None,
+                archived=created is not None,
+            ).rows
+        except StorageUnavailable:
+            audit = None
+        context = {"story": story, "timeline": svg, "now": now, "audit": audit}
+        return self.render("request", request, context)
 
     def api_request(self, request: Request) -> Response:
         story = self._story(request)
