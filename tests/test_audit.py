@@ -14,7 +14,7 @@ from fdcore.cli.main import main
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import audit_key
 from fdcore.contract.models import AuditEvent, State
-from fdcore.environment import AuditRow, Environment, operator_name
+from fdcore.environment import AuditPage, AuditRow, Environment, operator_name
 from fdcore.errors import RequestError
 from fdcore.mailbox.audit import AuditLog, archive_old_events, new_event_id, record
 from fdcore.mailbox.submit import submit
@@ -44,7 +44,9 @@ def test_each_action_of_the_python_api_is_one_trusted_event(folder: Path) -> Non
         environment.retry("r1", id_of_retry="r1-again", by="ann")
         with pytest.raises(RequestError):
             environment.retry("r1", by="bob")  # retried already: refused, and recorded so
-        rows = environment.audit().rows
+        page = environment.audit()
+        rows = page.rows
+    assert isinstance(page, AuditPage) and not page.left_off
     assert actions(rows) == [
         ("submit", "r1", "svc-orchestrator", "python", "ok"),
         ("submit", "r1", "svc-orchestrator", "python", "exists"),
