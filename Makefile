@@ -22,17 +22,26 @@ STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
 PYTEST_ARGS ?=
+# The versions every install takes (`make lock` writes it; docs/development.md). make test-latest
+# installs without it, upgrading to the newest instead.
+CONSTRAINTS := requirements/constraints.txt
+PINS := -c $(CONSTRAINTS)
+# The interpreters `make lock` resolves on, each on its own (docs/development.md).
+LOCK_PYTHONS ?= $(PYTHON)
+LATEST_VENV := .venv-latest
+# Commits after this one have subjects of at most 72 characters (make lint checks them).
+SUBJECTS_SINCE := f2ea389
 
-.PHONY: setup azurite chromium demo test lint typecheck pytest soak bench bench-report bench-history bench-fleet clean
+.PHONY: setup azurite chromium hooks demo test lint typecheck pytest lock test-latest soak bench bench-report bench-history bench-fleet clean
 
-setup: $(STAMP) azurite
+setup: $(STAMP) azurite hooks
 
 # Every distribution builds with setuptools alone: installed once into the venv first, it spares
 # pip an isolated build environment per distribution (11 of them).
-$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS) $(CONTRIB)) Makefile
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS) $(CONTRIB)) Makefile $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'setuptools>=70.1'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-build-isolation \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(PINS) 'setuptools>=70.1'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(PINS) --no-build-isolation \
 		-e '.[test]' $(foreach p,$(PLUGINS) $(CONTRIB),-e '$(p)[test]')
 	touch $@
 
@@ -55,23 +64,43 @@ $(CHROMIUM_STAMP): | $(STAMP)
 	else echo "chromium: not installed (needs root and apt-get); the browser tests will skip"; fi
 	touch $@
 
+# The repository's git hooks (tools/git-hooks: commit subjects of at most 72 characters): in a
+# git checkout only, and not over hooks of the developer's own choosing.
+hooks:
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1 && \
+		[ -z "$$(git config core.hooksPath)" ]; then git config core.hooksPath tools/git-hooks; fi
+
 demo: setup
 	$(BIN)/fdcore demo
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python tools/commit_subjects.py since $(SUBJECTS_SINCE)
 
 typecheck: setup
-	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES) $(TEMPLATE_PACKAGE) $(CONTRIB_PACKAGES)
+	$(BIN)/mypy fdcore $(PLUGIN_PACKAGES) $(TEMPLATE_PACKAGE) $(CONTRIB_PACKAGES) tools/*.py
 
 # Two workers: the tests that start real processes run one after the other on one of them
-# (conftest.py groups them), the in-process tests on the other. PYTEST_WORKERS=0: one process.
+# (the tests marked processes: conftest.py groups them), the in-process tests on the other.
+# PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 pytest: setup chromium  # the browser only the tests need (the demo does not)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# Refresh the constraints to the newest versions (a fresh resolution in throwaway venvs, on each
+# of LOCK_PYTHONS), then run everything on them. Commit the new file only when this passes.
+lock: | $(STAMP)
+	$(BIN)/python tools/lock.py $(CONSTRAINTS) $(LOCK_PYTHONS)
+	$(MAKE) test
+
+# Everything make test runs, in a venv of its own upgraded to the newest versions (no
+# constraints): a release that breaks us shows here first, not in a fresh clone's make test.
+test-latest:
+	rm -f $(LATEST_VENV)/.installed
+	$(MAKE) test VENV=$(LATEST_VENV) PINS='--upgrade --upgrade-strategy eager'
 
 # The long forms of what make test runs short: the fault suite in full, ten minutes of kills,
 # pauses, deleted leases, a full disk, a read-only mailbox and a skewed clock on real agents
@@ -97,7 +126,7 @@ bench: setup
 BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_REPORT_ARGS ?=
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(PINS) -e '.[test,bench]'
 	touch $@
 
 bench-report: setup $(BENCH_STAMP)
@@ -120,4 +149,4 @@ bench-fleet: setup
 		--requests 1000
 
 clean:
-	rm -rf $(VENV) tools/azurite/node_modules
+	rm -rf $(VENV) $(LATEST_VENV) tools/azurite/node_modules

@@ -29,6 +29,8 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 from fdcore.abc import Storage, VersionedListing
 
+pytestmark = pytest.mark.processes  # Azurite and moto's S3 server
+
 CONTAINER = "fdcore-bench"
 PAYLOAD = b'{"state": "running", "agent": "agent-1", "attempt": 1, "attempts": []}' * 4  # ~300 B
 

@@ -21,6 +21,8 @@ import fdcore.cli.main
 from fdcore import __version__
 from fdcore.cli.main import BROKEN_PIPE, BUG, ERROR, main
 
+pytestmark = pytest.mark.processes
+
 
 @attrs.frozen
 class Places:

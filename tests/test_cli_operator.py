@@ -22,6 +22,8 @@ from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import LiveView, Progress
 from fdcore.testing.memory_fleet import START
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture
 def env(tmp_path: Path) -> tuple[str, Mailbox]:

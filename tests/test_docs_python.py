@@ -34,6 +34,8 @@ from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.environment import FINAL_STATES, AgentRow, QueuePage, QueueRow
 from fdcore.errors import RequestFailed
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "python.md"
 AGENT = {"poll_seconds": 0.2, "stale_after": 5.0, "concurrency": 2, "shutdown_grace": 5}

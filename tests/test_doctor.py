@@ -20,6 +20,8 @@ from fdcore.cli.main import build_parser, main
 from fdcore.errors import StorageUnavailable
 from fdcore.plugins.manager import Plugins, load_plugins
 
+pytestmark = pytest.mark.processes
+
 
 def _names() -> list[str]:
     """Every property doctor reports, in order (what a passing run prints)."""

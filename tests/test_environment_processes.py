@@ -3,8 +3,12 @@ returns is the agent's, run records included."""
 
 from __future__ import annotations
 
+import pytest
+
 from fdcore import Environment
 from fdcore.cli.fleet import AgentFleet
+
+pytestmark = pytest.mark.processes
 
 AGENT = {"poll_seconds": 0.2, "stale_after": 5, "concurrency": 1, "shutdown_grace": 10}
 RUNNER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}

@@ -44,6 +44,8 @@ from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import double_writers
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 SOAK_SECONDS = float(os.environ.get("FDCORE_SOAK_SECONDS", "15"))
 POLL, STALE, GRACE = 0.3, 3.0, 1.0
 # A size bound of 64 KiB: no status of the suite's requests comes near it but TOO_BIG's.

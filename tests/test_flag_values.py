@@ -30,6 +30,8 @@ from fdcore.durations import Reader, parse_duration
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
 
+pytestmark = pytest.mark.processes
+
 HOSTILE = (
     "nan",
     "inf",

@@ -15,6 +15,8 @@ from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import assert_no_double_writers
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 FAST = {"poll_seconds": 0.1, "stale_after": 5, "concurrency": 2, "shutdown_grace": 20}
 RUNNER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}
 

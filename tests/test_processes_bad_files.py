@@ -25,6 +25,8 @@ from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 
+pytestmark = pytest.mark.processes
+
 AGENT = {"poll_seconds": 0.2, "stale_after": 3.0, "concurrency": 2, "shutdown_grace": 10}
 PIPELINE = {"take_over": True, "grace_seconds": 1.0}
 SLEEPER = {"kind": "python", "function": "fdcore.testing.tables:sleep_table"}

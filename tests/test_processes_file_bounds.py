@@ -14,9 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
+
+pytestmark = pytest.mark.processes
 
 BOUND = 4096
 TABLES = [f"table-{n:02d}-" + "x" * 91 for n in range(36)]  # the request fits, its status not

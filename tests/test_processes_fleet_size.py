@@ -15,6 +15,8 @@ import os
 import pytest
 from bench_fleet import Place, size_once
 
+pytestmark = pytest.mark.processes
+
 AGENTS = int(os.environ.get("FDCORE_FLEET_SIZE_AGENTS", "6"))
 REQUESTS = 10 * AGENTS
 # Short polls so the idle phases take seconds; claim when_free spreads the queue over the fleet.

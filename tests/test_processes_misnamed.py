@@ -23,6 +23,8 @@ from fdcore.contract.layout import request_key
 from fdcore.contract.models import Request, State
 from fdcore.mailbox.submit import submit
 
+pytestmark = pytest.mark.processes
+
 AGENT = {"poll_seconds": 0.1, "stale_after": 3.0}
 SLEEPER = {"kind": "python", "function": "fdcore.testing.tables:sleep_table"}
 MISNAMED = b'{"id": "other", "entities": ["sales"], "created_at": "2027-01-15T02:00:00Z"}'

@@ -35,6 +35,8 @@ from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import assert_taken_over, holder
 
+pytestmark = pytest.mark.processes
+
 #: main before the mailbox index and liveness from the listing (issue 20).
 PREVIOUS = "dd3cb62972d5990ac300d6e022756452e58db6c5"
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -21,6 +21,8 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import holder
 
+pytestmark = pytest.mark.processes
+
 POLL = 0.3
 AGENT = {"poll_seconds": POLL, "stale_after": 2.0, "concurrency": 1, "shutdown_grace": 10}
 PIPELINE = {"grace_seconds": 1.0, "lease_seconds": 3.0}

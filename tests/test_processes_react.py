@@ -20,6 +20,8 @@ from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 AGENT = {"poll_seconds": 5, "stale_after": 30, "concurrency": 1, "shutdown_grace": 20}
 # The first poll at start, the next 10 minutes later (the heartbeat too): within WAIT, anything
 # after the first poll happened between polls.

@@ -27,6 +27,8 @@ from fdcore.mailbox.archive import find_request_files
 from fdcore.mailbox.submit import submit
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 RACE_SECONDS = float(
     os.environ.get("FDCORE_RETENTION_RACE_SECONDS", os.environ.get("FDCORE_SOAK_SECONDS", "0"))
 )

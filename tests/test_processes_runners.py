@@ -21,6 +21,8 @@ from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
 
+pytestmark = pytest.mark.processes
+
 AGENT = {"poll_seconds": 0.2, "stale_after": 3.0, "concurrency": 1, "shutdown_grace": 10}
 PIPELINE = {"grace_seconds": 1.0, "lease_seconds": 3.0}
 TABLE = """

@@ -17,6 +17,8 @@ from fdcore.contract.models import State
 from fdcore.environment import queue_rows
 from fdcore.testing.assertions import assert_each_table_succeeded_once
 
+pytestmark = pytest.mark.processes
+
 AGENT = {"poll_seconds": 0.2, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}
 PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": 1, "lease_seconds": 2}
 RUNNER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}

@@ -24,6 +24,8 @@ from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import assert_no_double_writers, double_writers, holder
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 AGENT = {"poll_seconds": 0.2, "stale_after": 3.0, "concurrency": 1, "shutdown_grace": 10}
 PIPELINE = {"take_over": True, "grace_seconds": 1.0, "lease_seconds": 3.0}
 WRITER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}

@@ -23,6 +23,8 @@ from fdcore.testing.assertions import (
 )
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 POLL = 0.5
 STALE = 2.0
 GRACE = 1.0

@@ -25,7 +25,7 @@ from fdcore.cli.wait import CANCELLED, EXPIRED, FAILED, SUCCEEDED, TIMED_OUT
 from fdcore.contract.codec import format_time
 from fdcore.contract.models import State
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 AGENT = {"poll_seconds": 0.3, "stale_after": 2.0, "concurrency": 3, "shutdown_grace": 10}
 PIPELINE = {"grace_seconds": 1.0, "lease_seconds": 3.0}

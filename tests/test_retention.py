@@ -42,6 +42,8 @@ from fdcore.mailbox.archive import archived_ids, find_request_files
 from fdcore.mailbox.audit import AuditLog
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
+pytestmark = pytest.mark.processes
+
 DAY = 86400.0
 KEEP = RetentionConfig(keep=DAY, every=3600.0, batch=3)
 NOW = START + timedelta(days=10)

@@ -25,6 +25,8 @@ from fdcore.retry import (
     refused_replace,
 )
 
+pytestmark = pytest.mark.processes
+
 OURS, THEIRS = "w-ours", "w-theirs"
 
 

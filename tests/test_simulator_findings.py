@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
+import pytest
+
 from fdcore.abc import Blob
 from fdcore.agent.settings import ScheduleConfig
 from fdcore.builtin.leases import MailboxLeases
@@ -19,6 +21,8 @@ from fdcore.contract.models import AgentRecord, Outcome, State
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
+
+pytestmark = pytest.mark.processes
 
 
 class LosesAnswers:

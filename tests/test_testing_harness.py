@@ -27,6 +27,8 @@ from fdcore.testing.memory_fleet import START, MemoryFleet
 from fdcore.testing.storage_suite import KeyTests, StorageFactory, UrlStorageFactory
 from fdcore.testing.tables import TableWrite, table_writes
 
+pytestmark = pytest.mark.processes
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:

@@ -18,6 +18,8 @@ from fdcore.contract.models import Outcome, State
 from fdcore.errors import StorageUnavailable
 from fdcore.testing.memory_fleet import START
 
+pytestmark = pytest.mark.processes
+
 # Defaults: lease_seconds = stale_after = 60, grace 60, poll_seconds 5.
 
 

@@ -16,6 +16,8 @@ from fdcore.incidents.book import IncidentBook
 from fdcore.mailbox.submit import submit
 from fdcore.testing.webhook import recording_webhook
 
+pytestmark = pytest.mark.processes
+
 VARIABLE = "FDCORE_TEST_TEAMS_WEBHOOK"
 AGENT = {"poll_seconds": 0.3, "stale_after": 2, "concurrency": 1, "shutdown_grace": 10}
 PIPELINE = {"claim": "when_free", "grace_seconds": 1}

@@ -12,6 +12,8 @@ from fdcore.incidents.book import IncidentBook
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
 
+pytestmark = pytest.mark.processes
+
 
 def incidents(url: str) -> IncidentBook:
     return IncidentBook(Mailbox(load_plugins().open_storage(url)))

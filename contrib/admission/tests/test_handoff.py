@@ -20,7 +20,7 @@ from fdcore_admission.errors import AdmissionRefused
 from fdcore_admission.lanes import Lanes
 from fdcore_admission.wire import claim, next_admitted, serve_one
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 HOLDER = """
 import os, sys, time

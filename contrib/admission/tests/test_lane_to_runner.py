@@ -17,7 +17,7 @@ from fdcore_admission.lanes import Lanes
 
 from fdcore.cli.fleet import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 TABLE = (
     "import sys, time; open(sys.argv[1], 'w').close(); time.sleep(2); "

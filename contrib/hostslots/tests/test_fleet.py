@@ -16,7 +16,7 @@ from fdcore.contract.models import State
 from fdcore.environment import queue_rows
 from fdcore.mailbox.submit import submit
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 LOG_VARIABLE = "HOSTSLOTS_TEST_LOG"  # hostslot_tables.py's, imported by the agents only
 LEASE = 2.0

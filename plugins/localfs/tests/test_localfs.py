@@ -27,6 +27,8 @@ from fdcore.errors import (
 )
 from fdcore.plugins.manager import load_plugins
 
+pytestmark = pytest.mark.processes
+
 
 def _python(code: str, *args: str) -> subprocess.Popen[str]:
     """A real child process running ``code`` (helpers live in strings: nothing to import)."""

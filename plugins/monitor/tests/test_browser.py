@@ -19,6 +19,8 @@ import pytest
 from fdcore.cli.fleet import AgentFleet
 from fdcore.mailbox.submit import submit
 
+pytestmark = pytest.mark.processes
+
 CHROMIUM = "/usr/bin/chromium"
 if shutil.which(CHROMIUM) is None:
     pytest.skip(

@@ -19,6 +19,8 @@ from fdcore.testing.assertions import assert_no_double_writers
 from fdcore.testing.scenarios import outage_mid_run, takeover_after_sigkill
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 SECRET_VARIABLE = "FDCORE_TEST_AZURITE_CONNECTION"
 AGENT = {"poll_seconds": 0.3, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}
 PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": 1, "lease_seconds": 2}

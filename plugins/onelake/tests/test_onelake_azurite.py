@@ -23,6 +23,8 @@ from fdcore.errors import StorageUnavailable, UnreadableFile
 from fdcore.plugins.manager import load_plugins
 from fdcore.retry import RetryPolicy
 
+pytestmark = pytest.mark.processes
+
 CONTAINER = "fdcore-outage"  # in the test's own Azurite instances
 QUICK_FAIL = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 

@@ -7,6 +7,8 @@ from fdcore_onelake.testing import SmallPagesFactory
 
 from fdcore.testing.storage_suite import StorageFactory, StorageSuite
 
+pytestmark = pytest.mark.processes
+
 
 class TestOneLakeAzurite(StorageSuite):
     multiprocess = True

@@ -10,6 +10,8 @@ from fdcore_onelake.urls import parse_location
 from fdcore.errors import ConfigError, StorageUnavailable
 from fdcore.plugins.manager import load_plugins
 
+pytestmark = pytest.mark.processes
+
 ADLS = "https://acct01.dfs.core.windows.net/mailbox/env"
 ONELAKE = "https://onelake.dfs.fabric.microsoft.com/Sales/orders.Lakehouse/Files/fd"
 EMULATOR = "http://127.0.0.1:10000/devstoreaccount1/mailbox/env"

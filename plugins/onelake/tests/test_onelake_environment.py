@@ -12,6 +12,8 @@ from fdcore_onelake.testing import Azurite
 from fdcore.environment import AsyncEnvironment, Environment
 from fdcore.errors import RequestCancelled, WaitTimedOut
 
+pytestmark = pytest.mark.processes
+
 SECRET_VARIABLE = "FDCORE_TEST_AZURITE_CONNECTION"
 
 

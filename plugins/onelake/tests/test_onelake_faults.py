@@ -25,6 +25,8 @@ from fdcore.abc import Blob
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
 from fdcore.retry import RetryPolicy
 
+pytestmark = pytest.mark.processes
+
 
 @attrs.frozen
 class Seen:
@@ -313,8 +315,10 @@ def test_refused_connection_is_unavailable(waits: list[float]) -> None:
     url = f"http://127.0.0.1:{free_port()}/devstoreaccount1/mailbox/env"  # nobody listens
     store = open_scripted(url, waits)
     try:
-        with pytest.raises(StorageUnavailable, match="failed 4 times; last: ServiceRequestError"):
+        with pytest.raises(StorageUnavailable, match="failed 4 times; last: ") as raised:
             store.list()
     finally:
         store.close()
-    assert len(waits) == 3
+    # which azure-core error names a refused connection is azure-core's to choose: ours is to
+    # retry it, a bounded number of times, and say so in one line
+    assert len(waits) == 3 and "\n" not in str(raised.value)

@@ -11,6 +11,8 @@ from fdcore.incidents.book import IncidentBook
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
 
+pytestmark = pytest.mark.processes
+
 SECRET_VARIABLE = "FDCORE_TEST_AZURITE_CONNECTION"
 
 

@@ -10,6 +10,8 @@ from fdcore import Environment, QueueFilter, RequestCancelled, RequestNotFound, 
 from fdcore.cli.fleet import AgentFleet
 from fdcore.environment import ACTIVE_STATES, Cancellation
 
+pytestmark = pytest.mark.processes
+
 VARIABLE = "FDCORE_TEST_AZURITE_CONNECTION"
 AGENT = {"poll_seconds": 0.3, "stale_after": 5, "concurrency": 2, "shutdown_grace": 10}
 WRITER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}

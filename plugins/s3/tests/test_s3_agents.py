@@ -20,6 +20,8 @@ from fdcore.testing.assertions import assert_each_table_succeeded_once, assert_n
 from fdcore.testing.scenarios import drained, outage_mid_run, takeover_after_sigkill
 from fdcore.testing.tables import table_writes
 
+pytestmark = pytest.mark.processes
+
 AGENT = {"poll_seconds": 0.3, "stale_after": 2, "concurrency": 2, "shutdown_grace": 10}
 PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": 1, "lease_seconds": 2}
 WRITER = {"kind": "python", "function": "fdcore.testing.tables:write_table"}

@@ -7,6 +7,8 @@ from fdcore_s3.testing import S3Emulator, SmallPagesFactory
 
 from fdcore.testing.storage_suite import BrokenBackendTests, StorageFactory, StorageSuite
 
+pytestmark = pytest.mark.processes
+
 
 class TestS3Emulator(StorageSuite):
     multiprocess = True

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 from fdcore_s3.testing import S3Emulator
 
+pytestmark = pytest.mark.processes
+
 # Small rounds: process start-up dominates on 2 cores. --page-size 50 lists 101 keys for the
 # paging probe instead of 2,001; the storage suite crosses real pages (of 100 keys).
 SMALL = ["--rounds", "3", "--processes", "2", "--keys", "40", "--max-payload", "65536"]

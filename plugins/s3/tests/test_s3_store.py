@@ -25,6 +25,8 @@ from fdcore.errors import (
     UnreadableFile,
 )
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture
 def store(environment_url: str, s3: S3Emulator) -> Iterator[S3Storage]:

@@ -172,7 +172,7 @@ def _same_meaning(schedule: CronSchedule, expression: str) -> bool:
 
 
 def test_unchanged_expressions_keep_croniters_due_times_and_changes_are_the_listed_ones() -> None:
-    unchanged = changed = 0
+    unchanged = 0
     for expression, start in random_cases(seed=14):
         if re.search(r"(?<![0-9a-z])(\w+)-\1\b", expression):
             continue  # "5-5" was refused before: no agent of the old version runs it
@@ -187,7 +187,6 @@ def test_unchanged_expressions_keep_croniters_due_times_and_changes_are_the_list
             day_rule = both != schedule.days_and and days == set(schedule.days)
             weekday_step = "/" in expression.split()[4] and weekdays != set(schedule.weekdays)
             assert day_rule or weekday_step, expression
-            changed += 1
             continue
         old_next = croniter(expression, start)
         wall = start
@@ -203,8 +202,9 @@ def test_unchanged_expressions_keep_croniters_due_times_and_changes_are_the_list
             assert found is not None
             wall = found
         unchanged += 1
+    # how many differ is croniter's to change (a release that reads "1-7" as we do differs less):
+    # only that every difference is a listed one is ours to assert
     assert unchanged > EXPRESSIONS / 2
-    assert changed > 0
 
 
 # --- the cases of issue 13, each against the reference ------------------------------------
