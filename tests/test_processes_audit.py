@@ -27,6 +27,8 @@ PIPELINE = {"claim": "when_free", "take_over": True, "grace_seconds": 1.0, "leas
 SLEEPER = {"kind": "python", "function": "fdcore.testing.tables:sleep_table"}
 TOKEN = "day-token"
 
+pytestmark = pytest.mark.processes
+
 
 def fdcore(*args: str) -> str:
     done = subprocess.run(
