@@ -73,7 +73,7 @@ def _retry(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     request_id = _request_id("show", args.request)
-    with Environment.open(args.env, via="cli") as environment:
+    with Environment.open(args.env) as environment:
         story = environment.request(request_id)
     if args.json:
         print(json.dumps(story.to_json(), indent=2))

@@ -72,7 +72,7 @@ class Audit:
     def run(self, args: argparse.Namespace) -> int:
         if args.archived and args.since is None:
             raise ConfigError("fdcore audit", "--archived", "needs --since (one listing a day)")
-        with Environment.open(args.env, via="cli") as environment:
+        with Environment.open(args.env) as environment:
             page = environment.audit(
                 since=args.since, request=args.request, limit=args.limit, archived=args.archived
             )

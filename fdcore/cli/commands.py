@@ -173,7 +173,7 @@ def _queue(args: argparse.Namespace) -> int:
     if args.active and args.all:
         raise ConfigError("fdcore queue", "--all", "cannot be given with --active")
     # one environment for every frame of --watch: its queue reads what never changes once
-    with Environment.open(args.env, via="cli") as environment:
+    with Environment.open(args.env) as environment:
         if args.watch is not None:
             return _watch_queue(args, environment)
         rows, table, warnings = _queue_listing(args, environment)
@@ -210,7 +210,7 @@ def _host_slots(args: argparse.Namespace, rows: list[AgentRow]) -> list[AgentRow
 
 
 def _agents(args: argparse.Namespace) -> int:
-    with Environment.open(args.env, via="cli") as environment:
+    with Environment.open(args.env) as environment:
         found, lost_unknown = _agent_rows(environment, args.grace)
     rows = _host_slots(args, found)
     table = [
@@ -253,7 +253,7 @@ def _agents(args: argparse.Namespace) -> int:
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    with Environment.open(args.env, via="cli") as environment:
+    with Environment.open(args.env) as environment:
         agents, lost_unknown = _agent_rows(environment, args.grace)
     rows = schedule_rows(agents)  # what environment.schedules() is, with the agents kept
     table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY", "OWNER")]
