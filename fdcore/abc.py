@@ -588,9 +588,11 @@ class TableResult:
     succeeded: bool
     message: str = ""
     # Details for the run log, left out of equality (two results saying the same are equal):
-    # a table process's exit code, and the last lines of its output (at most 4 KiB kept).
+    # a table process's exit code, and the last lines of its output (stderr) and, for a failed
+    # table, of its stdout (at most 4 KiB of each kept).
     exit_code: int | None = attrs.field(default=None, eq=False)
     output: str = attrs.field(default="", eq=False)
+    stdout: str = attrs.field(default="", eq=False)
 
 
 @runtime_checkable

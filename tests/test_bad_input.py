@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import fdcore_plugin_template
@@ -10,6 +12,7 @@ import pytest
 
 from fdcore.cli.config import load_config
 from fdcore.cli.main import main
+from fdcore.contract.codec import parse_time
 from fdcore.contract.models import State
 from fdcore.environment import queue_rows
 from fdcore.errors import ConfigError, PluginError
@@ -216,7 +219,12 @@ def test_python_runner_function_that_does_not_load_is_reported_at_start(
     [
         (["--entities", "a,../b"], "fdcore submit: --entities: invalid table name '../b'"),
         (["--entities", "a", "--id", "../x"], "fdcore submit: --id: invalid request id '../x'"),
-        (["--entities", "a", "--deadline", "soon"], "fdcore submit: --deadline: not an ISO"),
+        (["--entities", "a", "--deadline", "soon"], "fdcore submit: --deadline: neither a dur"),
+        (
+            ["--entities", "a", "--deadline", "2020-01-01T00:00Z"],
+            "fdcore submit: --deadline: 2020-01-01T00:00:00.000Z is past: give a later time",
+        ),
+        (["--entities", "a", "--deadline", "0s"], "fdcore submit: --deadline: must be greater"),
         (["--entities", "a", "--max-attempts", "0"], "fdcore submit: --max-attempts: must be"),
     ],
 )
@@ -227,6 +235,21 @@ def test_submit_bad_input(
     assert main(["submit", "--env", env, *args]) == 2
     assert capsys.readouterr().err.startswith(f"fdcore: error: {expected}")
     assert not list((tmp_path / "env").glob("requests/*"))
+
+
+def test_submit_takes_a_deadline_as_a_duration_from_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = (tmp_path / "env").as_uri()
+    assert main(["init", env]) == 0
+    before = datetime.now(timezone.utc)
+    assert main(["submit", "--env", env, "--entities", "a", "--id", "r1", "--deadline", "10m"]) == 0
+    after = datetime.now(timezone.utc)
+    assert capsys.readouterr().out.splitlines()[-1] == "r1"
+    request = json.loads((tmp_path / "env" / "requests" / "r1.json").read_text())
+    deadline = parse_time(request["deadline"])
+    assert before + timedelta(minutes=10) <= deadline + timedelta(milliseconds=1)
+    assert deadline <= after + timedelta(minutes=10)
 
 
 # -- schedule timing keys: the installed slot functions' names ---------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fdcore.abc import Notification, TableJob, TableResult, TableRun
+from fdcore.contract.models import MAX_OUTPUT_BYTES
 from fdcore.errors import EnvironmentNotFound
 from fdcore.plugins.manager import NOTIFIER, RUNNER, STORAGE, load_plugins
 
@@ -46,6 +47,35 @@ def test_command_runner_failure_carries_the_last_stderr_line() -> None:
     runner = load_plugins().get(RUNNER, "command")
     result = wait(runner.start(JOB, {"command": [sys.executable, "-c", script]}))
     assert result == TableResult(False, "exit code 1: disk full")
+
+
+def test_command_runner_logs_each_line_under_the_tables_identity_and_keeps_the_tails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    script = (
+        "import sys\n"
+        "for n in range(2000): print(f'row {n:04d} loaded', flush=n % 100 == 0)\n"
+        "print('bad row 17', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    runner = load_plugins().get(RUNNER, "command")
+    with caplog.at_level(logging.INFO, logger="fdcore.table"):
+        result = wait(runner.start(JOB, {"command": [sys.executable, "-c", script]}))
+    assert result == TableResult(False, "exit code 3: bad row 17")
+    assert result.output == "bad row 17\n"
+    assert result.stdout.endswith("row 1999 loaded\n") and result.stdout.startswith("row ")
+    assert len(result.stdout.encode()) <= MAX_OUTPUT_BYTES  # the tail a run record keeps
+    said = [record.getMessage() for record in caplog.records if record.name == "fdcore.table"]
+    assert len(said) == 2001
+    assert "etl-01 r1/sales#2 stdout: row 0000 loaded" in said
+    assert "etl-01 r1/sales#2 stdout: row 1999 loaded" in said
+    assert "etl-01 r1/sales#2 stderr: bad row 17" in said
+
+
+def test_command_runner_keeps_no_stdout_of_a_table_that_succeeded() -> None:
+    runner = load_plugins().get(RUNNER, "command")
+    result = wait(runner.start(JOB, {"command": [sys.executable, "-c", "print('done')"]}))
+    assert result.succeeded and result.stdout == ""
 
 
 def test_command_runner_cancel_stops_the_process() -> None:

@@ -123,6 +123,57 @@ def test_the_schema_and_the_reader_both_refuse_a_bad_config(case: str) -> None:
         parse_config(data, "agent.toml")
 
 
+def _with(table: str, key: str, value: object) -> dict[str, Any]:
+    """HEAD with ``key = value`` in ``table`` (a route's keys under a route ``r``)."""
+    data: dict[str, Any] = json.loads(json.dumps(HEAD))
+    if table == "notify.routes.r":
+        data["notify"] = {"routes": {"r": {"notifier": "log", key: value}}}
+    elif table == "incidents.objectives":
+        data["incidents"] = {"objectives": [{"table": "t", "success_rate": 0.9, key: value}]}
+    else:
+        data.setdefault(table, {})[key] = value
+    return data
+
+
+#: Every duration key of agent.toml, as a number of seconds and as a text of the same length.
+DURATION_KEYS = [
+    ("agent", "poll_seconds", 2, "2s"),
+    ("agent", "stale_after", 90, "1m30s"),
+    ("agent", "shutdown_grace", 0, "0s"),
+    ("pipeline", "grace_seconds", 120, "2m"),
+    ("pipeline", "lease_seconds", 60, "1m"),
+    ("retention", "keep", 7 * 86400, "7d"),
+    ("retention", "every", 3600, "1h"),
+    ("incidents", "every", 30, "30s"),
+    ("incidents", "lookback", 2 * 86400, "2d"),
+    ("incidents.objectives", "window", 3600, "1h"),
+    ("incidents.objectives", "freshness", 5400.5, "1h30m0.5s"),
+    ("notify.routes.r", "escalate_after", 1800, "30m"),
+    ("notify.routes.r", "digest", 900, "15m"),
+]
+
+
+def test_the_list_of_duration_keys_is_every_duration_key() -> None:
+    listed = {key for _, key, _, _ in DURATION_KEYS}
+    declared = set(re.findall(r"^\| `(\w+)` \| duration \|", "\n".join(reference(AgentToml)), re.M))
+    assert declared == listed
+
+
+@pytest.mark.parametrize(("table", "key", "seconds", "text"), DURATION_KEYS)
+def test_every_duration_key_takes_seconds_or_a_duration_text(
+    table: str, key: str, seconds: float, text: str
+) -> None:
+    as_number, as_text = _with(table, key, seconds), _with(table, key, text)
+    validator = jsonschema.Draft7Validator(schema())
+    assert not list(validator.iter_errors(as_number)) and not list(validator.iter_errors(as_text))
+    assert parse_config(as_number, "agent.toml") == parse_config(as_text, "agent.toml")
+    for bad in (True, "2x"):
+        with pytest.raises(ConfigError) as info:
+            parse_config(_with(table, key, bad), "agent.toml")
+        assert str(info.value).startswith("agent.toml: ") and key in str(info.value)
+        assert list(validator.iter_errors(_with(table, key, bad)))
+
+
 # -- one line, naming the file, the table and the key --------------------------------------------
 
 
@@ -234,7 +285,9 @@ def test_config_check_says_ok_or_one_line(
     bad = write(tmp_path, AGENT + '[pipeline]\nclaim = "wen_free"\n')
     assert main(["config", "check", str(bad)]) == ERROR
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("fdcore: error: no installed plugin provides claim policy 'wen_free'")
+    assert line.startswith(
+        f"fdcore: error: {bad}: no installed plugin provides claim policy 'wen_free'"
+    )
     assert line.endswith("did you mean 'when_free'?")
     misplaced = write(tmp_path, AGENT + "[pipeline]\nstale_after = 5\n")
     assert main(["config", "check", str(misplaced)]) == ERROR
@@ -296,3 +349,70 @@ def test_a_misspelt_url_scheme_gets_did_you_mean(capsys: pytest.CaptureFixture[s
     assert main(["queue", "--env", "fil:///srv/fd/prod"]) == ERROR
     [line] = capsys.readouterr().err.splitlines()
     assert "(--env; installed:" in line and line.endswith("; did you mean 'file://'?")
+
+
+#: Files no agent.toml reader may die on: each is one line naming the file, exit 2.
+HOSTILE: dict[str, tuple[bytes, str]] = {
+    "binary": (bytes(range(256)) * 4, "not UTF-8 text"),
+    "utf-16": (AGENT.encode("utf-16"), "not UTF-8 text"),
+    "1,000-deep inline tables": (
+        ("x = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n").encode(),
+        "nested deeper than 32 levels",
+    ),
+    "100,000-deep arrays": (
+        ("x = " + "[" * 100_000 + "]" * 100_000 + "\n").encode(),
+        "nested deeper than 32 levels",
+    ),
+    "33-deep arrays in a plugin's options": (
+        (AGENT + "[storage]\nx = " + "[" * 33 + "]" * 33 + "\n").encode(),
+        "nested deeper than 32 levels",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_file_is_one_line_in_check_show_and_agent_run(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    content, problem = HOSTILE[case]
+    path = tmp_path / "agent.toml"
+    path.write_bytes(content)
+    for command in (["config", "check"], ["config", "show"], ["agent", "run", "--config"]):
+        assert main([*command, str(path)]) == ERROR, command
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"fdcore: error: {path}: {problem}"), line
+
+
+@pytest.mark.parametrize(
+    ("environment", "problem"),
+    [
+        ("s3://bucket/prod", "[storage] colour: unknown option (the s3 backend has"),
+        ("file:///srv/fd/prod", "[storage] colour: unknown option for the file backend"),
+    ],
+)
+def test_config_check_refuses_an_unknown_storage_option_as_start_up_does(
+    environment: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, AGENT.replace("file:///srv/fd/prod", environment))
+    assert main(["config", "check", str(path)]) == 0  # without the option: OK
+    capsys.readouterr()
+    path.write_text(path.read_text() + '[storage]\ncolour = "blue"\n')
+    lines = []
+    for command in (["config", "check"], ["agent", "run", "--config"]):
+        assert main([*command, str(path)]) == ERROR
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"fdcore: error: {path}: {problem}"), line
+        lines.append(line)
+    assert lines[0] == lines[1]
+
+
+def test_a_refused_environment_url_names_the_file_in_check_and_start_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, AGENT.replace("file:///srv/fd/prod", "s3://B/prod"))
+    for command in (["config", "check"], ["agent", "run", "--config"]):
+        assert main([*command, str(path)]) == ERROR
+        assert capsys.readouterr().err == (
+            f"fdcore: error: {path}: [agent] environment: s3://B/prod: bucket 'B' is not a "
+            "bucket name (3-63 of a-z 0-9 . -)\n"
+        )

@@ -26,6 +26,7 @@ from fdcore.errors import (
     EnvironmentNotFound,
     FdcoreError,
     InvalidId,
+    PluginError,
     RequestCancelled,
     RequestDidNotSucceed,
     RequestError,
@@ -98,6 +99,19 @@ def test_open_refuses_a_missing_environment_unless_told_to_create(tmp_path: Path
     assert env.closed.is_set()
 
 
+def test_an_unknown_scheme_names_the_python_parameter_not_the_commands_flag() -> None:
+    with pytest.raises(PluginError) as caught:
+        Environment.open("fil:///srv/fd/prod")
+    assert "(Environment.open(url); installed:" in str(caught.value)
+    assert "--env" not in str(caught.value)
+
+    async def scenario() -> None:
+        await AsyncEnvironment.open("fil:///srv/fd/prod")
+
+    with pytest.raises(PluginError, match=r"\(Environment\.open\(url\); installed:"):
+        asyncio.run(scenario())
+
+
 def test_submit_queues_a_request_and_request_tells_its_story(env: Environment) -> None:
     deadline = datetime(2030, 1, 1, tzinfo=timezone.utc)
     handle = env.submit(["sales", "stock"], id="r1", deadline=deadline, max_attempts=2)
@@ -126,11 +140,36 @@ def test_a_submit_retried_after_a_lost_answer_queues_one_request(folder: Path) -
     assert requests_in(folder) == ["orchestrated-1.json"]
 
 
+def test_submit_takes_a_deadline_as_a_duration_from_now_and_refuses_a_past_one(
+    env: Environment, folder: Path
+) -> None:
+    before = datetime.now(timezone.utc)
+    handle = env.submit(["sales"], id="r1", deadline=timedelta(minutes=10))
+    assert handle.request is not None and handle.request.deadline is not None
+    assert handle.request.deadline >= before + timedelta(minutes=10)
+    for past in (timedelta(minutes=-1), before - timedelta(seconds=1)):
+        with pytest.raises(RequestError, match=r"^deadline .* is past: give a later time"):
+            env.submit(["sales"], id="r2", deadline=past)
+    assert requests_in(folder) == ["r1.json"]
+
+
+def test_submit_takes_one_table_by_its_name_alone(env: Environment) -> None:
+    handle = env.submit("sales", id="r1")
+    assert handle.story().request.entities == ["sales"]
+    assert env.submit(["sales"], id="r1") == handle  # the same work: idempotent
+
+    async def scenario() -> list[str]:
+        handle = await AsyncEnvironment(env).submit("stock", id="r2")
+        return (await handle.story()).request.entities
+
+    assert asyncio.run(scenario()) == ["stock"]
+
+
 @pytest.mark.parametrize(
     ("tables", "options", "error"),
     [
-        ("sales", {}, InvalidId),
         ([], {}, InvalidId),
+        ("sales,stock", {}, InvalidId),
         (["bad name"], {}, InvalidId),
         (["sales"], {"id": "../x"}, InvalidId),
         (["sales"], {"deadline": datetime(2030, 1, 1)}, RequestError),
@@ -214,6 +253,30 @@ def test_agents_schedules_and_incidents(env: Environment, fleet: MemoryFleet) ->
     assert acknowledged.acknowledged_by == "ann"
 
 
+def test_agents_show_the_requests_an_agent_holds_now_not_at_its_last_heartbeat(
+    env: Environment, fleet: MemoryFleet
+) -> None:
+    agent = fleet.agent("etl-01", concurrency=3)
+    agent.poll()  # its record: nothing held, not rewritten for stale_after / 4
+    for number, table in enumerate(["sales", "stock", "prices", "costs"], 1):
+        env.submit([table], id=f"r{number}")
+    agent.poll()  # claims all four, starts three
+    assert [(row.id, row.state) for row in env.queue(QueueFilter(agent="etl-01")).rows] == [
+        ("r4", "accepted"),
+        ("r3", "running"),
+        ("r2", "running"),
+        ("r1", "running"),
+    ]
+    [row] = env.agents()
+    assert row.record is not None and row.record.running == 0  # the record's old figure
+    assert (row.running, row.concurrency, row.requests) == (3, 3, ["r1", "r2", "r3", "r4"])
+    assert env.agents(queue=env.queue().rows) == [row]  # from a look just made: the same
+    fleet.finish_runs("r1", "r2", "r3")
+    agent.poll()
+    [row] = env.agents()
+    assert (row.running, row.requests) == (1, ["r4"])
+
+
 # -- wait --------------------------------------------------------------------------------------
 
 
@@ -275,6 +338,47 @@ def test_wait_times_out_while_it_is_still_waiting(env: Environment) -> None:
     error = caught.value
     assert isinstance(error, TimeoutError) and (error.state, error.timeout) == ("waiting", 0.3)
     assert str(error) == "request r1 still waiting after waiting 0.3s; it goes on"
+
+
+@pytest.mark.parametrize("timeout", [-1.0, float("nan")])
+def test_wait_refuses_a_negative_or_nan_timeout(env: Environment, timeout: float) -> None:
+    env.submit(["sales"], id="r1")
+    with pytest.raises(ValueError, match=r"^timeout must be a number of seconds, 0 or more"):
+        env.wait("r1", timeout=timeout)
+
+    async def scenario() -> None:
+        async with AsyncEnvironment(env) as aenv:
+            await aenv.handle("r1").wait(timeout=timeout)
+
+    with pytest.raises(ValueError, match=r"^timeout must be"):
+        asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("face", ["sync", "asyncio"])
+def test_progress_is_told_the_final_story_once(
+    env: Environment, fleet: MemoryFleet, folder: Path, face: str
+) -> None:
+    """The status lands before the run record of the table that ended it: the final story is
+    told once, with that record, not first without it and again with it."""
+    agent = fleet.agent("etl-01")
+    env.submit(["sales"], id="r1")
+    agent.poll()
+    fleet.finish_runs("r1")
+    agent.poll()
+    [record] = (folder / "runs" / "r1").iterdir()
+    kept = record.read_bytes()
+    record.unlink()  # as if the agent had written the status and not yet the record
+    later(0.3, lambda: record.write_bytes(kept))
+    told: list[RequestStory] = []
+    if face == "sync":
+        story = env.wait("r1", timeout=PATIENCE, progress=told.append)
+    else:
+
+        async def scenario() -> RequestStory:
+            return await AsyncEnvironment(env).wait("r1", timeout=PATIENCE, progress=told.append)
+
+        story = asyncio.run(scenario())
+    assert told == [story] and [run.table for run in story.runs] == ["sales"]
 
 
 def test_wait_finds_a_request_archived_while_it_waited(
@@ -420,6 +524,46 @@ def test_changes_yields_state_changes_as_they_land(env: Environment, fleet: Memo
     assert claimed.state in ("accepted", "running")
     later(0.1, stop.set)
     assert list(changes) == []  # stopped: the iteration ends
+
+
+@pytest.mark.parametrize("face", ["sync", "asyncio-threading-event", "asyncio-event"])
+def test_changes_end_soon_after_stop_with_a_poll_of_a_minute(face: str) -> None:
+    """A store with no watch, looked at once a minute: only the stop can end it in PATIENCE."""
+    env = Environment(MemoryFleet.fresh().mailbox, poll=60)
+    ended = threading.Event()
+    started = threading.Event()
+    stop: threading.Event | asyncio.Event
+
+    def follow_sync() -> None:
+        assert isinstance(stop, threading.Event)
+        changes = env.changes(stop=stop)
+        started.set()
+        assert list(changes) == []
+        ended.set()
+
+    async def follow_async() -> None:
+        nonlocal stop
+        if face == "asyncio-event":
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            stop_here = stop
+            setter = lambda: loop.call_soon_threadsafe(stop_here.set)  # noqa: E731
+        else:
+            stop = threading.Event()
+            setter = stop.set
+        later(0.3, setter)
+        async for _ in AsyncEnvironment(env).changes(stop=stop):
+            pass
+        ended.set()
+
+    if face == "sync":
+        stop = threading.Event()
+        threading.Thread(target=follow_sync, daemon=True).start()
+        assert started.wait(PATIENCE)
+        later(0.3, stop.set)
+    else:
+        threading.Thread(target=lambda: asyncio.run(follow_async()), daemon=True).start()
+    assert ended.wait(PATIENCE)
 
 
 def test_changes_sees_a_change_written_by_another_process(env: Environment, folder: Path) -> None:

@@ -265,6 +265,17 @@ def test_a_plugin_imports_only_the_public_api(package: str) -> None:
     assert not found, "\n".join(found)
 
 
+#: Tests that teach plugin authors: they use what a plugin's own tests may use, the public API.
+TEACHING_TESTS = ("contrib/plugin-template/tests",)
+
+
+@pytest.mark.parametrize("folder", TEACHING_TESTS)
+def test_the_plugin_templates_tests_import_only_the_public_api(folder: str) -> None:
+    assert any((REPO / folder).glob("test_*.py"))
+    found = private_imports(REPO / folder)
+    assert not found, "\n".join(found)
+
+
 def test_the_public_api_check_sees_a_private_import(tmp_path: Path) -> None:
     package = tmp_path / "fdcore_sneaky"
     package.mkdir()

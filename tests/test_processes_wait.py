@@ -24,6 +24,7 @@ from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.cli.wait import CANCELLED, EXPIRED, FAILED, SUCCEEDED, TIMED_OUT
 from fdcore.contract.codec import format_time
 from fdcore.contract.models import State
+from fdcore.mailbox.submit import submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
@@ -34,6 +35,7 @@ import os, sys, time
 table = os.environ["FDCORE_TABLE"]
 print(f"table {table} of {os.environ['FDCORE_REQUEST']} starts", file=sys.stderr, flush=True)
 if table.startswith("fail"):
+    print("rows loaded: 16", flush=True)
     print("bad row 17", file=sys.stderr)
     sys.exit(3)
 time.sleep(60 if table.startswith("slow") else 1 if table.startswith("nap") else 0)
@@ -108,21 +110,27 @@ def test_a_failed_request_exits_1_with_the_failed_tables_output_on_stderr(
         "fail2 (attempt 1): exit code 3: bad row 17",
         "  | table fail2 of r-fail starts",
         "  | bad row 17",
+        "  stdout:",
+        "  | rows loaded: 16",
     ]
+    # the agent's log: every line the table printed, under the table's identity
+    log = fleet.agents["w-01"].output()
+    assert "fdcore.table: w-01 r-fail/fail2#1 stdout: rows loaded: 16" in log
+    assert "fdcore.table: w-01 r-fail/fail2#1 stderr: bad row 17" in log
+    assert "\nrows loaded: 16" not in log  # never unprefixed
     again = in_process(capsys, fleet, "wait", "r-fail", "--json")
     assert again.returncode == FAILED
     assert json.loads(again.stdout)["state"] == "failed"
 
 
 def test_a_request_past_its_deadline_exits_3(fleet: AgentFleet) -> None:
-    deadline = format_time(datetime.now(timezone.utc) - timedelta(seconds=1))
-    result = fdcore(
-        fleet, "submit", "--entities", "ok1", "--id", "r-late", "--deadline", deadline, "--wait"
-    )
+    # submit refuses a deadline already past: this one passed while the request waited
+    past = datetime.now(timezone.utc) - timedelta(seconds=1)
+    submit(fleet.mailbox, ["ok1"], request_id="r-late", deadline=past)
+    result = fdcore(fleet, "wait", "r-late")
     assert result.returncode == EXPIRED, result
     assert result.stdout.splitlines() == [
-        "r-late",
-        f"request r-late expired: not claimed before its deadline {deadline[:19]}Z",
+        f"request r-late expired: not claimed before its deadline {format_time(past)[:19]}Z",
     ]
 
 

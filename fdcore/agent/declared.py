@@ -11,6 +11,7 @@ reference tables of docs/agents.md (:func:`reference`).
 
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Iterator, Mapping
 from datetime import time
@@ -32,15 +33,18 @@ from fdcore.durations import (
     MAX_SECONDS,
     MAX_SPAN,
     Reader,
+    Seconds,
     format_duration,
     parse_duration,
 )
 from fdcore.errors import ConfigError, DurationError
+from fdcore.webhook import NOT_A_VARIABLE, is_variable_name
 
 T = TypeVar("T")
 
 _HELP = "fdcore.help"  # one line for the reference table and the schema's description
-_DURATION = "fdcore.duration"  # written as a duration text ("15m"), held as seconds
+_DURATION = "fdcore.duration"  # shown as a duration text ("15m"), held as seconds
+_SECONDS = "fdcore.seconds"  # shown as a number of seconds; takes a duration text too
 _REST = "fdcore.rest"  # holds the table's keys the class does not declare (a plugin's options)
 _HEADER = "fdcore.header"  # the table's own name ([notify.routes.<name>]), not a key
 _EXPECTS = "fdcore.expects"  # what the value should be, in words, if not said by its type
@@ -71,12 +75,18 @@ def setting(
     check: Any = None,
     factory: Any = None,
     duration: bool = False,
+    seconds: bool = False,
     rest: bool = False,
     header: bool = False,
     expects: str | None = None,
 ) -> Any:
     """A declared field: its default (or ``factory``), its checks (attrs validators, or a
-    :class:`~fdcore.durations.Reader` whose check it applies) and its help."""
+    :class:`~fdcore.durations.Reader` whose check it applies) and its help.
+
+    A duration key (``duration``: shown as text, ``"15m"``; ``seconds``, or checked by a
+    :class:`~fdcore.durations.Seconds` reader: shown as a number of seconds) takes either form
+    in the file: ``30``, ``"30s"``, ``"1h30m"``."""
+    seconds = seconds or any(isinstance(c, Seconds) for c in _listed(check))
     checks = [_reads(c) if isinstance(c, Reader) else c for c in _listed(check)]
     bounds: dict[str, Any] = {}
     for item in checks:
@@ -84,6 +94,7 @@ def setting(
     metadata = {
         _HELP: help,
         _DURATION: duration,
+        _SECONDS: seconds and not duration,
         _REST: rest,
         _HEADER: header,
         _EXPECTS: expects,
@@ -189,7 +200,15 @@ def _is_settings(cls: Any) -> bool:
     return attrs.has(cls) and any(_HELP in a.metadata for a in _fields(cls))
 
 
+def _is_duration(field: attrs.Attribute[Any]) -> bool:
+    """Whether ``field`` is a duration key: a number of seconds or a duration text."""
+    return bool(field.metadata.get(_DURATION) or field.metadata.get(_SECONDS))
+
+
 def _duration_hook(value: object, _type: object) -> float:
+    """A duration key's value in seconds: a number as it is, a text as a duration."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     if not isinstance(value, str):
         raise TypeError(f"expected a duration, got {value!r}")
     try:
@@ -203,9 +222,7 @@ def _table_hook(cls: type) -> Any:
     rest = next((a.name for a in fields if a.metadata.get(_REST)), None)
     header = next((a.name for a in fields if a.metadata.get(_HEADER)), None)
     keys = {a.name for a in fields if a.name not in (rest, header)}
-    hooks = {
-        a.name: override(struct_hook=_duration_hook) for a in fields if a.metadata.get(_DURATION)
-    }
+    hooks = {a.name: override(struct_hook=_duration_hook) for a in fields if _is_duration(a)}
     base: Any = make_dict_structure_fn(
         cls,
         converter,
@@ -220,6 +237,7 @@ def _table_hook(cls: type) -> Any:
         if rest is not None:
             given = {k: v for k, v in value.items() if k in keys}
             given[rest] = {k: v for k, v in value.items() if k not in keys}
+            _check_variable_names(rest, given[rest])
         if header is not None:
             given[header] = ""  # named by the table of tables that holds it
         return base(given, cls)
@@ -228,6 +246,29 @@ def _table_hook(cls: type) -> Any:
 
 
 converter.register_structure_hook_factory(_is_settings, _table_hook)
+
+
+def _check_variable_names(rest: str, options: Mapping[str, Any]) -> None:
+    """A plugin's ``*_env`` option names the variable holding a secret: anything else there is
+    refused without being repeated (a webhook URL or a key pasted in)."""
+    for key, value in options.items():
+        if key.endswith("_env") and isinstance(value, str) and not is_variable_name(value):
+            raise Invalid((rest, key), NOT_A_VARIABLE)
+
+
+#: Option keys whose value may be a secret: never shown, never repeated in an error.
+_SECRET_KEY = re.compile(r"secret|password|passwd|token|key|credential|connection|sig", re.I)
+
+
+def hidden(key: str, value: Any) -> Any:
+    """``value`` as it may be shown: ``<hidden>`` for what may be a secret (a secret-shaped key,
+    a URL with a user or a query, a ``*_env`` option that names no variable)."""
+    if not isinstance(value, str):
+        return value
+    if key.endswith("_env"):
+        return value if is_variable_name(value) else "<hidden>"
+    looks_secret = _SECRET_KEY.search(key) or re.search(r"://[^/]*@|[?&]", value)
+    return "<hidden>" if looks_secret else value
 
 
 def _tuple_factory(type_: Any) -> Any:
@@ -405,6 +446,9 @@ def _error(
 
 
 def _short(place: _Place) -> str:
+    key = place.keys[-1] if place.keys else ""
+    if hidden(key, place.value) != place.value or _SECRET_KEY.search(key) or key.endswith("_env"):
+        return "a value not shown (it may be a secret)"
     text = repr(place.value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -413,10 +457,10 @@ def _expects(place: _Place) -> str:
     metadata = place.field.metadata if place.field is not None else {}
     if metadata.get(_EXPECTS):
         return str(metadata[_EXPECTS])
-    if metadata.get(_DURATION):
-        default = place.field.default if place.field is not None else None
+    if place.field is not None and _is_duration(place.field):
+        default = place.field.default
         example = format_duration(default) if isinstance(default, float) else "1m"
-        return f'a duration such as "{example}"'
+        return f'a number of seconds or a duration such as "{example}"'
     return "a table" if place.type is None else _words(place.type)
 
 
@@ -486,8 +530,13 @@ def _field_schema(field: attrs.Attribute[Any]) -> dict[str, Any]:
     type_ = _plain(field.type)
     kind, item = _container(type_)
     schema: dict[str, Any]
-    if field.metadata.get(_DURATION):
-        schema = {"type": "string", "pattern": DURATION_PATTERN}
+    bounds = dict(field.metadata.get(_BOUNDS, {}))
+    if _is_duration(field):
+        text = {"type": "string", "pattern": DURATION_PATTERN}
+        number = {"type": "number", **bounds}
+        forms = [text, number] if field.metadata.get(_DURATION) else [number, text]
+        schema = {"anyOf": forms}
+        bounds = {}
     elif kind == "list":
         schema = {"type": "array", "items": _class_schema(item)}
     elif kind == "dict":
@@ -500,10 +549,9 @@ def _field_schema(field: attrs.Attribute[Any]) -> dict[str, Any]:
         schema = {"type": "object", "additionalProperties": {"type": "string"}}
     else:
         schema = {"type": _JSON_TYPES.get(type_, "string")}
-    bounds = dict(field.metadata.get(_BOUNDS, {}))
     if "enum" in bounds and schema.get("type") == "array":
         schema["items"] = {"type": "string", "enum": bounds.pop("enum")}
-    schema.update(bounds if not field.metadata.get(_DURATION) else {})
+    schema.update(bounds)
     schema["description"] = field.metadata.get(_HELP, "")
     default = _json_default(field)
     if default is not None:
@@ -579,7 +627,7 @@ def _row(field: attrs.Attribute[Any]) -> str:
         shown = "required"
     elif default is None:
         shown = "none"
-    kind = "duration" if field.metadata.get(_DURATION) else _json_type(field)
+    kind = "duration" if _is_duration(field) else _json_type(field)
     return f"| `{field.name}` | {kind} | {shown} | {help_text} |"
 
 

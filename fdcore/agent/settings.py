@@ -347,7 +347,9 @@ class PipelineTable:
     )
     leases: str = setting("mailbox", help="the table lease provider")
     lease_seconds: float | None = setting(
-        None, help="a table lease's time (at least 3 x poll_seconds; default: stale_after)"
+        None,
+        help="a table lease's time (at least 3 x poll_seconds; default: stale_after)",
+        seconds=True,
     )
 
 

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import math
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -376,6 +377,7 @@ class Tables:
             message=result.message or None,
             exit_code=result.exit_code,
             output=output_tail(result.output) or None,
+            stdout=output_tail(result.stdout) or None,
         )
         # The first record stands: a retried status change must not move the table's end.
         key = run_key(work.id, attempt, table)
@@ -386,17 +388,20 @@ class Tables:
 
     def _within_bound(self, key: str, record: RunRecord) -> RunRecord:
         """``record`` within the size bound: its message cut short if long, then as much of the
-        end of the table's output as the bound leaves room for (a 4 KiB bound cannot hold
-        4 KiB of output with the rest). The run is always recorded."""
+        end of the table's stdout, then of its output, as the bound leaves room for (a 4 KiB
+        bound cannot hold 4 KiB of output with the rest). The run is always recorded."""
         message = record.message or ""
         if len(message) > SHORT_MESSAGE and not self.mailbox.fits(key, record):
             record = attrs.evolve(record, message=message[:SHORT_MESSAGE] + "...")
-        while record.output and not self.mailbox.fits(key, record):
-            size = len(record.output.encode("utf-8"))
-            over = len(encode(record)) - self.mailbox.max_file_bytes
-            # An escaped byte takes up to six: cut the excess (at least half), then look again
-            tail = output_tail(record.output, size - over if over < size // 2 else size // 2)
-            record = attrs.evolve(record, output=tail or None)
+        for name in ("stdout", "output"):  # stdout's tail goes first: stderr says why
+            while getattr(record, name) and not self.mailbox.fits(key, record):
+                text: str = getattr(record, name)
+                size = len(text.encode("utf-8"))
+                over = len(encode(record)) - self.mailbox.max_file_bytes
+                # An escaped byte takes up to six: cut the excess (at least half), then look again
+                tail = output_tail(text, size - over if over < size // 2 else size // 2)
+                changes: dict[str, Any] = {name: tail or None}
+                record = attrs.evolve(record, **changes)
         return record
 
     def write_unwritten(self, raise_unavailable: bool = False) -> None:

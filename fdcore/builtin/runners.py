@@ -6,11 +6,13 @@ same agent code runs under the simulator's virtual clock.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import importlib
+import logging
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -20,18 +22,61 @@ from fdcore.abc import TableJob, TableResult, TableRun
 from fdcore.builtin.processes import ProcessRecords, child_setup, end_group, exited
 from fdcore.contract.models import output_tail
 
-#: How much of a table process's stderr is read at its end: the tail kept is at most 4 KiB.
+log = logging.getLogger("fdcore.table")
+
+#: How much of each of a table process's streams is kept as it runs: the tail a run record
+#: keeps (its last lines, at most 4 KiB) is cut from it at the end.
 OUTPUT_READ_BYTES = 8192
+#: The longest line read at once: a longer one is logged and kept in pieces of this size.
+LINE_BYTES = 8192
+#: Seconds the end of a run waits for the rest of its output: the pipes close as the process
+#: group ends; a process that left the group and keeps them open is not waited for.
+OUTPUT_GRACE = 1.0
+
+
+class _Stream:
+    """One stream of a table process (stdout or stderr), read on a thread of its own: each
+    line goes to the agent's log under the table's identity, and the last
+    :data:`OUTPUT_READ_BYTES` of it are kept for the run record."""
+
+    def __init__(self, pipe: IO[bytes], who: str, name: str) -> None:
+        self.pipe = pipe
+        self.who = who  # "agent request/table#attempt": whose line it is, in the log
+        self.name = name
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.size = 0
+        self.thread = threading.Thread(target=self._read, daemon=True, name=f"{who} {name}")
+        self.thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the pipe closed under us: done
+            for line in iter(lambda: self.pipe.readline(LINE_BYTES), b""):
+                text = line.decode(errors="replace").rstrip("\r\n")
+                log.info("%s %s: %s", self.who, self.name, text)
+                self._keep(line)
+
+    def _keep(self, line: bytes) -> None:
+        self.tail.append(line)
+        self.size += len(line)
+        while self.size > OUTPUT_READ_BYTES and len(self.tail) > 1:
+            self.size -= len(self.tail.popleft())
+
+    def text(self) -> str:
+        """The last lines read (once the stream ended, or :data:`OUTPUT_GRACE` passed)."""
+        self.thread.join(OUTPUT_GRACE)
+        with contextlib.suppress(OSError):
+            self.pipe.close()
+        return output_tail(b"".join(list(self.tail)).decode(errors="replace"))
 
 
 class _ProcessRun:
     """A table process leading its own process group; the group ends with the run."""
 
-    def __init__(
-        self, process: subprocess.Popen[bytes], log: IO[bytes], records: ProcessRecords
-    ) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], who: str, records: ProcessRecords) -> None:
+        assert process.stdout is not None and process.stderr is not None  # both piped
         self.process = process
-        self.log = log
+        self.stdout = _Stream(process.stdout, who, "stdout")
+        self.stderr = _Stream(process.stderr, who, "stderr")
         self.records = records
 
     def _ended(self) -> int:
@@ -49,20 +94,14 @@ class _ProcessRun:
         if self.process.returncode is None and not exited(self.process.pid):
             return None
         code = self._ended()
-        output = self._output_tail()
+        output = self.stderr.text()
+        stdout = self.stdout.text()
         lines = output.strip().splitlines()
         if code == 0:
             return TableResult(True, exit_code=code, output=output)
         last = lines[-1] if lines else ""
         message = f"exit code {code}" + (f": {last}" if last else "")
-        return TableResult(False, message, exit_code=code, output=output)
-
-    def _output_tail(self) -> str:
-        """The last lines of what the table process wrote to stderr (a run record keeps them)."""
-        self.log.seek(max(0, self.log.seek(0, os.SEEK_END) - OUTPUT_READ_BYTES))
-        text = self.log.read().decode(errors="replace")
-        self.log.close()
-        return output_tail(text)
+        return TableResult(False, message, exit_code=code, output=output, stdout=stdout)
 
     def wait(self, timeout: float | None = None) -> bool:
         try:
@@ -79,14 +118,18 @@ class _ProcessRun:
             while not exited(self.process.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
         self._ended()
+        self.stdout.text()  # the pipes closed with the group: their threads end
+        self.stderr.text()
 
 
 class CommandRunner:
     """``[runner] kind = "command"``: run ``command`` once per table, in its own process.
 
     The table's identity and fencing token reach the command as ``FDCORE_*`` variables, and the
-    descriptors in ``job.inherit`` stay open in it (a held lane); exit code 0 is success. Its
-    output goes to the agent's stdout; the last line of stderr becomes the failure message. The
+    descriptors in ``job.inherit`` stay open in it (a held lane); exit code 0 is success. Each
+    line it prints (stdout and stderr) goes to the agent's log under the table's identity
+    (``etl-01 r1/sales#1 stdout: ...``); the last line of stderr becomes the failure message,
+    and the run record keeps the tail of stderr, and of stdout for a failed table. The
     process and everything it starts end with the table, and never outlive the agent
     (:mod:`fdcore.builtin.processes`).
     """
@@ -97,12 +140,12 @@ class CommandRunner:
         command = options.get("command")
         if not command or not isinstance(command, list):
             raise ValueError("[runner] command must be a non-empty list of strings")
-        log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the run; closed by poll)
         process = subprocess.Popen(
             [str(part) for part in command],
             env={**os.environ, **job.environ()},
             stdin=subprocess.DEVNULL,
-            stderr=log,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             cwd=options.get("cwd"),
             pass_fds=job.inherit,
             # Other threads run in the agent (run waiters, the watcher, incidents): the child
@@ -112,7 +155,8 @@ class CommandRunner:
         )
         records = ProcessRecords(job.agent, job.environment)
         records.add(process.pid)
-        return _ProcessRun(process, log, records)
+        who = f"{job.agent} {job.request}/{job.table}#{job.attempt}"
+        return _ProcessRun(process, who, records)
 
     def end_leftover_runs(self, agent: str, environment: str) -> int:
         """At start-up: end the table processes an earlier instance of ``agent`` left running."""

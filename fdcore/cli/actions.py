@@ -145,18 +145,20 @@ def _run_lines(story: RequestStory) -> list[str]:
         )
     lines = ["", "TABLE RUNS", format_table(table)]
     for run in story.runs:
-        if run.message or run.output:
+        if run.message or run.output or run.stdout:
             lines += ["", *run_output_lines(run)]
     return lines
 
 
 def run_output_lines(run: RunStory) -> list[str]:
-    """What a table run said: its message, then the tail of its output (``fdcore show``, and
-    ``fdcore wait`` for a failed table)."""
+    """What a table run said: its message, then the tail of its output (stderr), then of its
+    stdout if kept (``fdcore show``, and ``fdcore wait`` for a failed table)."""
     said = f": {run.message}" if run.message else ""
-    return [f"{run.table} (attempt {run.attempt}){said}"] + [
-        f"  | {line}" for line in (run.output or "").splitlines()
-    ]
+    lines = [f"{run.table} (attempt {run.attempt}){said}"]
+    lines += [f"  | {line}" for line in (run.output or "").splitlines()]
+    if run.stdout:
+        lines += ["  stdout:", *(f"  | {line}" for line in run.stdout.splitlines())]
+    return lines
 
 
 def _request_arguments(parser: argparse.ArgumentParser, *, acts: bool) -> None:

@@ -8,13 +8,14 @@ import math
 import os
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from fdcore.abc import Command
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
     load_config,
+    naming_the_file,
     storage_option,
 )
 from fdcore.cli.output import format_table
@@ -23,7 +24,7 @@ from fdcore.cli.wait import add_submit_flags, after_submit, check_submit_flags
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
-from fdcore.durations import GRACE, Seconds, Whole, add_flag
+from fdcore.durations import GRACE, Seconds, Whole, add_flag, check_duration, parse_duration
 from fdcore.environment import (
     AgentRow,
     Environment,
@@ -34,7 +35,14 @@ from fdcore.environment import (
     unfinished,
     with_host_folder,
 )
-from fdcore.errors import AlreadyExists, ConfigError, EnvironmentNotFound, InvalidId
+from fdcore.errors import (
+    AlreadyExists,
+    ConfigError,
+    DurationError,
+    EnvironmentNotFound,
+    InvalidId,
+)
+from fdcore.mailbox.submit import deadline_from
 from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import LiveView
 
@@ -58,10 +66,33 @@ MAX_FRAMES = 1_000_000
 
 
 def _agent_run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    runtime = AgentRuntime(config, clock=_test_clock())
+    with naming_the_file(args.config):
+        config = load_config(args.config)
+        runtime = AgentRuntime(config, clock=_test_clock())
     runtime.install_signal_handlers()
     return runtime.run()
+
+
+def _deadline(text: str) -> datetime:
+    """``--deadline``: a duration from now (``10m``) or an ISO 8601 time, in the future."""
+    now = datetime.now(timezone.utc)
+    try:
+        parse_duration(text)
+    except DurationError:
+        try:
+            at: datetime | timedelta = parse_time(text)
+        except ValueError as exc:
+            raise ConfigError(
+                "fdcore submit",
+                "--deadline",
+                f"neither a duration from now (10m, 2h) nor an ISO 8601 time: {exc}",
+            ) from None
+    else:
+        at = timedelta(seconds=check_duration("fdcore submit", "--deadline", text))
+    try:
+        return deadline_from(at, now)
+    except ValueError as exc:
+        raise ConfigError("fdcore submit", "--deadline", str(exc)) from None
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -74,14 +105,7 @@ def _submit(args: argparse.Namespace) -> int:
             validate_id(args.id, "request id")
     except InvalidId as exc:
         raise ConfigError("fdcore submit", "--id", str(exc)) from None
-    deadline = None
-    if args.deadline:
-        try:
-            deadline = parse_time(args.deadline)
-        except ValueError as exc:
-            raise ConfigError(
-                "fdcore submit", "--deadline", f"not an ISO 8601 time: {exc}"
-            ) from None
+    deadline = _deadline(args.deadline) if args.deadline else None
     try:
         # Only an existing environment: a mistyped URL must not start a new one.
         with Environment.open(args.env, via="cli") as environment:
@@ -313,7 +337,9 @@ class Submit:
         parser.add_argument("--entities", required=True, help="tables, comma-separated")
         parser.add_argument("--id", help="request id (default: generated)")
         add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
-        parser.add_argument("--deadline", help="ISO 8601 time after which it expires")
+        parser.add_argument(
+            "--deadline", help="when it expires unclaimed: a duration from now (10m) or a time"
+        )
         add_submit_flags(parser)
 
     def run(self, args: argparse.Namespace) -> int:

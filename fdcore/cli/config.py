@@ -10,8 +10,9 @@ one needs the plugins.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from fdcore.agent.settings import (
     ScheduleTable,
 )
 from fdcore.environment import operator_file_bound
-from fdcore.errors import ConfigError
+from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 
 if sys.version_info >= (3, 11):
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "declared_config",
     "load_config",
+    "naming_the_file",
     "parse_config",
     "read_toml",
 ]
@@ -95,6 +97,18 @@ def _check_timing_key(
     )
 
 
+@contextlib.contextmanager
+def naming_the_file(source: str) -> Iterator[None]:
+    """A plugin a file's setting names but no installed plugin provides: the one line names the
+    file too, as every other mistake in it does (the plugin manager knows only the setting)."""
+    try:
+        yield
+    except PluginError as exc:
+        if str(exc).startswith(f"{source}: "):
+            raise
+        raise PluginError(f"{source}: {exc}") from None
+
+
 def storage_option(text: str) -> tuple[str, str]:
     """A command line's ``--option KEY=VALUE``: one key of ``[storage]`` (argparse type)."""
     key, equals, value = text.partition("=")
@@ -111,15 +125,43 @@ def load_config(path: str | Path, plugins: Plugins | None = None) -> AgentConfig
     return parse_config(read_toml(path), str(path), plugins)
 
 
+#: Tables and arrays nest at most this deep in an agent.toml (its own need 4): deeper is refused
+#: before anything walks it, so no reader of the settings meets a recursion limit.
+MAX_DEPTH = 32
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """The TOML document in ``path``; a one-line ConfigError if it cannot be read or parsed."""
+    """The TOML document in ``path``; a one-line ConfigError naming the file if it cannot be
+    read, is not UTF-8 text, is not TOML, or nests deeper than :data:`MAX_DEPTH`."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(source, None, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        why = f"not UTF-8 text (byte {exc.start}): an agent.toml is a UTF-8 text file"
+        raise ConfigError(source, None, why) from None
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, None, f"not valid TOML: {exc}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise ConfigError(source, None, f"nested deeper than {MAX_DEPTH} levels") from None
+    if _depth(data) > MAX_DEPTH:
+        raise ConfigError(source, None, f"nested deeper than {MAX_DEPTH} levels")
     return data
+
+
+def _depth(value: Any) -> int:
+    """How deep tables and arrays nest in ``value``, found without recursion (and stopping one
+    level past the bound)."""
+    deepest, level = 0, [value]
+    while level and deepest <= MAX_DEPTH:
+        deepest += 1
+        level = [
+            item
+            for container in level
+            for item in (container.values() if isinstance(container, dict) else container)
+            if isinstance(item, (dict, list))
+        ]
+    return deepest

@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from fdcore import __version__
+from fdcore.environment.actions import URL_SETTING
 from fdcore.errors import FdcoreError, PluginError
 from fdcore.plugins.manager import COMMAND, Plugins, load_plugins
 
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # Known before parsing: building the parser loads plugins, which may fail too.
     verbose = "-v" in arguments or "--verbose" in arguments
+    naming = URL_SETTING.set("--env")  # a command's environment is its --env, not a parameter
     try:
         args = build_parser().parse_args(arguments)
         logging.basicConfig(
@@ -104,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bug(exc, verbose, arguments)
     except Exception as exc:
         return _bug(exc, verbose, arguments)
+    finally:
+        URL_SETTING.reset(naming)
 
 
 def _one_line(text: str) -> str:

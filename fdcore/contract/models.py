@@ -291,6 +291,8 @@ class RunRecord:
     message: str | None = None
     exit_code: int | None = None  # a command runner's table process
     output: str | None = attrs.field(default=None, validator=_output_tail)  # its last lines
+    # a failed table's last lines of stdout (output: of stderr)
+    stdout: str | None = attrs.field(default=None, validator=_output_tail)
     extra: dict[str, Any] = _extra()
 
 

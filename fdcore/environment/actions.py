@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+from contextvars import ContextVar
 from datetime import datetime
 
 from fdcore.abc import TakeoverPolicy
@@ -50,22 +51,29 @@ def operator_file_bound() -> int:
     return check_file_bound(source, None, value)
 
 
+#: Where an environment's URL is given, for the error of a URL no installed plugin opens: the
+#: Python parameter, unless the command line says it is its ``--env`` (for the command it runs).
+URL_SETTING: ContextVar[str] = ContextVar("fdcore_url_setting", default="Environment.open(url)")
+
+
 def open_mailbox(
     url: str,
     *,
     create: bool = False,
     max_file_bytes: int | None = None,
-    setting: str = "--env",
+    setting: str | None = None,
     options: dict[str, str] | None = None,
 ) -> Mailbox:
     """The mailbox of the environment at ``url`` through its installed storage plugin, each read
     bounded by ``max_file_bytes`` (by default :func:`operator_file_bound`). ``create=False``
     (for whatever only reads or acts on what is there): a missing environment is
     :class:`~fdcore.errors.EnvironmentNotFound`, never a new empty one. ``setting`` names where
-    the URL was given, for the error of a URL no installed plugin opens; ``options`` are the
+    the URL was given, for the error of a URL no installed plugin opens (default
+    :data:`URL_SETTING`); ``options`` are the
     store's ``[storage]`` settings."""
     bound = operator_file_bound() if max_file_bytes is None else max_file_bytes
-    storage = load_plugins().open_storage(url, options, create=create, setting=setting)
+    where = setting or URL_SETTING.get()
+    storage = load_plugins().open_storage(url, options, create=create, setting=where)
     return Mailbox(storage, max_file_bytes=bound)
 
 

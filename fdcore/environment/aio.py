@@ -13,17 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
 from fdcore.contract.models import Incident, RunRecord
 from fdcore.environment.changes import Change, ChangeTracker
-from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, Handle
+from fdcore.environment.client import (
+    DEFAULT_GRACE,
+    DEFAULT_POLL,
+    STOP_LOOK,
+    Environment,
+    Handle,
+)
 from fdcore.environment.queue import QueueFilter, QueuePage
-from fdcore.environment.views import AgentRow, RequestStory, ScheduleRow
+from fdcore.environment.views import AgentRow, QueueRow, RequestStory, ScheduleRow
 from fdcore.environment.wait import RequestWait
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
@@ -45,10 +52,20 @@ class _LoopEvent:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
             self._loop.call_soon_threadsafe(self.event.set)
 
-    async def wait(self, seconds: float) -> None:
-        """Until set or ``seconds`` passed; then cleared."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), seconds)
+    async def wait(self, seconds: float, stopped: Callable[[], bool] | None = None) -> None:
+        """Until set, ``seconds`` passed or ``stopped()`` says so (looked at every
+        :data:`STOP_LOOK` seconds, only when given); then cleared."""
+        end = time.monotonic() + seconds
+        while stopped is None or not stopped():
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            step = left if stopped is None else min(left, STOP_LOOK)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.event.wait(), step)
+                break
+            if stopped is None:
+                break
         self.event.clear()
 
 
@@ -109,10 +126,10 @@ class AsyncEnvironment:
 
     async def submit(
         self,
-        entities: Sequence[str],
+        entities: str | Sequence[str],
         *,
         id: str | None = None,
-        deadline: datetime | None = None,
+        deadline: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
         actor: str | None = None,
@@ -210,9 +227,12 @@ class AsyncEnvironment:
         """The run records of live request ``id`` (see :meth:`Environment.table_runs`)."""
         return await asyncio.to_thread(self.environment.table_runs, id)
 
-    async def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
-        """Every agent's row, by name."""
-        return await asyncio.to_thread(self.environment.agents, grace=grace)
+    async def agents(
+        self, *, grace: float = DEFAULT_GRACE, queue: Sequence[QueueRow] | None = None
+    ) -> list[AgentRow]:
+        """Every agent's row, by name (:meth:`Environment.agents
+        <fdcore.environment.Environment.agents>`)."""
+        return await asyncio.to_thread(self.environment.agents, grace=grace, queue=queue)
 
     async def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents hold, by id."""
@@ -246,7 +266,7 @@ class AsyncEnvironment:
     ) -> AsyncIterator[Change]:
         """The requests' state changes as they land (:meth:`Environment.changes
         <fdcore.environment.Environment.changes>`), from the first iteration on, until
-        ``stop`` is set (seen within ``poll`` seconds) or the environment is closed."""
+        ``stop`` is set or the environment is closed (seen within a twentieth of a second)."""
         environment = self.environment
         tracker = ChangeTracker(MailboxIndex(self.mailbox))
         woken = _LoopEvent()
@@ -260,7 +280,7 @@ class AsyncEnvironment:
         try:
             await asyncio.to_thread(tracker.look)  # where changes start
             while not stopped():
-                await woken.wait(environment.watch.pause(STATUS, environment.poll))
+                await woken.wait(environment.watch.pause(STATUS, environment.poll), stopped)
                 if stopped():
                     return
                 try:

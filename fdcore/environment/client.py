@@ -11,8 +11,9 @@ queue, agents, schedules and incidents, and follow state changes as they land.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -33,6 +34,7 @@ from fdcore.environment.changes import Change, ChangeTracker
 from fdcore.environment.queue import QueueFilter, QueuePage, QueueReader, queue_page
 from fdcore.environment.views import (
     AgentRow,
+    QueueRow,
     RequestStory,
     ScheduleRow,
     agent_rows,
@@ -46,7 +48,7 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.audit import AuditLog, AuditPage, record
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.index import MailboxIndex
-from fdcore.mailbox.submit import retry_request, submit
+from fdcore.mailbox.submit import deadline_from, retry_request, submit
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 
@@ -55,6 +57,19 @@ __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 DEFAULT_POLL = 1.0
 #: Seconds past an agent's ``stale_after`` before it counts as lost (the commands' ``--grace``).
 DEFAULT_GRACE: float = GRACE.default
+#: How often a pause of ``changes()`` looks at its ``stop`` and at the environment's closing
+#: (seconds): a stop ends it this soon, at no cost to the store.
+STOP_LOOK = 0.05
+
+
+def pause(woken: threading.Event, seconds: float, stopped: Callable[[], bool]) -> None:
+    """Until ``woken`` is set, ``seconds`` passed or ``stopped()`` says so; ``woken`` cleared."""
+    end = time.monotonic() + seconds
+    while not stopped():
+        left = end - time.monotonic()
+        if left <= 0 or woken.wait(min(left, STOP_LOOK)):
+            break
+    woken.clear()
 
 
 def _now() -> datetime:
@@ -140,15 +155,16 @@ class Environment:
 
     def submit(
         self,
-        entities: Sequence[str],
+        entities: str | Sequence[str],
         *,
         id: str | None = None,
-        deadline: datetime | None = None,
+        deadline: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
         actor: str | None = None,
     ) -> RequestHandle:
-        """Queue a request running the tables ``entities`` in order; return its handle.
+        """Queue a request running the tables ``entities`` in order; return its handle. One
+        table may be given by its name alone: ``submit("sales")`` is ``submit(["sales"])``.
 
         The audit trail records the submit as done by ``actor`` (default ``user@host``).
 
@@ -157,19 +173,24 @@ class Environment:
         answer). Raises :class:`~fdcore.errors.RequestError` if that id names other work, or if
         the request could not run through within the mailbox's size bound;
         :class:`~fdcore.errors.InvalidId` for a bad table name or id;
+        :class:`~fdcore.errors.RequestError` for a ``deadline`` (a time, or a ``timedelta``
+        from now) without a time zone or not in the future;
         :class:`~fdcore.errors.ConfigError` for ``max_attempts`` out of range;
         :class:`~fdcore.errors.StorageUnavailable` if the store did not answer (submitting again
         with the same ``id`` is then safe).
         """
         if isinstance(entities, str):
-            raise InvalidId(f"entities: expected a list of table names, got {entities!r}")
+            entities = [entities]  # one table by its name, not a sequence of letters
         tables = [validate_id(table, "table name") for table in entities]
         if not tables:
             raise InvalidId("entities: a request names at least one table", "entities")
         if id is not None:
             validate_id(id, "request id")
-        if deadline is not None and deadline.utcoffset() is None:
-            raise RequestError(f"deadline {deadline.isoformat()} has no time zone: give one")
+        if deadline is not None:
+            try:
+                deadline = deadline_from(deadline, _now())
+            except ValueError as exc:
+                raise RequestError(f"deadline {exc}") from None
         if max_attempts is not None:
             check_whole("Environment.submit", "max_attempts", max_attempts, 1, MAX_ATTEMPTS)
         who = _actor(actor)
@@ -218,15 +239,17 @@ class Environment:
 
         ``timeout`` is in seconds (None: as long as it takes); ``progress`` is called with the
         story first and again each time it changes (state, holder, a table done), from the
-        calling thread. Where the store can watch (a local folder) the wait wakes as the
-        status lands; elsewhere it reads the request's status file every ``poll`` seconds (and
-        only that file, while it is unchanged). A malformed or hostile status file, or the store
-        briefly unavailable, does not end the wait: it waits on, within ``timeout``.
+        calling thread, the final story once. Where the store can watch (a local folder) the
+        wait wakes as the status lands; elsewhere it reads the request's status file every
+        ``poll`` seconds (and only that file, while it is unchanged). A malformed or hostile
+        status file, or the store briefly unavailable, does not end the wait: it waits on,
+        within ``timeout``.
 
         Raises :class:`~fdcore.errors.RequestFailed`, :class:`~fdcore.errors.RequestExpired` or
         :class:`~fdcore.errors.RequestCancelled` (each with ``.story``) if it ended otherwise;
         :class:`~fdcore.errors.WaitTimedOut` if it had not ended after ``timeout`` seconds (the
-        request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request.
+        request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request;
+        ``ValueError`` for a negative or NaN ``timeout``.
         """
         wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout)
         woken = threading.Event()
@@ -305,8 +328,8 @@ class Environment:
     def changes(self, *, stop: threading.Event | None = None) -> Iterator[Change]:
         """The requests' state changes from now on, as they land: a :class:`Change` each time a
         request is submitted or its status changes state, oldest first, until ``stop`` is set
-        (seen within ``poll`` seconds) or the environment is closed. The current states are
-        :meth:`queue`'s.
+        or the environment is closed (either ends it within a twentieth of a second). The
+        current states are :meth:`queue`'s.
 
         Each look reads only what changed (a mailbox index of its own); where the store can
         watch, a look follows each change at once, elsewhere one comes every ``poll`` seconds
@@ -334,10 +357,13 @@ class Environment:
         stop: threading.Event,
     ) -> Iterator[Change]:
         try:
-            while not (stop.is_set() or self.closed.is_set()):
-                woken.wait(self.watch.pause(STATUS, self.poll))
-                woken.clear()
-                if stop.is_set() or self.closed.is_set():
+
+            def stopped() -> bool:
+                return stop.is_set() or self.closed.is_set()
+
+            while not stopped():
+                pause(woken, self.watch.pause(STATUS, self.poll), stopped)
+                if stopped():
                     return
                 try:
                     found = tracker.look()
@@ -390,16 +416,23 @@ class Environment:
             self._policy = lost_agent_policy()
         return self._policy
 
-    def agents(self, *, grace: float = DEFAULT_GRACE) -> list[AgentRow]:
+    def agents(
+        self, *, grace: float = DEFAULT_GRACE, queue: Sequence[QueueRow] | None = None
+    ) -> list[AgentRow]:
         """Every agent's row (live, stale, lost, stopped or unreadable), by name; an agent is
-        lost ``grace`` seconds past its ``stale_after``. Raises
+        lost ``grace`` seconds past its ``stale_after``. Its ``running`` and ``requests`` are
+        what the requests' statuses say it holds now, not its record's figures, which are as
+        old as its last heartbeat: read by a look at the queue, or taken from ``queue``, the
+        rows of a look just made (``queue().rows``, unfiltered), to spare a second one. Raises
         :class:`~fdcore.errors.StorageUnavailable`."""
-        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace)
+        rows = self._queue.rows(include_final=False) if queue is None else queue
+        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace, rows)
 
     def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents (not stopped) hold, by id, with when it is next due and
         who serves it. Raises :class:`~fdcore.errors.StorageUnavailable`."""
-        return schedule_rows(self.agents(grace=grace))
+        # the records alone: a schedule's row needs no request's status
+        return schedule_rows(agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace))
 
     def incidents(self, *, include_resolved: bool = True) -> list[Incident]:
         """The open incidents, then (with ``include_resolved``) the resolved ones, newest

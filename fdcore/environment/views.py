@@ -9,6 +9,7 @@ queue's rows are read by :mod:`fdcore.environment.queue`.
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -135,29 +136,48 @@ def agent_state(
 
 
 def agent_rows(
-    mailbox: Mailbox, now: datetime, policy: TakeoverPolicy | None, grace: float
+    mailbox: Mailbox,
+    now: datetime,
+    policy: TakeoverPolicy | None,
+    grace: float,
+    queue: Iterable[QueueRow] | None = None,
 ) -> list[AgentRow]:
     """One row per agent record, by name; an agent is lost past ``stale_after`` plus ``grace``
-    seconds by ``policy`` (None: never shown lost, only stale)."""
+    seconds by ``policy`` (None: never shown lost, only stale).
+
+    With the ``queue`` read now, each row's ``running`` and ``requests`` are what the statuses
+    say the agent holds (running, and accepted or running); without it, what its record said
+    when last written, which may be ``stale_after / 4`` old.
+    """
+    held: dict[str, list[QueueRow]] = {}
+    for request in queue or ():
+        if request.agent is not None and request.state in ("accepted", "running"):
+            held.setdefault(request.agent, []).append(request)
     rows = []
     for name in sorted(mailbox.agent_names()):
         found = mailbox.read_or_report(AgentRecord, agent_key(name))
         record = found.value if found else None
-        rows.append(
-            AgentRow(
-                name=name,
-                state=agent_state(record, now, policy, grace),
-                version=record.version if record else None,
-                last_seen=record.updated_at if record else None,
-                running=record.running if record else 0,
-                concurrency=record.concurrency if record else 0,
-                claim=record.claim if record else None,
-                take_over=record.take_over if record else False,
-                requests=list(record.requests) if record else [],
-                record=record,
-                clock_skew=record.clock_skew if record else None,
-            )
+        row = AgentRow(
+            name=name,
+            state=agent_state(record, now, policy, grace),
+            version=record.version if record else None,
+            last_seen=record.updated_at if record else None,
+            running=record.running if record else 0,
+            concurrency=record.concurrency if record else 0,
+            claim=record.claim if record else None,
+            take_over=record.take_over if record else False,
+            requests=list(record.requests) if record else [],
+            record=record,
+            clock_skew=record.clock_skew if record else None,
         )
+        if queue is not None:
+            mine = held.get(name, [])
+            row = attrs.evolve(
+                row,
+                running=sum(1 for each in mine if each.state == "running"),
+                requests=sorted(each.id for each in mine),
+            )
+        rows.append(row)
     return rows
 
 
@@ -333,7 +353,8 @@ class RunStory:
     outcome: str
     exit_code: int | None
     message: str | None
-    output: str | None  # the last lines of the runner's output (at most 4 KiB)
+    output: str | None  # the last lines of the runner's output (stderr; at most 4 KiB)
+    stdout: str | None = None  # a failed table's last lines of stdout (at most 4 KiB)
 
     @property
     def seconds(self) -> float:
@@ -353,6 +374,7 @@ class RunStory:
             "exit_code": self.exit_code,
             "message": self.message,
             "output": self.output,
+            "stdout": self.stdout,
         }
 
 
@@ -458,6 +480,7 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
                 exit_code=run.exit_code,
                 message=run.message,
                 output=run.output,
+                stdout=run.stdout,
             )
             for run in runs
         ],

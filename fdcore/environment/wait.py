@@ -88,6 +88,10 @@ class RequestWait:
     def __init__(self, mailbox: Mailbox, request_id: str, timeout: float | None = None) -> None:
         self.mailbox = mailbox
         self.request_id = request_id
+        if timeout is not None and not timeout >= 0:  # NaN too
+            raise ValueError(
+                f"timeout must be a number of seconds, 0 or more (None: no limit), got {timeout!r}"
+            )
         self.timeout = timeout  # seconds (None: as long as it takes)
         self._give_up = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         self.story: RequestStory | None = None  # as last read
@@ -100,8 +104,12 @@ class RequestWait:
         self._final_since: float | None = None  # when a look first found it final
 
     def reported(self) -> bool:
-        """Whether the story is one progress has not been told yet (and count it told)."""
+        """Whether the story is one progress has not been told yet (and count it told). A
+        final story is told once, as the wait ends: not first without the run record that
+        ended the request, then again with it."""
         if self.story is None or self.story == self._reported:
+            return False
+        if self.final and not self.over():
             return False
         self._reported = self.story
         return True

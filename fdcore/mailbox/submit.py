@@ -16,7 +16,7 @@ retention archived is retried from the archive (its link, if any, moved with it)
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
@@ -33,6 +33,20 @@ RETRYABLE = (State.FAILED, State.EXPIRED, State.CANCELLED)
 
 def new_request_id(now: datetime) -> str:
     return f"req-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+
+
+def deadline_from(deadline: datetime | timedelta, now: datetime) -> datetime:
+    """The deadline a submission gives, a time or a duration from ``now``, as a time; a
+    one-line ValueError if it has no time zone or is not after ``now`` (a request that would
+    expire the moment it lands)."""
+    at = now + deadline if isinstance(deadline, timedelta) else deadline
+    if at.utcoffset() is None:
+        raise ValueError(f"{at.isoformat()} has no time zone: give one")
+    if at <= now:
+        raise ValueError(
+            f"{format_time(at)} is past: give a later time, or a duration from now such as 10m"
+        )
+    return at
 
 
 def submit(

@@ -152,6 +152,25 @@ def test_a_run_record_keeps_the_end_of_the_output_that_fits(env: Environment) ->
     assert record.exit_code == 1 and record.message is not None
 
 
+def test_a_run_record_keeps_a_failed_tables_stdout_tail_within_the_bound(
+    env: Environment,
+) -> None:
+    env.submit("r1", "sales")
+    env.mailbox.max_file_bytes = BOUND
+    config = env.config(max_file_bytes=BOUND)
+    tables, changes, holdings = env.tables(config)
+    work = env.claimed(changes, holdings, "r1")
+    held = env.leases.acquire("sales", "etl-01", "r1", 1, 60.0, START)
+    assert held is not None
+    stdout = "".join(f"row {n} loaded\n" for n in range(400))
+    result = TableResult(False, "exit code 3: bad row 17", 3, "bad row 17\n", stdout=stdout)
+    tables.write_run_record(work, held, 1, Outcome.FAILED, result, START)
+    [record] = env.mailbox.runs("r1")  # read with the bound: it was written within it
+    assert record.output == "bad row 17\n"  # stderr says why: cut last
+    assert record.stdout is not None and record.stdout.endswith("row 399 loaded\n")
+    assert record.stdout.startswith("row ")
+
+
 def test_an_agent_record_leaves_out_its_request_ids_before_it_would_overflow(
     env: Environment,
 ) -> None:

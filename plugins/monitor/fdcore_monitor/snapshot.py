@@ -23,6 +23,7 @@ from fdcore.environment import (
     QueuePage,
     QueueRow,
     ScheduleRow,
+    queue_page,
     schedule_rows,
     schedule_warnings,
     with_host_folder,
@@ -70,8 +71,9 @@ class Source:
         # not created: a mistyped URL is "environment not found", never a new empty mailbox
         return cls(Environment.open(url, via="monitor"), grace, host, host_admission)
 
-    def agents(self) -> list[AgentRow]:
-        rows = self.environment.agents(grace=self.grace)
+    def agents(self, queue: list[QueueRow] | None = None) -> list[AgentRow]:
+        """The agents' rows; what each holds counted from ``queue`` (a look's every row)."""
+        rows = self.environment.agents(grace=self.grace, queue=queue)
         return with_host_folder(rows, self.host, self.host_admission) if self.host else rows
 
     def fleet(
@@ -80,12 +82,15 @@ class Source:
         """The agents, schedules and the page of the queue ``where``, ``offset`` and ``limit``
         select (:meth:`fdcore.Environment.queue`), read now."""
         now = datetime.now(timezone.utc)
-        agents = self.agents()
+        every = self.environment.queue().rows  # one look for the page and the agents' work
+        agents = self.agents(every)
         why_no_lost = self.environment.lost_agents_unknown
+        oldest_first = every[::-1]
+        page = queue_page(oldest_first, where or QueueFilter(), offset, limit or max(len(every), 1))
         return Fleet(
             now=now,
             agents=agents,
-            queue=self.environment.queue(where, offset=offset, limit=limit),
+            queue=page,
             schedules=schedule_rows(agents),
             warnings=schedule_warnings(agents) + ([why_no_lost] if why_no_lost else []),
         )

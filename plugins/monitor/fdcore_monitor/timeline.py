@@ -7,6 +7,7 @@ scales to its container (``viewBox``), so it reads on a phone as on a desktop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from html import escape
@@ -17,7 +18,24 @@ WIDTH = 960
 LABEL = 130  # the agents' names, left of the lanes
 LANE = 40
 AXIS = 24
-TICKS = 4
+TICKS = 4  # steps along the axis, about
+#: The axis's units: seconds under 3 minutes, minutes under 3 hours, hours beyond.
+UNITS = ((180.0, "s", 1.0), (10800.0, "min", 60.0), (math.inf, "h", 3600.0))
+
+
+def axis_ticks(span: float) -> list[tuple[float, str]]:
+    """The axis's ticks over ``span`` seconds: (seconds from the start, label), a round step
+    apart: 1, 2 or 5 times a power of ten of one unit, the one giving closest to
+    :data:`TICKS` steps (``0 s``, ``+0.5 s``, ``+1 s``, ``+1.5 s``)."""
+    _, unit, size = next(u for u in UNITS if span < u[0])
+    length = span / size
+    power = math.floor(math.log10(length / TICKS))
+    steps = [m * 10.0**p for p in (power - 1, power, power + 1) for m in (1, 2, 5)]
+    step = min(steps, key=lambda step: (abs(length / step - TICKS), -step))
+    count = math.floor(length / step * (1 + 1e-9))
+    return [(0.0, "0 s")] + [
+        (min(k * step * size, span), f"+{round(k * step, 9):g} {unit}") for k in range(1, count + 1)
+    ]
 
 
 def _seconds(value: float) -> str:
@@ -49,13 +67,12 @@ def timeline_svg(attempts: Sequence[AttemptStory], runs: Sequence[RunStory], now
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'preserveAspectRatio="xMinYMin meet" aria-label="table runs by agent">'
     ]
-    for tick in range(TICKS + 1):
-        at = LABEL + plot * tick / TICKS
+    for offset, label in axis_ticks(span):
+        at = LABEL + plot * offset / span
         parts.append(
             f'<line class="tick" x1="{at:.1f}" y1="{AXIS - 6}" x2="{at:.1f}" y2="{height}"/>'
         )
-        anchor = "end" if tick == TICKS else "start" if tick == 0 else "middle"
-        label = "0 s" if tick == 0 else "+" + _seconds(span * tick / TICKS)
+        anchor = "start" if offset == 0 else "end" if at > WIDTH - 40 else "middle"
         parts.append(
             f'<text class="axis" x="{at:.1f}" y="{AXIS - 10}" text-anchor="{anchor}">{label}</text>'
         )

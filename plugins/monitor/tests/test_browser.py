@@ -125,6 +125,10 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
         page.locator("svg.timeline g.run").nth(blocks.count()).wait_for(timeout=20000)
         not_reloaded(page)
         assert page.locator("svg.timeline g.lane").count() >= 1
+        # its axis in round steps: 1, 2 or 5 times a power of ten of one unit
+        labels = page.locator("svg.timeline text.axis").all_text_contents()
+        assert labels[0] == "0 s" and len(labels) >= 3, labels
+        assert re.fullmatch(r"\+((0\.0*)?[125]0*) (s|min|h)", labels[1]), labels
         page.screenshot(path=str(artifacts / "request.png"), full_page=True)
 
         # a cancel without the token (another tab, not opened with ?token=) is refused: 403

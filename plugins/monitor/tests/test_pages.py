@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from fdcore_monitor.actions import TOKEN_HEADER, Actions
 from fdcore_monitor.app import Settings, create_app
 from fdcore_monitor.snapshot import Source
-from fdcore_monitor.timeline import timeline_svg
+from fdcore_monitor.timeline import axis_ticks, timeline_svg
 from starlette.testclient import TestClient
 
 from fdcore.cli.main import main
@@ -183,7 +184,39 @@ def test_the_timeline_of_a_running_attempt_reaches_now() -> None:
     assert bar and block
     # the attempt spans the whole axis (to now); the run, its first half
     assert float(bar[2]) == pytest.approx(2 * float(block[2]), rel=0.01)
-    assert "+10.0 s" in svg
+    assert re.findall(r'class="axis"[^>]*>([^<]*)<', svg) == [
+        "0 s",
+        "+2 s",
+        "+4 s",
+        "+6 s",
+        "+8 s",
+        "+10 s",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("span", "labels"),
+    [
+        (1.8, ["0 s", "+0.5 s", "+1 s", "+1.5 s"]),  # not +0.5 s, +0.9 s, +1.4 s
+        (0.3, ["0 s", "+0.1 s", "+0.2 s", "+0.3 s"]),
+        (59, ["0 s", "+20 s", "+40 s"]),
+        (600, ["0 s", "+2 min", "+4 min", "+6 min", "+8 min", "+10 min"]),
+        (5 * 3600 + 17, ["0 s", "+1 h", "+2 h", "+3 h", "+4 h", "+5 h"]),
+    ],
+)
+def test_the_timeline_axis_reads_round_steps(span: float, labels: list[str]) -> None:
+    ticks = axis_ticks(span)
+    assert [label for _, label in ticks] == labels
+    assert all(0 <= at <= span for at, _ in ticks)
+
+
+@pytest.mark.parametrize("span", [0.001, 0.37, 1.4, 7.7, 42, 179, 181, 4000, 20000, 3e5])
+def test_every_axis_step_is_one_two_or_five_times_a_power_of_ten(span: float) -> None:
+    ticks = axis_ticks(span)
+    first = float(ticks[1][1].lstrip("+").split()[0])
+    mantissa = first / 10 ** math.floor(math.log10(first))
+    assert round(mantissa, 6) in (1, 2, 5)
+    assert 2 <= len(ticks) - 1 <= 7  # a handful of steps, never one label crowding another
 
 
 EXTERNAL = re.compile(

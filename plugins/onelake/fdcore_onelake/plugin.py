@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 from fdcore import hookimpl
 from fdcore.abc import StorageBackend
-from fdcore_onelake.credentials import EMULATOR_ACCOUNT
-from fdcore_onelake.urls import is_emulator_host, looks_like_azure
+from fdcore_onelake.credentials import EMULATOR_ACCOUNT, resolve_credential
+from fdcore_onelake.urls import is_emulator_host, looks_like_azure, parse_location
 
 if TYPE_CHECKING:
     from fdcore_onelake.store import OneLakeStorage
@@ -29,6 +29,10 @@ class OneLakeBackend:
         if parts.scheme == "abfss" or not is_emulator_host((parts.hostname or "").lower()):
             return True
         return parts.path.lstrip("/").split("/", 1)[0] == EMULATOR_ACCOUNT
+
+    def check_options(self, url: str, options: dict[str, str]) -> None:
+        # no request, and not the Azure SDK: the URL, the options and the variables they name
+        resolve_credential(url, parse_location(url), options)
 
     def open(self, url: str, options: dict[str, str], *, create: bool = True) -> OneLakeStorage:
         # ``create`` changes nothing here: opening never sends a request, and nothing is ever

@@ -21,6 +21,9 @@ class S3Backend:
     def accepts(self, url: str) -> bool:
         return looks_like_s3(url)
 
+    def check_options(self, url: str, options: dict[str, str]) -> None:
+        parse_location(url, options)  # no request: the URL and the options only
+
     def open(self, url: str, options: dict[str, str], *, create: bool = True) -> S3Storage:
         # ``create`` changes nothing: opening sends no request, and nothing is ever created
         # but the objects create/replace write (a bucket has no folders to make, and buckets
