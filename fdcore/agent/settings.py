@@ -375,6 +375,12 @@ class RunnerTable:
         expects="a string 'module:attribute'",
     )
     cwd: str | None = setting(None, help="the folder it runs in")
+    run_as: str | None = setting(
+        None,
+        help="the identity its tables run as, recorded in each run (default: user@host);"
+        " the runner gets it as FDCORE_RUN_AS",
+        check=_owner,
+    )
 
 
 @attrs.frozen
@@ -440,7 +446,11 @@ class AgentToml:
     def settings(self, source: str) -> AgentConfig:
         """The agent's settings: these tables, flattened, ``source`` naming the file."""
         agent, pipeline, runner = self.agent, self.pipeline, self.runner
-        options = {k: v for k, v in attrs.asdict(runner).items() if k != "kind" and v is not None}
+        options = {
+            k: v
+            for k, v in attrs.asdict(runner).items()
+            if k not in ("kind", "run_as") and v is not None
+        }
         return AgentConfig(
             name=agent.name,
             owner=agent.owner,
@@ -460,6 +470,7 @@ class AgentToml:
             lease_seconds=None if pipeline.lease_seconds is None else float(pipeline.lease_seconds),
             runner=runner.kind,
             runner_options=options,
+            run_as=runner.run_as,
             schedules=tuple(_schedule(table) for table in self.schedules),
             routes=tuple(attrs.evolve(r, name=n) for n, r in self.notify.routes.items()),
             incidents=self.incidents,
@@ -512,6 +523,7 @@ class AgentConfig:
     lease_seconds: float | None = _default(PipelineTable, "lease_seconds")  # default: stale_after
     runner: str = _default(RunnerTable, "kind")
     runner_options: Mapping[str, Any] = attrs.field(factory=dict)  # [runner]'s other keys
+    run_as: str | None = _default(RunnerTable, "run_as")
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
     incidents: IncidentsConfig = _default(AgentToml, "incidents")

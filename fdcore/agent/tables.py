@@ -22,6 +22,7 @@ import attrs
 
 from fdcore.abc import FinishReleasesLease, HeldLease, LeaseWaits, TableJob, TableResult
 from fdcore.agent.components import Components
+from fdcore.agent.release import release, run_as
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
@@ -192,6 +193,7 @@ class Tables:
             fencing_token=work.lease.lease.generation,
             agent=self.agent,
             environment=self.mailbox.storage.url,
+            run_as=self.config.run_as,
         )
         work.table_started, work.table_ended = now, None
         try:
@@ -378,6 +380,8 @@ class Tables:
             exit_code=result.exit_code,
             output=output_tail(result.output) or None,
             stdout=output_tail(result.stdout) or None,
+            run_as=run_as(self.config.run_as),
+            release=release(),
         )
         # The first record stands: a retried status change must not move the table's end.
         key = run_key(work.id, attempt, table)

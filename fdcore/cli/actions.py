@@ -109,6 +109,7 @@ def _story_head(story: RequestStory) -> list[str]:
         ("retried", story.retried_as and f"as {story.retried_as}"),
         ("cancel", story.cancel and f"{story.cancel.describe()} at {_time(story.cancel.at)}"),
         ("why", story.why),
+        *(("release", change) for change in story.release_changes),
         *(("problem", problem) for problem in story.problems),
     ]
     return lines + [f"{label:<9} {text}" for label, text in facts if text]

@@ -20,6 +20,7 @@ from fdcore.cli.doctor import Doctor
 from fdcore.cli.incidents import Incidents
 from fdcore.cli.notify import Notify
 from fdcore.cli.retention import Retention
+from fdcore.cli.runs import Runs
 from fdcore.cli.wait import Wait
 from fdcore.plugins.hookspecs import hookimpl
 
@@ -31,6 +32,7 @@ def fdcore_commands() -> Sequence[Command]:
         *commands.COMMANDS,
         *actions.COMMANDS,
         Audit(),
+        Runs(),
         Wait(),
         Config(),
         Demo(),

@@ -293,6 +293,9 @@ class RunRecord:
     output: str | None = attrs.field(default=None, validator=_output_tail)  # its last lines
     # a failed table's last lines of stdout (output: of stderr)
     stdout: str | None = attrs.field(default=None, validator=_output_tail)
+    run_as: str | None = None  # the identity it ran as ([runner] run_as, else user@host)
+    # the release that ran it: {"fdcore": version, <plugin distribution>: version}
+    release: dict[str, str] | None = None
     extra: dict[str, Any] = _extra()
 
 

@@ -24,6 +24,7 @@ from fdcore.contract.models import (
     Cancel,
     LastJob,
     Request,
+    RunRecord,
     ScheduleInfo,
     State,
     Status,
@@ -44,6 +45,7 @@ __all__ = [
     "describe_attempts",
     "queue_row",
     "request_story",
+    "run_story",
     "schedule_rows",
     "schedule_warnings",
     "shared_by",
@@ -355,10 +357,17 @@ class RunStory:
     message: str | None
     output: str | None  # the last lines of the runner's output (stderr; at most 4 KiB)
     stdout: str | None = None  # a failed table's last lines of stdout (at most 4 KiB)
+    run_as: str | None = None  # the identity it ran as (None: an older agent's record)
+    release: dict[str, str] | None = None  # fdcore's and its plugins' versions that ran it
 
     @property
     def seconds(self) -> float:
         return (self.ended_at - self.started_at).total_seconds()
+
+    @property
+    def version(self) -> str | None:
+        """The fdcore version that ran it (None: its record does not say)."""
+        return self.release.get("fdcore") if self.release else None
 
     def to_json(self) -> dict[str, Any]:
         """The run as ``fdcore show --json`` prints it in ``runs`` (docs/agents.md)."""
@@ -375,7 +384,28 @@ class RunStory:
             "message": self.message,
             "output": self.output,
             "stdout": self.stdout,
+            "run_as": self.run_as,
+            "release": self.release,
         }
+
+
+def run_story(run: RunRecord) -> RunStory:
+    """A run record as a request's story shows it."""
+    return RunStory(
+        table=run.table,
+        agent=run.agent,
+        attempt=run.attempt,
+        fencing_token=run.generation,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        outcome=run.outcome.value,
+        exit_code=run.exit_code,
+        message=run.message,
+        output=run.output,
+        stdout=run.stdout,
+        run_as=run.run_as,
+        release=run.release,
+    )
 
 
 @attrs.frozen
@@ -421,6 +451,25 @@ class RequestStory:
     def id(self) -> str:
         return self.request.id
 
+    @property
+    def release_changes(self) -> list[str]:
+        """Each change of release between one attempt's table runs and the next's, as
+        ``attempt 2: fdcore 0.1.0 -> 0.2.0``; runs whose record names none are skipped."""
+        changes = []
+        last: dict[str, str] | None = None
+        for run in sorted(self.runs, key=lambda run: (run.attempt, run.started_at)):
+            if run.release is None:
+                continue
+            if last is not None and run.release != last:
+                moved = [
+                    f"{name} {last.get(name, '-')} -> {run.release.get(name, '-')}"
+                    for name in sorted(set(last) | set(run.release))
+                    if last.get(name) != run.release.get(name)
+                ]
+                changes.append(f"attempt {run.attempt} ({run.agent}): {', '.join(moved)}")
+            last = run.release
+        return changes
+
     def to_json(self) -> dict[str, Any]:
         """The story as ``fdcore show --json`` prints it (docs/agents.md)."""
         request = self.request
@@ -448,6 +497,7 @@ class RequestStory:
             ),
             "attempts": [attempt.to_json() for attempt in self.attempts],
             "runs": [run.to_json() for run in self.runs],
+            "release_changes": self.release_changes,
             "why": self.why,
             "archived": self.archived,
             "problems": self.problems,
@@ -468,22 +518,7 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
         agent=status.agent if status else None,
         tables_done=list(status.tables_done) if status else [],
         attempts=_attempts(status),
-        runs=[
-            RunStory(
-                table=run.table,
-                agent=run.agent,
-                attempt=run.attempt,
-                fencing_token=run.generation,
-                started_at=run.started_at,
-                ended_at=run.ended_at,
-                outcome=run.outcome.value,
-                exit_code=run.exit_code,
-                message=run.message,
-                output=run.output,
-                stdout=run.stdout,
-            )
-            for run in runs
-        ],
+        runs=[run_story(run) for run in runs],
         cancel=cancel,
         retried_as=retry.retry if retry else None,
         why=_why(request, status, cancel),

@@ -406,3 +406,19 @@ def test_the_agents_page_shows_each_agents_owner_and_last_jobs(history: Any) -> 
     assert '<td class="owner">data team</td>' in live[1]
     assert re.search(r'href="/requests/ok1"[^>]*>ok1/b</a> <span[^>]*>succeeded', live[1])
     assert '<td class="owner">-</td>' in lost[1]  # a record without an owner
+
+
+def test_a_request_page_shows_a_release_change_between_attempts(history: Any) -> None:
+    from fdcore.contract.layout import run_key
+
+    found = [r for r in history.mailbox.runs("ok1")]
+    for record in found:  # attempt 1 by etl-lost, attempt 2 by etl-live: an upgrade between
+        record.release = {"fdcore": f"0.{record.attempt}.0", "fdcore-localfs": "0.1.0"}
+        key = run_key(record.request, record.attempt, record.table)
+        blob = history.mailbox.storage.read(key)
+        history.mailbox.replace(key, record, blob.etag)
+    with client(history) as http:
+        page = http.get("/requests/ok1").text
+    assert re.search(
+        r"Release changed</dt><dd[^>]*>attempt 2 \(etl-live\): fdcore 0\.1\.0 -&gt; 0\.2\.0", page
+    )
