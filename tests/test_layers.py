@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "fdcore.errors",
         "fdcore.clock",
         "fdcore.durations",
+        "fdcore.pricing",
         "fdcore.retry",
         "fdcore.terminal",
         "fdcore.webhook",

@@ -71,12 +71,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 # after a reaction looked (the poll finds work nobody announced), 1.4% and 3.2% more store
 # operations, every invariant held, uneven's median queue wait 28.9 s -> 27.2 s.
 DIGESTS = {
-    "faulty": "05df348056bba1f44ee9afbdf7a0c4b8a9c780de765e72baee14843b0054b10d",
-    "store-errors-skew": "42d5261aaada657d5ba7cd1e57e0c4f6c9eac2aafda715227e742014c33bff98",
-    "schedules": "5804e15a925deb74900fb9634177b96cb8cf9b2ea1e0898d5d2d523deb5ef604",
-    "retention-cancel": "0be3361aabf751a852e903dec1046b7e068870e1ae7bd48b966d3b578aac9d05",
-    "retention-process": "1998551600c8a520aa7df2549c9af158c78fca007c742ddc971bd06ac451acb2",
-    "uneven": "e7fba4cd27186a738dc26f09742acf7f2c76fbd867790d75eb3ff2f64830eeb6",
+    "faulty": "1bea85f489224fd530f7192ff8b87f9a6e9fb73aafe58ed416e491f7a7e27572",
+    "store-errors-skew": "93a88f44a3c4f18a34ae1121d752edc36a2cb285f350a93edb99f319e40889d5",
+    "schedules": "2d70f7f191c38fb36cff6e99f841b4714366160f3b3e1919b2f9cee7af485bbe",
+    "retention-cancel": "9dd418b026d236cba221ee674b056495a1ebebac14452e9ec72e18bfa460d4d2",
+    "retention-process": "6170ad49cc049dc19c79de10e0807196300b3905515329514d766467eef745ce",
+    "uneven": "49fa45280961bb508faeaec18ef19b86992169b5001ff5cc09187b7c6141cd68",
 }
 
 pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")

@@ -150,7 +150,7 @@ class Agent:
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
         recorded = self._recorded = self._guarded(
-            lambda: self.presence.heartbeat(now, self.stopping)
+            lambda: self.presence.heartbeat(now, self.stopping, idle=self.idle)
         )
         self._guarded(lambda: self._follow_held_work(now))
         if not self.stopping and recorded:  # an agent that cannot say it is alive takes nothing
@@ -179,12 +179,12 @@ class Agent:
         self.tables.write_unwritten()  # run records an outage kept back, once it is over
 
     def _look(self, now: datetime) -> None:
-        create_due_requests(self.schedules, self.mailbox, self.name, now)
+        created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         # Whatever a reaction looked at since the last poll: the poll is the discovery of work
         # nobody announced (submitted from another machine to a watched network folder, or to
         # a store without a watch), found at the next poll. Skipping this look after a
         # reaction's left what came after that look to the poll after.
-        self.discovery.look_for_work(now)
+        self.discovery.look_for_work(now, may_skip=not created)
         self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
         self._move_held_work(now)  # start what was just found, not a poll later
 

@@ -1,13 +1,15 @@
 """This agent's own status record, ``agents/<name>.json``: how every other reader knows it lives.
 
-The record is rewritten every ``stale_after / 4`` (at the first poll once that much time has
-passed since the last write that landed), and at once when it starts saying something new about
+The record is rewritten every ``stale_after / 4`` while the agent holds work, every
+``stale_after / 2`` while it holds nothing (at the first poll once that much time has passed
+since the last write that landed), and at once when it starts saying something new about
 the agent's life (it is stopping); each write is ``If-Match`` on the etag this process last
 wrote, so a second live process under the same name fails on the etag and stops
 (:class:`DuplicateAgent`). Before its first write a process checks the name is free: a live
 record of another process, not known to be gone, refuses the start. After a clean stop the last
 record carries ``stopped_at``. The other fields (the requests held, the schedules' next due
-times) are as of the last write: at most ``stale_after / 4`` plus one poll old.
+times) are as of the last write: at most ``stale_after / 4`` plus one poll old while it holds
+work (a claim finds the record at most ``stale_after / 2`` old: rewritten at the next poll).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ ProcessGone = Callable[[AgentRecord], bool]
 
 #: The record is rewritten once this share of ``stale_after`` has passed since its last write.
 HEARTBEAT_SHARE = 0.25
+#: The same while the agent holds nothing: nobody can take anything over from it, and its
+#: record stays live in every reader's eyes (docs/operations.md, "What a fleet costs").
+IDLE_HEARTBEAT_SHARE = 0.5
 
 
 class Presence:
@@ -76,11 +81,14 @@ class Presence:
         self.skew = skew  # measured after each write of the record
         self.written: tuple[datetime, bool] | None = None  # (updated_at, stopping) that landed
 
-    def heartbeat(self, now: datetime, stopping: bool) -> None:
-        """Write the record if it is due: ``stale_after / 4`` old, or ``stopping`` changed."""
+    def heartbeat(self, now: datetime, stopping: bool, *, idle: bool = False) -> None:
+        """Write the record if it is due: ``stale_after / 4`` old (``/ 2`` for a poll of an
+        agent that holds nothing: ``idle``), or ``stopping`` changed. Any other caller (about
+        to take work, say) keeps the ``/ 4`` cadence."""
         if self.written is not None:
             updated_at, was_stopping = self.written
-            interval = timedelta(seconds=self.config.stale_after * HEARTBEAT_SHARE)
+            share = IDLE_HEARTBEAT_SHARE if idle and not self.holdings.work else HEARTBEAT_SHARE
+            interval = timedelta(seconds=self.config.stale_after * share)
             at = self._store_time(now)
             # A clock that went back (now < updated_at) writes too: the record must not wait.
             if stopping == was_stopping and updated_at <= at < updated_at + interval:

@@ -27,6 +27,7 @@ from fdcore.contract.layout import request_key
 from fdcore.contract.models import Request, ScheduleInfo, ScheduleRef
 from fdcore.errors import AlreadyExists, ConfigError, FileTooLarge, MailboxFileError
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.signal import announce
 from fdcore.plugins.manager import SLOT, Plugins
 
 log = logging.getLogger("fdcore.schedules")
@@ -141,6 +142,8 @@ def create_due_requests(
         # Remembered once the create landed or found the request there: a store error leaves
         # the slot to be tried again at the next poll, within its window.
         schedule.last_slot = slot.id
+    if created:
+        announce(mailbox)  # the other agents look at once, not at their next full listing
     return created
 
 

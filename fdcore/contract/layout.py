@@ -11,6 +11,8 @@
     tables/<table>.json                 a fenced table write (``fdcore.mailbox.fencing``)
     incidents/incidents.json            IncidentDocument
     cancels/<id>.json                   Cancel (an operator's ``fdcore cancel``)
+    signal/changes.json                 the change signal: deleted after each new request
+                                        (``fdcore.mailbox.signal``); optional
     retries/<id>.json                   Retry (the request that runs <id> again)
     audit/<event id>.json               AuditEvent: one workload action, created once
     archive/index/<id>.json             ArchiveEntry: the day folder an archived request is in
@@ -41,6 +43,7 @@ __all__ = [
     "REQUESTS",
     "RETRIES",
     "RUNS",
+    "SIGNAL",
     "STATUS",
     "TABLES",
     "agent_key",
@@ -72,6 +75,7 @@ RETRIES = "retries/"
 ARCHIVE = "archive/"
 ARCHIVE_INDEX = "archive/index/"
 AUDIT = "audit/"
+SIGNAL = "signal/changes.json"
 
 
 def request_key(request_id: str) -> str:

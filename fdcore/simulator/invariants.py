@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from fdcore.abc import AgentLoad
-from fdcore.agent.presence import HEARTBEAT_SHARE
+from fdcore.agent.presence import HEARTBEAT_SHARE, IDLE_HEARTBEAT_SHARE
 from fdcore.agent.skew import MEASUREMENT_ERROR
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids, find_request_files
@@ -492,24 +492,27 @@ class NoTakeoverFromLiveAgent(Checker):
 
 
 class RecordInTime(Checker):
-    """An agent's status record is never older than ``stale_after / 4`` after a poll that met no
-    store error.
+    """An agent's status record is never older than ``stale_after / 4`` after a poll that began
+    holding work and met no store error, nor older than ``stale_after / 2`` after one that
+    began holding nothing.
 
-    Every agent rewrites its own record every ``stale_after / 4`` (docs/takeover.md, "Lost
-    agents"); others judge it lost by that record alone, so a poll that claims or takes over
-    work while its record is older hands that work to whoever reads the record next. Judged on
-    the agent's own clock (a constant skew, so the same differences as virtual time).
+    Every agent rewrites its own record every ``stale_after / 4`` while it holds work, every
+    ``stale_after / 2`` while it holds nothing (docs/takeover.md, "Lost agents"); others judge
+    it lost by that record alone, so a poll that claims or takes over work while its record is
+    older hands that work to whoever reads the record next. Judged on the agent's own clock (a
+    constant skew, so the same differences as virtual time).
     """
 
     invariant = "record"
-    title = "an agent's status record is at most stale_after / 4 old after each poll"
+    title = "an agent's status record is at most stale_after / 4 old (holding nothing: / 2)"
 
     def finish(self, world: World) -> list[Violation]:
-        interval = world.scenario.stale_after * HEARTBEAT_SHARE
         found = []
         for poll in world.trace.polls:
             if poll.errors:
                 continue
+            share = HEARTBEAT_SHARE if poll.held_before else IDLE_HEARTBEAT_SHARE
+            interval = world.scenario.stale_after * share
             beats = world.trace.heartbeats.get((poll.agent, poll.incarnation), [])
             index = bisect.bisect_right(beats, (poll.seq_end, float("inf"))) - 1
             last = beats[index][1] if index >= 0 else None
@@ -520,8 +523,8 @@ class RecordInTime(Checker):
                         self.invariant,
                         poll.time,
                         f"{_who(poll.agent, poll.incarnation)}'s poll at t={poll.time:.1f}s met "
-                        f"no store error but left its status record {age} (stale_after / 4 is "
-                        f"{interval:.1f}s)",
+                        f"no store error but left its status record {age} (its heartbeat "
+                        f"interval is {interval:.1f}s)",
                     )
                 )
         return found

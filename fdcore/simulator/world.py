@@ -349,7 +349,11 @@ class World:
                 gc.freeze()
 
     def _done(self) -> bool:
-        """Every request arrived and is final, and the schedules' period is over."""
+        """Every request arrived and is final, and the schedules' period is over. A run with
+        nothing to do and a time limit (``--requests 0 --max-hours H``) waits that long: what
+        an idle fleet costs."""
+        if not self.total + self.scheduled and self.scenario.max_hours is not None:
+            return False
         return (
             self.arrived == self.total
             and self.finished == self.total + self.scheduled
@@ -540,6 +544,7 @@ class World:
         operations_before = dict(store.operations)
         free_before = agent.components.claim.may_claim(agent.load())
         stale_held = self._stale_held(host.name, agent)
+        held_before = bool(agent.held)
         seq_start = self.next_seq()
         failure: Exception | None = None
         host.polling, host.claimed, host.room_spent = True, False, False
@@ -564,6 +569,7 @@ class World:
                 room_spent=host.room_spent,
                 lost_status_writes=tuple(store.lost_status_writes),
                 stale_held=stale_held,
+                held_before=held_before,
             )
         )
         host.polls += 1
