@@ -12,8 +12,10 @@ Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -22,9 +24,11 @@ import attrs
 
 from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
-from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
+from fdcore.errors import InvalidKey, NotFound, PreconditionFailed, StorageError
 
 __all__ = [
+    "ENVIRONMENT_MARKER",
+    "MARKER_CONTENT",
     "MAX_KEY_LENGTH",
     "AgentLoad",
     "Blob",
@@ -61,6 +65,7 @@ __all__ = [
     "WaitableRun",
     "WatchableStorage",
     "check_precondition",
+    "prove_writable",
     "read_mailbox_file",
     "validate_key",
     "validate_prefix",
@@ -296,6 +301,30 @@ def _valid_key(key: str) -> str:
         if any(ord(ch) < 32 or ch in "\\\x7f" for ch in segment):
             raise InvalidKey(None, f"invalid key {key!r}: control character or backslash")
     return key
+
+
+#: What makes a folder of a store without folders (S3, blob storage) an environment: the object
+#: ``fdcore init`` writes (a local folder's mark is its ``.fdcore/`` folder). A dot name is never
+#: a mailbox key, so no mailbox write can make or remove it, and listings leave it out.
+ENVIRONMENT_MARKER = ".fdcore/environment.json"
+MARKER_CONTENT = b'{"fdcore": "environment"}\n'
+
+
+def prove_writable(storage: Storage) -> None:
+    """Prove the caller may list, create, replace and delete in ``storage``: one probe key,
+    written, replaced and removed again (four requests and a listing). A store that refuses
+    raises its one-line error, which names what is missing (credentials, bucket, permission).
+    A backend runs it before marking a new environment, so no mark lands where work cannot."""
+    probe = f"fdcore-init-{uuid.uuid4().hex[:16]}.json"
+    list(storage.list(probe))
+    etag = storage.create(probe, b"{}")
+    try:
+        storage.replace(probe, b"{}", etag)
+    except StorageError:
+        with contextlib.suppress(StorageError):  # the refusal above is the news, not this
+            storage.delete(probe)
+        raise
+    storage.delete(probe)
 
 
 def validate_prefix(prefix: str) -> str:

@@ -14,16 +14,11 @@ may replace any figure (:func:`load_prices`)::
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from fdcore.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from fdcore.tomlfile import read_toml
 
 KINDS = ("read", "list", "create", "replace", "delete")
 #: Seconds in the month the figures are quoted for (30 days).
@@ -81,10 +76,7 @@ def cost(operations: Mapping[str, float], prices: Mapping[str, float]) -> float:
 def load_prices(path: Path) -> dict[str, dict[str, float]]:
     """The built-in tables with the figures ``path`` (TOML) gives instead; a clear error names
     the file and the value that is wrong."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(str(path), None, f"cannot read prices: {exc}") from None
+    data = read_toml(path, "a price table")
     prices = {store: dict(table) for store, table in PRICES.items()}
     for store, table in data.items():
         if store not in prices or not isinstance(table, dict):

@@ -68,6 +68,11 @@ def test_the_agents_defaults_are_the_declared_ones() -> None:
 # -- the schema and the reader agree on real files -----------------------------------------------
 
 
+#: How the docs begin an example of a TOML file that is no agent.toml: the user's environments
+#: file (tests/test_named_environments.py reads it) and a price table (tests/test_pricing.py).
+OTHER_FILES = ("# environments.toml", "# prices.toml")
+
+
 def _docs_examples() -> list[tuple[str, dict[str, Any]]]:
     """Every agent.toml example of docs/ (a fragment gets an [agent] table)."""
     found = []
@@ -76,6 +81,8 @@ def _docs_examples() -> list[tuple[str, dict[str, Any]]]:
         for number, block in enumerate(blocks, start=1):
             data = tomllib.loads(block)
             if "project" in data:  # a pyproject.toml, not an agent.toml
+                continue
+            if block.lstrip().startswith(OTHER_FILES):
                 continue
             found.append((f"{page.name} #{number}", {**HEAD, **data}))
     return found

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "fdcore.clock",
         "fdcore.durations",
         "fdcore.pricing",
+        "fdcore.tomlfile",
         "fdcore.retry",
         "fdcore.terminal",
         "fdcore.webhook",

@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 
 from fdcore.abc import Command
+from fdcore.cli.config import add_environment_flags
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
@@ -165,7 +166,7 @@ def run_output_lines(run: RunStory) -> list[str]:
 def _request_arguments(parser: argparse.ArgumentParser, *, acts: bool) -> None:
     """What ``cancel``, ``retry`` and ``show`` share: the request, its environment, --json."""
     parser.add_argument("request", metavar="REQUEST", help="the request's id")
-    parser.add_argument("--env", required=True, help="environment URL")
+    add_environment_flags(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     if acts:
         parser.add_argument("--by", help="who acts (default: user@host)")

@@ -14,6 +14,7 @@ from typing import Any
 from fdcore.abc import Command
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
+    add_environment_flags,
     load_config,
     naming_the_file,
     storage_option,
@@ -35,6 +36,7 @@ from fdcore.environment import (
     unfinished,
     with_host_folder,
 )
+from fdcore.environment.named import resolve
 from fdcore.errors import (
     AlreadyExists,
     ConfigError,
@@ -127,16 +129,30 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     """Create an environment (idempotent): the one command besides an agent with
-    ``[agent] create = true`` that makes one."""
+    ``[agent] create = true`` that makes one. Opening with ``create`` proves the store usable
+    (on a cloud store: credentials, bucket, the rights to list, write and delete) before it
+    marks the environment, so it says ``created`` or ``already an environment`` only when true."""
     plugins = load_plugins()
-    options = dict(args.option)
+    target = resolve(_init_url(args))  # a URL, a named environment or an agent.toml
+    url, options, backend = target.url, {**target.options, **dict(args.option)}, target.backend
     try:
-        plugins.open_storage(args.env, options, create=False, setting="fdcore init URL").close()
-        print(f"{args.env}: already an environment")
+        plugins.open_storage(url, options, backend, create=False, setting="fdcore init URL").close()
+        existed = True
     except EnvironmentNotFound:
-        plugins.open_storage(args.env, options, create=True).close()
-        print(f"{args.env}: created")
+        existed = False
+    plugins.open_storage(url, options, backend, create=True).close()
+    print(f"{url}: {'already an environment' if existed else 'created'}")
     return 0
+
+
+def _init_url(args: argparse.Namespace) -> str:
+    """``fdcore init URL`` or ``fdcore init --env URL``, as every other command takes it."""
+    if args.url and args.env and args.url != args.env:
+        raise ConfigError("fdcore init", "--env", f"{args.env!r} differs from URL {args.url!r}")
+    url: str | None = args.url or args.env
+    if not url:
+        raise ConfigError("fdcore init", "--env", "missing: name the environment to create")
+    return url
 
 
 def _time(value: datetime | None) -> str:
@@ -312,10 +328,15 @@ class AgentCommand:
 
 class Init:
     name = "init"
-    help = "create an environment (if not there yet)"
+    help = "create an environment (if not there yet), after proving the store usable"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("env", help="environment URL")
+        parser.add_argument("url", nargs="?", metavar="URL", help="environment URL")
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--env", help="environment URL or name (the same as URL)")
+        where.add_argument(
+            "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+        )
         parser.add_argument(
             "--option",
             action="append",
@@ -333,7 +354,7 @@ class Submit:
     help = "queue a request"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(parser)
         parser.add_argument("--entities", required=True, help="tables, comma-separated")
         parser.add_argument("--id", help="request id (default: generated)")
         add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
@@ -349,7 +370,7 @@ class Submit:
 
 def _listing_arguments(parser: argparse.ArgumentParser) -> None:
     """What ``queue``, ``agents`` and ``schedules`` share: an environment, --json, --grace."""
-    parser.add_argument("--env", required=True, help="environment URL")
+    add_environment_flags(parser)
     parser.add_argument("--json", action="store_true", help="stable machine-readable output")
     add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
 

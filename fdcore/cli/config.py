@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,11 @@ from fdcore.agent.settings import (
 from fdcore.environment import operator_file_bound
 from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from fdcore.tomlfile import read_toml
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "add_environment_flags",
     "declared_config",
     "load_config",
     "naming_the_file",
@@ -117,51 +113,20 @@ def storage_option(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def add_environment_flags(parser: argparse.ArgumentParser) -> None:
+    """``--env`` or ``--config``, exactly one: the environment a command acts on, named as
+    :func:`fdcore.environment.named.resolve` reads it (an agent.toml given with ``--config``
+    brings its ``[storage]`` options too)."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--env", help="environment URL, or the name of one in the environments file")
+    group.add_argument(
+        "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+    )
+
+
 def load_config(path: str | Path, plugins: Plugins | None = None) -> AgentConfig:
     """Read and validate ``path``; a missing file or bad TOML is a one-line ConfigError too.
 
     ``plugins`` (default: the installed ones) give the schedules' timing keys.
     """
-    return parse_config(read_toml(path), str(path), plugins)
-
-
-#: Tables and arrays nest at most this deep in an agent.toml (its own need 4): deeper is refused
-#: before anything walks it, so no reader of the settings meets a recursion limit.
-MAX_DEPTH = 32
-
-
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """The TOML document in ``path``; a one-line ConfigError naming the file if it cannot be
-    read, is not UTF-8 text, is not TOML, or nests deeper than :data:`MAX_DEPTH`."""
-    source = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ConfigError(source, None, f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        why = f"not UTF-8 text (byte {exc.start}): an agent.toml is a UTF-8 text file"
-        raise ConfigError(source, None, why) from None
-    try:
-        data: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, None, f"not valid TOML: {exc}") from None
-    except RecursionError:  # the parser recurses once per level of nesting
-        raise ConfigError(source, None, f"nested deeper than {MAX_DEPTH} levels") from None
-    if _depth(data) > MAX_DEPTH:
-        raise ConfigError(source, None, f"nested deeper than {MAX_DEPTH} levels")
-    return data
-
-
-def _depth(value: Any) -> int:
-    """How deep tables and arrays nest in ``value``, found without recursion (and stopping one
-    level past the bound)."""
-    deepest, level = 0, [value]
-    while level and deepest <= MAX_DEPTH:
-        deepest += 1
-        level = [
-            item
-            for container in level
-            for item in (container.values() if isinstance(container, dict) else container)
-            if isinstance(item, (dict, list))
-        ]
-    return deepest
+    return parse_config(read_toml(path, "an agent.toml"), str(path), plugins)

@@ -67,7 +67,7 @@ def check_implementations(plugins: Plugins, declared: AgentToml, source: str) ->
 def _check(args: argparse.Namespace) -> int:
     plugins = load_plugins()
     with naming_the_file(args.file):
-        declared = declared_config(read_toml(args.file), args.file, plugins)
+        declared = declared_config(read_toml(args.file, "an agent.toml"), args.file, plugins)
         check_implementations(plugins, declared, args.file)
     print(f"{args.file}: OK")
     return 0
@@ -87,7 +87,7 @@ def shown(declared: AgentToml) -> dict[str, Any]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    declared = declared_config(read_toml(args.file), args.file)
+    declared = declared_config(read_toml(args.file, "an agent.toml"), args.file)
     settings = shown(declared)
     print(json.dumps(settings, indent=2) if args.json else "\n".join(to_toml(settings)).strip())
     return 0

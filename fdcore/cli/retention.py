@@ -15,6 +15,7 @@ from typing import Any
 from fdcore.agent.declared import default_of
 from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
+from fdcore.cli.config import add_environment_flags
 from fdcore.durations import GRACE, Duration, add_flag, format_duration
 from fdcore.environment import open_mailbox, operator_name
 
@@ -69,7 +70,7 @@ class Retention:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="retention_command", required=True, metavar="COMMAND")
         run = sub.add_parser("run", help="archive (or delete) finished requests older than --keep")
-        run.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(run)
         add_flag(
             run,
             "--keep",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -81,8 +82,9 @@ class AsyncEnvironment:
     @classmethod
     async def open(
         cls,
-        url: str,
+        url: str | None = None,
         *,
+        config: str | os.PathLike[str] | None = None,
         create: bool = False,
         max_file_bytes: int | None = None,
         poll: float = DEFAULT_POLL,
@@ -93,7 +95,12 @@ class AsyncEnvironment:
 
         def opened() -> Environment:
             return Environment.open(
-                url, create=create, max_file_bytes=max_file_bytes, poll=poll, **storage_options
+                url,
+                config=config,
+                create=create,
+                max_file_bytes=max_file_bytes,
+                poll=poll,
+                **storage_options,
             )
 
         return cls(await asyncio.to_thread(opened))

@@ -10,6 +10,7 @@ queue, agents, schedules and incidents, and follow state changes as they land.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -107,8 +108,9 @@ class Environment:
     @classmethod
     def open(
         cls,
-        url: str,
+        url: str | None = None,
         *,
+        config: str | os.PathLike[str] | None = None,
         create: bool = False,
         max_file_bytes: int | None = None,
         poll: float = DEFAULT_POLL,
@@ -119,8 +121,14 @@ class Environment:
         store's ``storage_options`` (its ``[storage]`` settings) and reads bounded by
         ``max_file_bytes`` (default: ``$FDCORE_MAX_FILE_BYTES``, else 1 MiB).
 
+        ``url`` may instead name an environment of the user's environments file
+        (``$FDCORE_ENVIRONMENTS``, else ``$XDG_CONFIG_HOME/fdcore/environments.toml``), or
+        ``config`` give an agent.toml whose ``[agent] environment`` and ``[storage]`` to use;
+        ``storage_options`` given here win over theirs.
+
         Raises :class:`~fdcore.errors.EnvironmentNotFound` if there is none there and not
         ``create``; :class:`~fdcore.errors.PluginError` if no installed plugin opens the URL;
+        :class:`~fdcore.errors.ConfigError` for an unreadable environments file or agent.toml;
         :class:`~fdcore.errors.StorageUnavailable` if the store cannot be reached.
         """
         mailbox = open_mailbox(
@@ -128,6 +136,7 @@ class Environment:
             create=create,
             max_file_bytes=max_file_bytes,
             options=dict(storage_options),
+            config=config,
         )
         return cls(mailbox, poll=poll, via=via)
 
