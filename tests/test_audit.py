@@ -176,3 +176,12 @@ def test_retention_archives_old_events_to_their_day(folder: Path) -> None:
     assert list(storage.list("archive/")) == [f"archive/2026/09/02/audit/{old.id}.json"]
     aged = archive_old_events(mailbox, now + timedelta(days=7), 7 * 86400.0, False, 100)
     assert aged.moved == 1 and list(storage.list("audit/")) == []  # deleted, archive = false
+
+
+def test_record_action_takes_only_the_trails_actions(folder: Path) -> None:
+    with Environment.open(str(folder), via="cli") as environment:
+        with pytest.raises(ValueError, match="action must be one of"):
+            environment.record_action("reboot", "box-1")
+        environment.record_action("set-slots", "/srv/host", actor="ann", detail="1 -> 3 slot(s)")
+        [row] = environment.audit().rows
+    assert row.trusted and actions([row]) == [("set-slots", "/srv/host", "ann", "cli", "ok")]

@@ -22,7 +22,14 @@ from fdcore.abc import TakeoverPolicy
 from fdcore.agent.settings import MAX_ATTEMPTS
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
-from fdcore.contract.models import AUDIT_ORIGINS, MAX_AUDIT_TEXT, Incident, Request, RunRecord
+from fdcore.contract.models import (
+    AUDIT_ACTIONS,
+    AUDIT_ORIGINS,
+    MAX_AUDIT_TEXT,
+    Incident,
+    Request,
+    RunRecord,
+)
 from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
@@ -459,6 +466,22 @@ class Environment:
             lambda: acknowledge_incident(self.mailbox, incident, _now(), who),
             lambda done: (None, f"ok: {done.id}"),
         )
+
+    def record_action(
+        self,
+        action: str,
+        subject: str,
+        *,
+        actor: str | None = None,
+        outcome: str = "ok",
+        detail: str | None = None,
+    ) -> None:
+        """Record one workload action done outside the mailbox (a host's slot change,
+        ``set-slots``) in the audit trail, as ``actor`` (default ``user@host``). Raises
+        ValueError for an action the trail does not know or a bad actor."""
+        if action not in AUDIT_ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(AUDIT_ACTIONS)}, got {action!r}")
+        self._record(action, subject, _actor(actor), outcome, None, detail)
 
     def audit(
         self,
