@@ -1,7 +1,7 @@
 """The audit trail over a scripted day with real processes: a submit from the command line and
-one from Python with ``actor=``, a cancel from the monitor, a retry, a takeover after SIGKILL and
-a retention run make exactly one trusted event each, in ``fdcore audit --json`` and on the
-monitor's request page."""
+one from Python with ``actor=``, a cancel from the monitor, a retry, a takeover after SIGKILL, a
+retention run and a host's slot change make exactly one trusted event each, in ``fdcore audit
+--json`` and on the monitor's request page."""
 
 from __future__ import annotations
 
@@ -73,6 +73,9 @@ def test_a_scripted_day_is_one_trusted_event_per_action(fdcore_fleet: AgentFleet
         finally:
             fleet.stop_all()
         survivor = ({"etl-01", "etl-02"} - {victim}).pop()
+        host = str(fleet.folder / "host")
+        fdcore("host", "init", "--host", host)
+        fdcore("host", "set-slots", "2", "--host", host, "--env", url)
         status = environment.mailbox.status("day-py")
         assert status is not None and status.value.state is State.SUCCEEDED
         time.sleep(1.1)  # older than --keep 1s
@@ -96,6 +99,7 @@ def test_a_scripted_day_is_one_trusted_event_per_action(fdcore_fleet: AgentFleet
             ("archive", "day-cli", me, "cli"),
             ("archive", "day-py", me, "cli"),
             ("archive", retry, me, "cli"),
+            ("set-slots", host, me, "cli"),
         ]
     )
     assert all(e["trusted"] for e in events), events
