@@ -422,3 +422,15 @@ def test_a_request_page_shows_a_release_change_between_attempts(history: Any) ->
     assert re.search(
         r"Release changed</dt><dd[^>]*>attempt 2 \(etl-live\): fdcore 0\.1\.0 -&gt; 0\.2\.0", page
     )
+
+
+def test_the_audit_trail_is_read_at_page_load_not_at_each_refresh(history: Any) -> None:
+    environment = Environment(history.mailbox)
+    environment.cancel("w1", by="ann")
+    with client(history) as http:
+        assert re.search(
+            r'data-audit="audit/[^"]+" class="trusted">.*?cancel.*?ann',
+            http.get("/requests/w1").text,
+            re.S,
+        )
+        assert "Audit trail" not in http.get("/requests/w1?fragment=1").text
