@@ -597,10 +597,11 @@ class TableJob:
     # open descriptors the table process inherits: a host admission's held lane (docs/host.md),
     # so the lane stays held while the process runs (it never outlives its agent)
     inherit: tuple[int, ...] = ()
+    run_as: str | None = None  # ``[runner] run_as``: the identity it runs as (FDCORE_RUN_AS)
 
     def environ(self) -> dict[str, str]:
         """The variables a command runner puts in the table process's environment."""
-        return {
+        return ({"FDCORE_RUN_AS": self.run_as} if self.run_as else {}) | {
             "FDCORE_REQUEST": self.request,
             "FDCORE_TABLE": self.table,
             "FDCORE_ATTEMPT": str(self.attempt),

@@ -245,6 +245,14 @@ def test_every_duration_key_takes_seconds_or_a_duration_text(
             {"agent": {**HEAD["agent"], "poll_seconds": 1}, "pipeline": {"lease_seconds": 2}},
             "[pipeline] lease_seconds: must be at least 3, got 2",
         ),
+        (
+            {"agent": {**HEAD["agent"], "owner": "ann\nbob"}},
+            "[agent] owner: expected 1..128 printable characters, got 'ann\\nbob'",
+        ),
+        (
+            {**HEAD, "schedules": [{"id": "s", "every": "1h", "owner": "x" * 129}]},
+            "[[schedules]] #1 owner: expected 1..128 printable characters",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_naming_file_table_and_key(

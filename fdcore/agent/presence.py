@@ -209,6 +209,8 @@ class Presence:
             stopped_at=at if stopped else None,
             schedules=[schedule.published(now) for schedule in self.schedules],
             clock_skew=self.skew.seconds,
+            owner=self.config.owner,
+            last_jobs=list(self.holdings.last_jobs),
         )
         record.extra = dict(self._extra)
         return record
@@ -216,8 +218,9 @@ class Presence:
     def _put(self, record: AgentRecord, etag: str | None) -> str:
         """Create or replace (If-Match ``etag``) the record; its new etag.
 
-        Within the size bound: the held requests' ids are for people (``fdcore agents``) and
-        are left out if the record would not fit with them (the count stays in ``running``).
+        Within the size bound: the held requests' ids and the last jobs are for people
+        (``fdcore agents``) and are left out if the record would not fit with them (the count
+        stays in ``running``).
         Past the bound with its schedules alone, FileTooLarge: the agent, which cannot say it is
         alive, takes nothing new.
         """
@@ -226,9 +229,9 @@ class Presence:
                 return self.mailbox.create(self.key, record)
             return self.mailbox.replace(self.key, record, etag)
         except FileTooLarge:
-            if not record.requests:
+            if not record.requests and not record.last_jobs:
                 raise
-            record.requests = []
+            record.requests, record.last_jobs = [], None
             return self._put(record, etag)
 
 

@@ -58,6 +58,14 @@ class Schedule:
         return base if self.config.shared else f"{base}-{agent}"
 
 
+def tables_text(entities: list[str] | None) -> str:
+    """A schedule's tables as every view shows them: ``unknown`` where its record does not say
+    (an older agent's), never every table; ``all`` for an empty list."""
+    if entities is None:
+        return "unknown"
+    return ",".join(entities) or ALL_TABLES
+
+
 def fingerprint(config: ScheduleConfig, when: str) -> str:
     """A short hash of what must match between agents' copies of a shared schedule."""
     content = {"entities": list(config.entities), "when": when, "shared": config.shared}
@@ -88,6 +96,7 @@ def build_schedules(config: AgentConfig, plugins: Plugins) -> list[Schedule]:
             when=when,
             entities=list(entry.entities),
             fingerprint=fingerprint(entry, when),
+            owner=entry.owner or config.owner,
         )
         schedules.append(Schedule(entry, timetable, info))
     return schedules
@@ -157,7 +166,7 @@ def schedule_conflicts(copies: dict[str, list[tuple[str, ScheduleInfo]]]) -> dic
         elif len({info.fingerprint for _, info in held}) > 1:
             versions = "; ".join(
                 f"{name}: {'shared' if info.shared else 'not shared'}, {info.when}, "
-                f"tables {','.join(info.entities) or 'all'}"
+                f"tables {tables_text(info.entities)}"
                 for name, info in held
             )
             conflicts[schedule_id] = f"Shared schedule differs: schedule {schedule_id}: {versions}"

@@ -28,6 +28,7 @@ import attrs
 
 from fdcore.abc import FinishReleasesLease, HeldLease, LeaseWaits, TableJob, TableResult
 from fdcore.agent.components import Components
+from fdcore.agent.release import release, run_as
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
@@ -35,7 +36,7 @@ from fdcore.agent.work import Holdings, Work, is_attempt_of
 from fdcore.clock import Clock
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import run_key
-from fdcore.contract.models import Outcome, RunRecord, State, output_tail
+from fdcore.contract.models import LastJob, Outcome, RunRecord, State, output_tail
 from fdcore.errors import (
     AlreadyExists,
     ArchiveConflict,
@@ -245,6 +246,7 @@ class Tables:
             fencing_token=work.lease.lease.generation,
             agent=self.agent,
             environment=self.mailbox.storage.url,
+            run_as=self.config.run_as,
         )
         work.table_started, work.table_ended = now, None
         try:
@@ -443,10 +445,14 @@ class Tables:
             exit_code=result.exit_code,
             output=output_tail(result.output) or None,
             stdout=output_tail(result.stdout) or None,
+            run_as=run_as(self.config.run_as),
+            release=release(),
         )
         # The first record stands: a retried status change must not move the table's end.
         key = run_key(work.id, attempt, table)
-        self.unwritten.setdefault(key, self._within_bound(key, record))
+        if key not in self.unwritten:
+            self.unwritten[key] = self._within_bound(key, record)
+            self.holdings.last_jobs.append(LastJob(work.id, table, outcome, record.ended_at))
         self.write_unwritten(raise_unavailable=True)
 
     def _within_bound(self, key: str, record: RunRecord) -> RunRecord:

@@ -30,7 +30,7 @@ def _request_id(command: str, text: str) -> str:
 
 def _cancel(args: argparse.Namespace) -> int:
     request_id = _request_id("cancel", args.request)
-    with Environment.open(args.env) as environment:
+    with Environment.open(args.env, via="cli") as environment:
         done = environment.cancel(request_id, by=args.by, reason=args.reason)
     holder = done.status.agent if done.status else None
     if args.json:
@@ -61,7 +61,7 @@ def _retry(args: argparse.Namespace) -> int:
             validate_id(args.from_table, "table name")
         except InvalidId as exc:
             raise ConfigError("fdcore retry", "--from-table", str(exc)) from None
-    with Environment.open(args.env) as environment:
+    with Environment.open(args.env, via="cli") as environment:
         retry = environment.retry(request_id, from_table=args.from_table, by=args.by)
     if args.json:
         tables = retry.request.entities if retry.request else []
@@ -110,6 +110,7 @@ def _story_head(story: RequestStory) -> list[str]:
         ("retried", story.retried_as and f"as {story.retried_as}"),
         ("cancel", story.cancel and f"{story.cancel.describe()} at {_time(story.cancel.at)}"),
         ("why", story.why),
+        *(("release", change) for change in story.release_changes),
         *(("problem", problem) for problem in story.problems),
     ]
     return lines + [f"{label:<9} {text}" for label, text in facts if text]

@@ -110,7 +110,7 @@ def _submit(args: argparse.Namespace) -> int:
     deadline = _deadline(args.deadline) if args.deadline else None
     try:
         # Only an existing environment: a mistyped URL must not start a new one.
-        with Environment.open(args.env) as environment:
+        with Environment.open(args.env, via="cli") as environment:
             request = environment.submit(
                 entities,
                 id=args.id,
@@ -257,6 +257,7 @@ def _agents(args: argparse.Namespace) -> int:
         (
             "AGENT",
             "STATE",
+            "OWNER",
             "VERSION",
             "LAST SEEN",
             "CLOCK SKEW",
@@ -276,6 +277,7 @@ def _agents(args: argparse.Namespace) -> int:
             (
                 row.name,
                 row.state,
+                row.owner or "-",
                 row.version or "-",
                 _time(row.last_seen),
                 "-" if row.clock_skew is None else f"{row.clock_skew:+.1f}s",
@@ -294,16 +296,17 @@ def _schedules(args: argparse.Namespace) -> int:
     with Environment.open(args.env) as environment:
         agents, lost_unknown = _agent_rows(environment, args.grace)
     rows = schedule_rows(agents)  # what environment.schedules() is, with the agents kept
-    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
+    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY", "OWNER")]
     for row in rows:
         table.append(
             (
                 row.id,
                 "yes" if row.shared else "no",
                 row.when,
-                ",".join(row.entities) or "all",
+                row.tables,
                 _time(row.next_due),
                 ", ".join(row.agents),
+                row.owner or "-",
             )
         )
     _print(args, "schedules", rows, table, [*lost_unknown, *schedule_warnings(agents)])

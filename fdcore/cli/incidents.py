@@ -34,7 +34,7 @@ from fdcore.plugins.manager import load_plugins
 
 def _open(url: str) -> Environment:
     # Only an existing environment: "not set up" is one clear error, never an incident.
-    return Environment.open(url)
+    return Environment.open(url, via="cli")
 
 
 def _who(args: argparse.Namespace) -> str:

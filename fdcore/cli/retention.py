@@ -17,7 +17,7 @@ from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
 from fdcore.cli.config import add_environment_flags
 from fdcore.durations import GRACE, Duration, add_flag, format_duration
-from fdcore.environment import open_mailbox
+from fdcore.environment import open_mailbox, operator_name
 
 
 def _settings(args: argparse.Namespace) -> RetentionConfig:
@@ -32,6 +32,7 @@ def tally_json(tally: Tally, settings: RetentionConfig, dry_run: bool) -> dict[s
         "examined": tally.examined,
         "moved": tally.moved,
         "files_removed": tally.files,
+        "audit_events": tally.events,
         "kept": dict(sorted(tally.kept.items())),
         "problems": tally.problems,
     }
@@ -41,7 +42,9 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     mailbox = open_mailbox(args.env, create=False)
     now = datetime.now(timezone.utc)
-    tally = run_retention(mailbox, now, settings, args.grace, dry_run=args.dry_run)
+    tally = run_retention(
+        mailbox, now, settings, args.grace, dry_run=args.dry_run, actor=operator_name(), via="cli"
+    )
     if args.json:
         print(json.dumps(tally_json(tally, settings, args.dry_run), indent=2))
         return 0

@@ -7,9 +7,7 @@ so an action from the page is recorded exactly as one from the terminal.
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 from contextvars import ContextVar
 from datetime import datetime
 
@@ -21,6 +19,7 @@ from fdcore.environment.named import Target, from_agent_toml, resolve
 from fdcore.errors import ConfigError, PluginError
 from fdcore.incidents.book import IncidentBook, acknowledge
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.audit import process_user
 from fdcore.plugins.manager import TAKEOVER, load_plugins
 
 __all__ = [
@@ -104,12 +103,9 @@ def environment_target(
 
 
 def operator_name() -> str:
-    """Who acts when the caller does not say: ``user@host``."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no user name in the environment nor the password database
-        user = "operator"
-    return f"{user}@{socket.gethostname()}"
+    """Who acts when the caller does not say: ``user@host`` (``unknown@host`` if the system
+    cannot tell the user)."""
+    return process_user()
 
 
 def lost_agent_policy() -> tuple[TakeoverPolicy | None, str | None]:

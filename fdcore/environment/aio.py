@@ -35,6 +35,7 @@ from fdcore.environment.views import AgentRow, QueueRow, RequestStory, ScheduleR
 from fdcore.environment.wait import RequestWait
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.audit import AuditPage
 from fdcore.mailbox.cancel import Cancellation
 from fdcore.mailbox.index import MailboxIndex
 
@@ -138,6 +139,7 @@ class AsyncEnvironment:
         deadline: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
+        actor: str | None = None,
     ) -> AsyncRequestHandle:
         """Queue a request (:meth:`Environment.submit <fdcore.environment.Environment.submit>`,
         idempotent under an ``id``); return its handle."""
@@ -148,6 +150,7 @@ class AsyncEnvironment:
             deadline=deadline,
             max_attempts=max_attempts,
             created_by=created_by,
+            actor=actor,
         )
         return AsyncRequestHandle(self, handle.id, handle.request)
 
@@ -246,6 +249,19 @@ class AsyncEnvironment:
         """The open incidents, then (with ``include_resolved``) the resolved ones."""
         return await asyncio.to_thread(
             self.environment.incidents, include_resolved=include_resolved
+        )
+
+    async def audit(
+        self,
+        *,
+        since: datetime | None = None,
+        request: str | None = None,
+        limit: int | None = None,
+        archived: bool = False,
+    ) -> AuditPage:
+        """The audit trail (:meth:`Environment.audit <fdcore.environment.Environment.audit>`)."""
+        return await asyncio.to_thread(
+            self.environment.audit, since=since, request=request, limit=limit, archived=archived
         )
 
     async def acknowledge(self, incident: str, *, by: str) -> Incident:
