@@ -72,6 +72,7 @@ from fdcore_onelake.testing import Azurite
 from fdcore_s3.testing import S3Emulator, credentials_environment
 
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
+from fdcore.contract.layout import SIGNAL
 from fdcore.contract.models import Outcome, State
 from fdcore.environment.queue import QueueReader
 from fdcore.mailbox.submit import submit
@@ -313,13 +314,16 @@ def idle_polls(agent: CountedAgent, after: float) -> list[PollCost]:
             continue
         calls = Counter(this["calls"])
         calls.subtract(before["calls"])
-        first = [read for read in this["read"] if read not in seen]
-        seen.update(this["read"])
+        # The change signal is what an idle poll reads, every poll by design: its calls count,
+        # it is no catching up.
+        reads = [read for read in this["read"] if read.partition(" ")[2] != SIGNAL]
+        first = [read for read in reads if read not in seen]
+        seen.update(reads)
         for read in first:
             call, _, key = read.partition(" ")
             calls[f"{call} {key.split('/')[0]}"] -= 1
         calls = Counter({kind: n for kind, n in calls.items() if n and kind not in NO_ROUND_TRIP})
-        costs.append(PollCost(calls, len(first), len(this["read"]) - len(first)))
+        costs.append(PollCost(calls, len(first), len(reads) - len(first)))
     return costs
 
 
