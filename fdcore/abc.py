@@ -24,7 +24,13 @@ import attrs
 
 from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
-from fdcore.errors import InvalidKey, NotFound, PreconditionFailed, StorageError
+from fdcore.errors import (
+    EnvironmentNotFound,
+    InvalidKey,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+)
 
 __all__ = [
     "ENVIRONMENT_MARKER",
@@ -46,6 +52,7 @@ __all__ = [
     "Listed",
     "ListedChanges",
     "ListingChanges",
+    "MarkedStorage",
     "Notification",
     "Notifier",
     "NotifierChannel",
@@ -65,6 +72,7 @@ __all__ = [
     "WaitableRun",
     "WatchableStorage",
     "check_precondition",
+    "open_marked",
     "prove_writable",
     "read_mailbox_file",
     "validate_key",
@@ -325,6 +333,36 @@ def prove_writable(storage: Storage) -> None:
             storage.delete(probe)
         raise
     storage.delete(probe)
+
+
+class MarkedStorage(Storage, Protocol):
+    """A store without folders (S3, blob storage), whose environment is a folder holding
+    :data:`ENVIRONMENT_MARKER`: it says whether the marker is there and writes it."""
+
+    def is_environment(self) -> bool:
+        """Whether the marker is there (one request; its refusal names credentials, endpoint,
+        bucket or container)."""
+
+    def mark_environment(self) -> None:
+        """Write the marker if it is missing (create-if-absent: a racing ``init`` is fine)."""
+
+
+def open_marked(storage: MarkedStorage, shown_url: str, *, create: bool) -> None:
+    """What a backend of a store without folders does on ``open``: without ``create``, one
+    request checks the marker is there (a typo'd folder is EnvironmentNotFound, never an empty
+    environment); with it, :func:`prove_writable`, then the marker written if missing. The
+    storage is closed if any of it fails. ``shown_url`` is the URL as errors may show it."""
+    try:
+        marked = storage.is_environment()  # credentials, endpoint and bucket first
+        if create:
+            prove_writable(storage)
+            if not marked:
+                storage.mark_environment()
+        elif not marked:
+            raise EnvironmentNotFound(shown_url, f"no {ENVIRONMENT_MARKER} in the folder")
+    except BaseException:
+        storage.close()
+        raise
 
 
 def validate_prefix(prefix: str) -> str:

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from fdcore import hookimpl
-from fdcore.abc import ENVIRONMENT_MARKER, StorageBackend, prove_writable
-from fdcore.errors import EnvironmentNotFound
+from fdcore.abc import StorageBackend, open_marked
 from fdcore_onelake.credentials import EMULATOR_ACCOUNT, resolve_credential
 from fdcore_onelake.urls import is_emulator_host, looks_like_azure, parse_location, redact
 
@@ -43,17 +42,7 @@ class OneLakeBackend:
         from fdcore_onelake.store import open_storage  # the Azure SDK only when opened
 
         storage = open_storage(url, options)
-        try:
-            marked = storage.is_environment()  # credentials, endpoint and bucket first
-            if create:
-                prove_writable(storage)
-                if not marked:
-                    storage.mark_environment()
-            elif not marked:
-                raise EnvironmentNotFound(redact(url), f"no {ENVIRONMENT_MARKER} in the folder")
-        except BaseException:
-            storage.close()
-            raise
+        open_marked(storage, redact(url), create=create)
         return storage
 
 

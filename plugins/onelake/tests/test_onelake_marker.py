@@ -64,7 +64,7 @@ def test_init_marks_the_folder_once_then_commands_work(
     with Environment.open(url) as environment:
         environment.submit(["sales"], id="r1")
         assert [row.id for row in environment.queue().rows] == ["r1"]
-        assert list(environment.mailbox.storage.list()) == ["requests/r1.json"]
+        assert list(environment.mailbox.storage.list("requests/")) == ["requests/r1.json"]
 
 
 @pytest.mark.parametrize("where", ["refused credentials", "missing container"])

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fdcore import hookimpl
-from fdcore.abc import ENVIRONMENT_MARKER, StorageBackend, prove_writable
-from fdcore.errors import EnvironmentNotFound
+from fdcore.abc import StorageBackend, open_marked
 from fdcore_s3.location import looks_like_s3, parse_location
 
 if TYPE_CHECKING:
@@ -33,17 +32,7 @@ class S3Backend:
         from fdcore_s3.store import S3Storage  # boto3 only when opened
 
         storage = S3Storage(parse_location(url, options))
-        try:
-            marked = storage.is_environment()  # credentials, endpoint and bucket first
-            if create:
-                prove_writable(storage)
-                if not marked:
-                    storage.mark_environment()
-            elif not marked:
-                raise EnvironmentNotFound(url, f"no {ENVIRONMENT_MARKER} in the folder")
-        except BaseException:
-            storage.close()
-            raise
+        open_marked(storage, url, create=create)
         return storage
 
 

@@ -79,7 +79,7 @@ def test_init_marks_the_folder_once_then_commands_work(
     with Environment.open(url, **s3.options) as environment:
         request = environment.submit(["sales"], id="r1")
         assert [row.id for row in environment.queue().rows] == [request.id]
-        assert list(environment.mailbox.storage.list()) == ["requests/r1.json"]
+        assert list(environment.mailbox.storage.list("requests/")) == ["requests/r1.json"]
 
 
 @pytest.mark.parametrize(
