@@ -70,7 +70,20 @@ hooks:
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1 && \
 		[ -z "$$(git config core.hooksPath)" ]; then git config core.hooksPath tools/git-hooks; fi
 
-demo: setup
+# The demo needs the core, the four plugins its agents use and the monitor it offers (`fdcore
+# demo --monitor`), nothing of the tests' (no Azurite, no browser, no test extras); a venv that
+# `make setup` made has them already.
+DEMO_STAMP := $(VENV)/.demo-installed
+DEMO_PLUGINS := plugins/localfs plugins/claim plugins/takeover plugins/slots plugins/monitor
+$(DEMO_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DEMO_PLUGINS)) Makefile $(CONSTRAINTS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -f $(STAMP) || $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		$(PINS) 'setuptools>=70.1'
+	test -f $(STAMP) || $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		$(PINS) --no-build-isolation -e . $(foreach p,$(DEMO_PLUGINS),-e $(p))
+	touch $@
+
+demo: $(DEMO_STAMP)
 	$(BIN)/fdcore demo
 
 lint: setup
@@ -117,6 +130,7 @@ soak: setup
 	FDCORE_SIMULATOR_SEEDS=5000 FDCORE_SIMULATOR_REQUESTS=10000 $(BIN)/pytest \
 		tests/test_simulator.py -k "10000_seeded_runs or 10000_requests"
 	FDCORE_SCHEDULE_HOURS=1000 $(BIN)/pytest tests/test_simulator_schedules.py -k 1000_slots
+	FDCORE_SIMULATOR_STARVE_SEEDS=1000 $(BIN)/pytest tests/test_simulator_starvation.py -k many_seeds
 
 bench: setup
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=median,iqr,ops

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_fleet.py drain --poll 5 0.01 --runs 3
     .venv/bin/python benchmarks/bench_fleet.py schedule --poll 5 --seconds 60
     .venv/bin/python benchmarks/bench_fleet.py size --agents 20 3 --shrink-to 3 --requests 1000
+    .venv/bin/python benchmarks/bench_fleet.py slow --runs 3
 
 ``drain``: 3 agents x concurrency 2 on a local folder (python runner, the zero-work table of
 ``noop_tables.py``) drain ``--requests`` queued requests of 2 tables each (tables of their own,
@@ -29,6 +30,15 @@ each agent's store calls per poll (the agents run through ``counted_agent.py``);
 ``--shrink-to`` M, all but M agents stop and those M are measured again. Reports the drain's wall
 time (from the agents' start), the agents' CPU seconds, the load average during the drain, and
 whether an idle poll made the same calls at every size (exit 1 if not, or if a check failed).
+
+``slow``: a fleet starved of CPU, where live agents are late to write their records: ``--agents``
+(30) agents on one local folder at ``stale_after = 5``, ``grace_seconds = 2``, poll 1 s,
+concurrency 1, ``take_over = true`` and ``claim = "when_free"`` drain ``--requests`` (600)
+requests of 1 or 2 short tables out of ``--tables`` (40), through the fencing check. No agent is
+stopped or killed, so every lost attempt is a live agent taken over. Reports, per run, the
+takeovers, the (request, table) pairs that succeeded twice (two accepted writes, or two
+successful run records) and any two writers of one table at once; exit 1 if a table succeeded
+twice or a request did not succeed.
 
 ``--azurite`` runs the same on the OneLake backend against a local Azurite, ``--s3`` on the S3
 backend against moto's S3 server (fdcore_s3.testing). A drain also counts the tables that ran
@@ -62,11 +72,16 @@ from fdcore_onelake.testing import Azurite
 from fdcore_s3.testing import S3Emulator, credentials_environment
 
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
-from fdcore.contract.models import State
+from fdcore.contract.layout import SIGNAL
+from fdcore.contract.models import Outcome, State
 from fdcore.environment.queue import QueueReader
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
-from fdcore.testing.assertions import assert_each_table_succeeded_once, double_writers
+from fdcore.testing.assertions import (
+    assert_each_table_succeeded_once,
+    double_writers,
+    successful_runs,
+)
 from fdcore.testing.tables import log_table_writes, table_writes
 
 HERE = Path(__file__).resolve().parent
@@ -299,13 +314,16 @@ def idle_polls(agent: CountedAgent, after: float) -> list[PollCost]:
             continue
         calls = Counter(this["calls"])
         calls.subtract(before["calls"])
-        first = [read for read in this["read"] if read not in seen]
-        seen.update(this["read"])
+        # The change signal is what an idle poll reads, every poll by design: its calls count,
+        # it is no catching up.
+        reads = [read for read in this["read"] if read.partition(" ")[2] != SIGNAL]
+        first = [read for read in reads if read not in seen]
+        seen.update(reads)
         for read in first:
             call, _, key = read.partition(" ")
             calls[f"{call} {key.split('/')[0]}"] -= 1
         calls = Counter({kind: n for kind, n in calls.items() if n and kind not in NO_ROUND_TRIP})
-        costs.append(PollCost(calls, len(first), len(this["read"]) - len(first)))
+        costs.append(PollCost(calls, len(first), len(reads) - len(first)))
     return costs
 
 
@@ -452,6 +470,71 @@ def size_once(
     return figures
 
 
+#: ``slow``'s agents (besides name and environment).
+SLOW_SECTIONS: dict[str, Any] = {
+    "agent": {"stale_after": 5, "poll_seconds": 1, "concurrency": 1},
+    "pipeline": {"grace_seconds": 2, "take_over": True, "claim": "when_free"},
+    "runner": WRITE_TABLE,
+}
+
+
+def slow_once(agents: int, requests: int, tables: int, seed: int) -> dict[str, int]:
+    """``agents`` agents at SLOW_SECTIONS drain ``requests`` requests of 1 or 2 of ``tables``
+    tables; what the mailbox and the write log say of takeovers and tables run twice."""
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
+        folder = Path(tmp)
+        fleet = AgentFleet(folder, str(folder / "env"))
+        log_table_writes(fleet, folder / "writes")
+        for n in range(agents):
+            fleet.add(f"agent-{n:02d}", SLOW_SECTIONS)
+        ids = [f"q{n:03d}" for n in range(requests)]
+        for request_id in ids:
+            names = [f"t{n:02d}" for n in rng.sample(range(tables), rng.choice([1, 2]))]
+            submit(fleet.mailbox, names, request_id=request_id)
+        queue = QueueReader(fleet.mailbox)
+        try:
+            for agent in fleet:
+                agent.start()
+            if not wait_until(lambda: all(row.state in FINAL for row in queue.rows()), 1800, 1):
+                raise SystemExit(f"{agents} agents did not drain {requests} requests in 30 min")
+        finally:
+            fleet.stop_all()
+            fleet.kill_all()
+        mailbox = fleet.mailbox
+        succeeded = takeovers = records_twice = 0
+        for request_id in ids:
+            status = mailbox.status(request_id)
+            assert status is not None
+            succeeded += status.value.state is State.SUCCEEDED
+            takeovers += sum(a.outcome is Outcome.LOST for a in status.value.attempts)
+            records_twice += sum(n > 1 for n in successful_runs(mailbox, request_id).values())
+        writes = table_writes(fleet)
+        accepted = Counter((w.request, w.table) for w in writes if w.rejected is None)
+        return {
+            "requests": requests,
+            "succeeded": succeeded,
+            "takeovers": takeovers,
+            "written_twice": sum(n > 1 for n in accepted.values()),
+            "records_twice": records_twice,
+            "refused": sum(w.rejected is not None for w in writes),
+            "double_writers": len(double_writers(writes)),
+        }
+
+
+def _slow(args: argparse.Namespace) -> None:
+    """``slow`` ``--runs`` times; exits 1 if a table succeeded twice or a request failed."""
+    failed = False
+    for run in range(args.runs):
+        agents = args.agents[0] if args.agents else 30
+        figures = slow_once(agents, args.requests or 600, args.tables or 40, seed=run)
+        print(f"run {run + 1}: " + ", ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
+        twice = figures["written_twice"] or figures["records_twice"] or figures["double_writers"]
+        failed |= bool(twice) or figures["succeeded"] != figures["requests"]
+    if failed:
+        raise SystemExit(1)
+
+
 def _idle(agents: list[CountedAgent], poll: float, stale_after: float, polls: int) -> IdleCosts:
     """The idle polls of ``agents`` from two polls on, over ``stale_after`` and a poll at least
     (so every agent's window holds a sweep, once per ``stale_after`` without take_over) and
@@ -484,21 +567,28 @@ def creates_per_second(place: Place, count: int = 300) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["drain", "schedule", "size"])
+    parser.add_argument("what", choices=["drain", "schedule", "size", "slow"])
     parser.add_argument("--poll", type=float, nargs="+", default=[5.0, 0.01])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--requests", type=int, help="default 300 (slow: 600)")
     parser.add_argument("--idle-samples", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument(
         "--agents", type=int, nargs="+", help="fleet sizes (drain, schedule: one; default 3)"
     )
-    parser.add_argument("--tables", type=int, default=100, help="size: the tables requests share")
+    parser.add_argument(
+        "--tables", type=int, help="size, slow: the tables requests share (100; slow: 40)"
+    )
     parser.add_argument("--idle-polls", type=int, default=6, help="size: idle polls per agent")
     parser.add_argument("--shrink-to", type=int, help="size: then stop all but this many")
     parser.add_argument("--azurite", action="store_true", help="on Azurite, not a local folder")
     parser.add_argument("--s3", action="store_true", help="on moto's S3 server (fdcore-s3)")
     args = parser.parse_args()
+    if args.what == "slow":
+        _slow(args)
+        return
+    args.requests = args.requests or 300
+    args.tables = args.tables or 100
     with contextlib.ExitStack() as stack:
         place = Place()
         if args.azurite:

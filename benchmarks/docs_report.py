@@ -10,7 +10,8 @@ Each generated table sits between two marker comments in docs/benchmarks.md,
 
 so the hand-written text around them stays. Sections: ``claim-policies`` and
 ``operations-by-kind`` (the simulator, :mod:`claim_policies`), ``claim-policies-real`` (real
-agent processes, :mod:`claim_policies_real`), ``simulator-speed`` (a
+agent processes, :mod:`claim_policies_real`), ``idle-cost`` (an idle fleet's monthly bill by
+store, the simulator), ``simulator-speed`` (a
 10,000-request comparison of the policies, timed), ``throughput`` (real agents,
 :mod:`throughput`), and ``plots`` (every producer in :data:`PLOTS`). Figures are medians over
 ``--seeds`` seeds (or runs). matplotlib comes from the core's ``bench`` extra, which
@@ -35,6 +36,7 @@ import claim_policies_real
 import poll_history
 import throughput
 
+from fdcore.pricing import MONTH_SECONDS, PRICES, cost
 from fdcore.simulator import Report, Scenario, simulate
 from fdcore.simulator.scenario import claim_policies as installed_claim_policies
 
@@ -378,13 +380,92 @@ def poll_cost_plot(options: Options, docs: Path) -> Path:
 
 
 #: Every plot ``make bench-report`` draws.
-PLOTS: list[PlotProducer] = [queue_wait_plot, poll_cost_plot, fleet_plot]
+
+#: The fleet sizes of the idle-cost section and plot.
+IDLE_FLEET = (1, 3, 10, 30)
+
+
+@functools.cache
+def idle_runs(fleet: tuple[int, ...] = IDLE_FLEET) -> list[tuple[int, Report]]:
+    """(agents, report) of an idle fleet of each size: nothing submitted, one virtual hour,
+    the defaults (poll 5 s, stale_after 60, take_over)."""
+    runs = []
+    for agents in fleet:
+        report = simulate(Scenario(seed=1, agents=agents, requests=0, take_over=True, max_hours=1))
+        runs.append((agents, report))
+        print(f"idle fleet of {agents}: {report.wall_seconds:.1f} s wall", flush=True)
+    return runs
+
+
+def idle_cost_table(options: Options) -> dict[str, str]:
+    """The ``idle-cost`` section: what an idle fleet costs a month on each store."""
+    rows = []
+    for agents, report in idle_runs():
+        costs = report.costs()
+        rate = report.operations_per_agent_second
+        rows.append(
+            [
+                str(agents),
+                f"{rate['read']:.3f}",
+                f"{rate['list']:.3f}",
+                f"{rate['create'] + rate['replace']:.3f}",
+                *(f"${costs[store]['dollars_per_agent_month'] * agents:,.2f}" for store in STORES),
+            ]
+        )
+    header = ["agents", "reads / agent-s", "lists / agent-s", "writes / agent-s"]
+    header += [f"fleet $ / month, {store}" for store in STORES]
+    command = "fdcore simulate --agents N --requests 0 --max-hours 1 --take-over --seed 1"
+    stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}; a 30-day month at its rate._\n"
+    return {"idle-cost": table(header, rows) + stamp}
+
+
+#: The stores the cost figures are given for (fdcore.pricing's tables).
+STORES = ("s3", "adls", "onelake")
+
+
+def idle_cost_plot(options: Options, docs: Path) -> Path:
+    """docs/idle-cost.png: an idle fleet's monthly cost against its size, per store, beside
+    what three lists a poll and a heartbeat every stale_after / 4 cost (the previous release)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = idle_runs()
+    sizes = [agents for agents, _report in runs]
+    figure, axes = plt.subplots(1, 1, figsize=(7, 4.5))
+    for store in STORES:
+        per_agent = [report.costs()[store]["dollars_per_agent_month"] for _a, report in runs]
+        axes.plot(
+            sizes, [n * c for n, c in zip(sizes, per_agent, strict=True)], marker="o", label=store
+        )
+        # Before the signal: 3 lists every 5 s and a heartbeat every 15 s (landing 2.5 s late).
+        before = cost(
+            {"list": 3 * MONTH_SECONDS / 5, "replace": MONTH_SECONDS / 17.5}, PRICES[store]
+        )
+        axes.plot(
+            sizes,
+            [n * before for n in sizes],
+            linestyle="--",
+            alpha=0.6,
+            label=f"{store}, 3 lists a poll",
+        )
+    axes.set_yscale("log")
+    axes.set_xticks(sizes, [str(size) for size in sizes])
+    axes.minorticks_off()
+    panels = ((axes, "an idle fleet's store operations, per month", "dollars"),)
+    title = "fdcore simulate --requests 0 --max-hours 1 --take-over, defaults"
+    return _save(figure, panels, "agents in the fleet", title, docs / "idle-cost.png")
+
+
+PLOTS: list[PlotProducer] = [queue_wait_plot, poll_cost_plot, fleet_plot, idle_cost_plot]
 
 SECTIONS: dict[str, Callable[[Options], dict[str, str]]] = {
     "claim-policies": claim_policy_tables,  # gives operations-by-kind as well
     "claim-policies-real": real_claim_policy_table,
     "simulator-speed": speed_table,
     "fleet-size": fleet_table,
+    "idle-cost": idle_cost_table,
     "throughput": throughput_table,
 }
 

@@ -12,8 +12,10 @@ Layer: imports only :mod:`fdcore.errors` and the mailbox contract (:mod:`fdcore.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -22,9 +24,17 @@ import attrs
 
 from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
-from fdcore.errors import InvalidKey, NotFound, PreconditionFailed
+from fdcore.errors import (
+    EnvironmentNotFound,
+    InvalidKey,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+)
 
 __all__ = [
+    "ENVIRONMENT_MARKER",
+    "MARKER_CONTENT",
     "MAX_KEY_LENGTH",
     "AgentLoad",
     "Blob",
@@ -42,6 +52,7 @@ __all__ = [
     "Listed",
     "ListedChanges",
     "ListingChanges",
+    "MarkedStorage",
     "Notification",
     "Notifier",
     "NotifierChannel",
@@ -61,6 +72,8 @@ __all__ = [
     "WaitableRun",
     "WatchableStorage",
     "check_precondition",
+    "open_marked",
+    "prove_writable",
     "read_mailbox_file",
     "validate_key",
     "validate_prefix",
@@ -296,6 +309,60 @@ def _valid_key(key: str) -> str:
         if any(ord(ch) < 32 or ch in "\\\x7f" for ch in segment):
             raise InvalidKey(None, f"invalid key {key!r}: control character or backslash")
     return key
+
+
+#: What makes a folder of a store without folders (S3, blob storage) an environment: the object
+#: ``fdcore init`` writes (a local folder's mark is its ``.fdcore/`` folder). A dot name is never
+#: a mailbox key, so no mailbox write can make or remove it, and listings leave it out.
+ENVIRONMENT_MARKER = ".fdcore/environment.json"
+MARKER_CONTENT = b'{"fdcore": "environment"}\n'
+
+
+def prove_writable(storage: Storage) -> None:
+    """Prove the caller may list, create, replace and delete in ``storage``: one probe key,
+    written, replaced and removed again (four requests and a listing). A store that refuses
+    raises its one-line error, which names what is missing (credentials, bucket, permission).
+    A backend runs it before marking a new environment, so no mark lands where work cannot."""
+    probe = f"fdcore-init-{uuid.uuid4().hex[:16]}.json"
+    list(storage.list(probe))
+    etag = storage.create(probe, b"{}")
+    try:
+        storage.replace(probe, b"{}", etag)
+    except StorageError:
+        with contextlib.suppress(StorageError):  # the refusal above is the news, not this
+            storage.delete(probe)
+        raise
+    storage.delete(probe)
+
+
+class MarkedStorage(Storage, Protocol):
+    """A store without folders (S3, blob storage), whose environment is a folder holding
+    :data:`ENVIRONMENT_MARKER`: it says whether the marker is there and writes it."""
+
+    def is_environment(self) -> bool:
+        """Whether the marker is there (one request; its refusal names credentials, endpoint,
+        bucket or container)."""
+
+    def mark_environment(self) -> None:
+        """Write the marker if it is missing (create-if-absent: a racing ``init`` is fine)."""
+
+
+def open_marked(storage: MarkedStorage, shown_url: str, *, create: bool) -> None:
+    """What a backend of a store without folders does on ``open``: without ``create``, one
+    request checks the marker is there (a typo'd folder is EnvironmentNotFound, never an empty
+    environment); with it, :func:`prove_writable`, then the marker written if missing. The
+    storage is closed if any of it fails. ``shown_url`` is the URL as errors may show it."""
+    try:
+        marked = storage.is_environment()  # credentials, endpoint and bucket first
+        if create:
+            prove_writable(storage)
+            if not marked:
+                storage.mark_environment()
+        elif not marked:
+            raise EnvironmentNotFound(shown_url, f"no {ENVIRONMENT_MARKER} in the folder")
+    except BaseException:
+        storage.close()
+        raise
 
 
 def validate_prefix(prefix: str) -> str:
@@ -568,10 +635,11 @@ class TableJob:
     # open descriptors the table process inherits: a host admission's held lane (docs/host.md),
     # so the lane stays held while the process runs (it never outlives its agent)
     inherit: tuple[int, ...] = ()
+    run_as: str | None = None  # ``[runner] run_as``: the identity it runs as (FDCORE_RUN_AS)
 
     def environ(self) -> dict[str, str]:
         """The variables a command runner puts in the table process's environment."""
-        return {
+        return ({"FDCORE_RUN_AS": self.run_as} if self.run_as else {}) | {
             "FDCORE_REQUEST": self.request,
             "FDCORE_TABLE": self.table,
             "FDCORE_ATTEMPT": str(self.attempt),

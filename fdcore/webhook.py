@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import email.utils
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -25,10 +26,12 @@ from fdcore.durations import parse_duration
 from fdcore.errors import DurationError
 
 __all__ = [
+    "NOT_A_VARIABLE",
     "WEBHOOK_OPTIONS",
     "Webhook",
     "WebhookRefused",
     "WebhookUnavailable",
+    "is_variable_name",
     "retry_after",
     "secret_from",
     "webhook_from",
@@ -138,12 +141,28 @@ class Webhook:
             return backoff, self._redact(f"{type(exc).__name__}: {why}")
 
 
+#: What an option naming a variable (``webhook_env``, ``connection_string_env``...) is told when
+#: it holds something else: most likely the secret itself, pasted in, so never repeated.
+NOT_A_VARIABLE = (
+    "is not an environment variable's name: put the secret in an environment variable "
+    "and give the variable's name here"
+)
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+
+
+def is_variable_name(value: object) -> bool:
+    """Whether ``value`` can name an environment variable (letters, digits, ``_``)."""
+    return isinstance(value, str) and _VARIABLE_NAME.fullmatch(value) is not None
+
+
 def secret_from(options: Mapping[str, Any], key: str, what: str) -> tuple[str, str]:
     """(variable, value) of the environment variable option ``key`` names; ValueError naming the
-    option or the variable, never the value."""
+    option or the variable, never the value (nor what the option holds, if not a name)."""
     variable = options.get(key)
     if not isinstance(variable, str) or not variable:
         raise ValueError(f"{key}: expected the name of the variable holding the {what}")
+    if not is_variable_name(variable):
+        raise ValueError(f"{key} {NOT_A_VARIABLE}")
     value = os.environ.get(variable, "")
     if not value:
         raise ValueError(f"{key}: environment variable {variable} is not set")

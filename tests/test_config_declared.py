@@ -68,6 +68,11 @@ def test_the_agents_defaults_are_the_declared_ones() -> None:
 # -- the schema and the reader agree on real files -----------------------------------------------
 
 
+#: How the docs begin an example of a TOML file that is no agent.toml: the user's environments
+#: file (tests/test_named_environments.py reads it) and a price table (tests/test_pricing.py).
+OTHER_FILES = ("# environments.toml", "# prices.toml")
+
+
 def _docs_examples() -> list[tuple[str, dict[str, Any]]]:
     """Every agent.toml example of docs/ (a fragment gets an [agent] table)."""
     found = []
@@ -76,6 +81,8 @@ def _docs_examples() -> list[tuple[str, dict[str, Any]]]:
         for number, block in enumerate(blocks, start=1):
             data = tomllib.loads(block)
             if "project" in data:  # a pyproject.toml, not an agent.toml
+                continue
+            if block.lstrip().startswith(OTHER_FILES):
                 continue
             found.append((f"{page.name} #{number}", {**HEAD, **data}))
     return found
@@ -238,6 +245,14 @@ def test_every_duration_key_takes_seconds_or_a_duration_text(
             {"agent": {**HEAD["agent"], "poll_seconds": 1}, "pipeline": {"lease_seconds": 2}},
             "[pipeline] lease_seconds: must be at least 3, got 2",
         ),
+        (
+            {"agent": {**HEAD["agent"], "owner": "ann\nbob"}},
+            "[agent] owner: expected 1..128 printable characters, got 'ann\\nbob'",
+        ),
+        (
+            {**HEAD, "schedules": [{"id": "s", "every": "1h", "owner": "x" * 129}]},
+            "[[schedules]] #1 owner: expected 1..128 printable characters",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_naming_file_table_and_key(
@@ -277,7 +292,9 @@ def test_config_check_says_ok_or_one_line(
     bad = write(tmp_path, AGENT + '[pipeline]\nclaim = "wen_free"\n')
     assert main(["config", "check", str(bad)]) == ERROR
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("fdcore: error: no installed plugin provides claim policy 'wen_free'")
+    assert line.startswith(
+        f"fdcore: error: {bad}: no installed plugin provides claim policy 'wen_free'"
+    )
     assert line.endswith("did you mean 'when_free'?")
     misplaced = write(tmp_path, AGENT + "[pipeline]\nstale_after = 5\n")
     assert main(["config", "check", str(misplaced)]) == ERROR
@@ -339,3 +356,70 @@ def test_a_misspelt_url_scheme_gets_did_you_mean(capsys: pytest.CaptureFixture[s
     assert main(["queue", "--env", "fil:///srv/fd/prod"]) == ERROR
     [line] = capsys.readouterr().err.splitlines()
     assert "(--env; installed:" in line and line.endswith("; did you mean 'file://'?")
+
+
+#: Files no agent.toml reader may die on: each is one line naming the file, exit 2.
+HOSTILE: dict[str, tuple[bytes, str]] = {
+    "binary": (bytes(range(256)) * 4, "not UTF-8 text"),
+    "utf-16": (AGENT.encode("utf-16"), "not UTF-8 text"),
+    "1,000-deep inline tables": (
+        ("x = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n").encode(),
+        "nested deeper than 32 levels",
+    ),
+    "100,000-deep arrays": (
+        ("x = " + "[" * 100_000 + "]" * 100_000 + "\n").encode(),
+        "nested deeper than 32 levels",
+    ),
+    "33-deep arrays in a plugin's options": (
+        (AGENT + "[storage]\nx = " + "[" * 33 + "]" * 33 + "\n").encode(),
+        "nested deeper than 32 levels",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_file_is_one_line_in_check_show_and_agent_run(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    content, problem = HOSTILE[case]
+    path = tmp_path / "agent.toml"
+    path.write_bytes(content)
+    for command in (["config", "check"], ["config", "show"], ["agent", "run", "--config"]):
+        assert main([*command, str(path)]) == ERROR, command
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"fdcore: error: {path}: {problem}"), line
+
+
+@pytest.mark.parametrize(
+    ("environment", "problem"),
+    [
+        ("s3://bucket/prod", "[storage] colour: unknown option (the s3 backend has"),
+        ("file:///srv/fd/prod", "[storage] colour: unknown option for the file backend"),
+    ],
+)
+def test_config_check_refuses_an_unknown_storage_option_as_start_up_does(
+    environment: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, AGENT.replace("file:///srv/fd/prod", environment))
+    assert main(["config", "check", str(path)]) == 0  # without the option: OK
+    capsys.readouterr()
+    path.write_text(path.read_text() + '[storage]\ncolour = "blue"\n')
+    lines = []
+    for command in (["config", "check"], ["agent", "run", "--config"]):
+        assert main([*command, str(path)]) == ERROR
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"fdcore: error: {path}: {problem}"), line
+        lines.append(line)
+    assert lines[0] == lines[1]
+
+
+def test_a_refused_environment_url_names_the_file_in_check_and_start_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, AGENT.replace("file:///srv/fd/prod", "s3://B/prod"))
+    for command in (["config", "check"], ["agent", "run", "--config"]):
+        assert main([*command, str(path)]) == ERROR
+        assert capsys.readouterr().err == (
+            f"fdcore: error: {path}: [agent] environment: s3://B/prod: bucket 'B' is not a "
+            "bucket name (3-63 of a-z 0-9 . -)\n"
+        )

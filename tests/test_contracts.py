@@ -11,6 +11,7 @@ from fdcore.contract.codec import decode, encode
 from fdcore.contract.models import (
     AgentRecord,
     ArchiveEntry,
+    AuditEvent,
     Cancel,
     IncidentDocument,
     Lease,
@@ -39,6 +40,7 @@ KINDS = {
     "incidents": IncidentDocument,
     "incidents-older": IncidentDocument,
     "archive-entry": ArchiveEntry,
+    "audit": AuditEvent,
 }
 
 

@@ -4,6 +4,7 @@ commands and the monitor build their tables from, tried directly on a local fold
 from __future__ import annotations
 
 import getpass
+import json
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +39,7 @@ from fdcore.environment import (
 )
 from fdcore.errors import ConfigError, EnvironmentNotFound
 from fdcore.incidents.book import Finding, IncidentBook, report
+from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 HOURLY = ScheduleConfig(id="hourly", entities=("sales",), timing="every", spec="1h", shared=True)
@@ -117,6 +119,55 @@ def test_schedule_rows_warnings_and_shared_by(folder: Path, fleet: MemoryFleet) 
     agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
     [warning] = schedule_warnings(agents)
     assert "hourly" in warning and "etl-03" in warning
+
+
+def test_an_older_records_schedule_without_entities_shows_unknown(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An older agent's record, written by hand: its schedule names no tables at all.
+    (folder / "agents").mkdir(exist_ok=True)
+    (folder / "agents" / "etl-old.json").write_text(
+        '{"name": "etl-old", "updated_at": "2026-09-01T00:00:00Z", "stale_after": 60,'
+        ' "schedules": [{"id": "hourly", "shared": true, "when": "every 3600s"}]}'
+    )
+    agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    [row] = schedule_rows(agents)
+    assert (row.entities, row.tables) == (None, "unknown")
+    assert Environment.open(str(folder)).schedules()[0].entities is None
+    assert main(["schedules", "--env", str(folder)]) == 0
+    line = capsys.readouterr().out.splitlines()[1].split()
+    assert line[:4] == ["hourly", "yes", "every", "3600s"] and line[4] == "unknown"
+    assert main(["schedules", "--env", str(folder), "--json"]) == 0
+    assert '"entities": null' in capsys.readouterr().out
+
+
+def test_owners_and_last_jobs_show_in_the_agents_and_schedules_views(
+    folder: Path, fleet: MemoryFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own = attrs.evolve(HOURLY, id="own", owner="finance")
+    agent = fleet.agent("etl-01", owner="data team", schedules=(HOURLY, own))
+    submit(fleet.mailbox, ["sales", "stock"], request_id="r1", now=START)
+    for _ in range(3):
+        agent.poll()
+        fleet.finish_runs()
+    fleet.clock.advance(60)  # past a heartbeat: the record is rewritten
+    agent.poll()
+    [row] = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    assert row.owner == "data team"
+    assert [(j.request, j.table, j.outcome.value) for j in row.last_jobs or []] == [
+        ("r1", "sales", "succeeded"),
+        ("r1", "stock", "succeeded"),
+    ]
+    assert {s.id: s.owner for s in schedule_rows([row])} == {
+        "hourly": "data team",
+        "own": "finance",
+    }
+    assert main(["agents", "--env", str(folder)]) == 0
+    header, line = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[:3] == ["AGENT", "STATE", "OWNER"] and "data team" in line
+    assert main(["agents", "--env", str(folder), "--json"]) == 0
+    [shown] = json.loads(capsys.readouterr().out)["agents"]
+    assert shown["owner"] == "data team" and shown["last_jobs"][-1]["table"] == "stock"
 
 
 def test_describe_attempts_marks_a_lost_agents_running_attempt(

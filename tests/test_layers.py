@@ -26,6 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "fdcore.errors",
         "fdcore.clock",
         "fdcore.durations",
+        "fdcore.pricing",
+        "fdcore.tomlfile",
         "fdcore.retry",
         "fdcore.terminal",
         "fdcore.webhook",
@@ -262,6 +264,17 @@ def test_the_plugin_packages_are_found() -> None:
 @pytest.mark.parametrize("package", PLUGIN_PACKAGES)
 def test_a_plugin_imports_only_the_public_api(package: str) -> None:
     found = private_imports(REPO / package)
+    assert not found, "\n".join(found)
+
+
+#: Tests that teach plugin authors: they use what a plugin's own tests may use, the public API.
+TEACHING_TESTS = ("contrib/plugin-template/tests",)
+
+
+@pytest.mark.parametrize("folder", TEACHING_TESTS)
+def test_the_plugin_templates_tests_import_only_the_public_api(folder: str) -> None:
+    assert any((REPO / folder).glob("test_*.py"))
+    found = private_imports(REPO / folder)
     assert not found, "\n".join(found)
 
 

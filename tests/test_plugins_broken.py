@@ -123,8 +123,8 @@ def test_an_agent_needing_a_clashing_name_fails_naming_both(
     result = fdcore(broken_site, "agent", "run", "--config", str(config))
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (
-        "fdcore: error: claim policy 'when_free' is provided by two plugins: acme (acme-clash) "
-        "and claim (fdcore-claim); disable one with FDCORE_DISABLE_PLUGINS"
+        f"fdcore: error: {config}: claim policy 'when_free' is provided by two plugins: "
+        "acme (acme-clash) and claim (fdcore-claim); disable one with FDCORE_DISABLE_PLUGINS"
     )
 
 
@@ -185,9 +185,10 @@ def test_the_demo_stops_on_an_agent_that_died_at_start(tmp_path: Path) -> None:
         env, "demo", "--dir", str(tmp_path / "demo"), "--agents", "1", "--requests", "1"
     )
     assert result.returncode == 1
+    config = tmp_path / "demo" / "agent-1.toml"  # the file the demo wrote for it
     assert result.stderr.splitlines()[-1] == (
-        "agent-1 exited with code 2: fdcore: error: no installed plugin provides claim policy "
-        "'when_free' ([pipeline] claim; installed: none); fdcore-claim is disabled by "
-        "FDCORE_DISABLE_PLUGINS; stopping the demo"
+        f"agent-1 exited with code 2: fdcore: error: {config}: no installed plugin provides "
+        "claim policy 'when_free' ([pipeline] claim; installed: none); fdcore-claim is "
+        "disabled by FDCORE_DISABLE_PLUGINS; stopping the demo"
     )
     assert "timed out" not in result.stderr

@@ -100,10 +100,11 @@ def test_an_idle_polls_cost_follows_the_agents_not_the_work_or_history(finished:
         "etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0, stale_after=60.0
     )
     fleet.agents["etl-01"].poll()  # the first poll reads every status once
-    # Polls 5 s apart; the heartbeat (stale_after / 4 = 15 s) is due at every third.
+    # Polls 5 s apart; the heartbeat of an agent holding nothing (stale_after / 2 = 30 s) is
+    # due at the sixth.
     costs = [idle_poll(fleet, 5.0) for _ in range(6)]
     h = len(HOLDERS)
-    assert costs == [2 + h, 2 + h, 2 + h + 1, 2 + h, 2 + h, 2 + h + 1]
+    assert costs == [2 + h, 2 + h, 2 + h, 2 + h, 2 + h, 2 + h + 1]
 
 
 def test_a_holder_whose_record_moved_has_its_statuses_read_again() -> None:
@@ -152,11 +153,11 @@ def test_without_take_over_the_sweep_reads_the_statuses_once_per_stale_after() -
     fill(fleet, 300, in_flight=4)
     fleet.agent("etl-01", retention=NO_RETENTION, poll_seconds=5.0, stale_after=20.0)
     fleet.agents["etl-01"].poll()
-    # stale_after / 4 = 5 s: a heartbeat every poll. The sweep every 20 s reads the statuses in
-    # flight (W = 4) and no record: it takes nothing over, and its sweeps are too far apart to
-    # tell a status it read is still what it says.
+    # Holding nothing, stale_after / 2 = 10 s: a heartbeat every other poll. The sweep every
+    # 20 s reads the statuses in flight (W = 4) and no record: it takes nothing over, and its
+    # sweeps are too far apart to tell a status it read is still what it says.
     costs = [idle_poll(fleet, 5.0) for _ in range(4)]
-    assert costs == [2 + 1, 2 + 1, 2 + 1, 2 + 1 + 4]
+    assert costs == [2, 2 + 1, 2, 2 + 1 + 4]
 
 
 # -- judged by the listing ------------------------------------------------------------------------
@@ -260,10 +261,10 @@ def test_by_the_listing_an_idle_polls_cost_is_three_lists_whatever_the_fleet(
     fleet.agent("etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0)
     fleet.agents["etl-01"].poll()  # the first poll reads every status and record once
     names = [f"etl-{n:02d}" for n in range(2, 2 + holders)]
-    # Polls 5 s apart; every heartbeat (stale_after / 4 = 15 s), its own and the holders', at
-    # every third: a new version in the listing, no read.
+    # Polls 5 s apart; the holders' heartbeats (stale_after / 4 = 15 s) at every third: a new
+    # version in the listing, no read; its own (holding nothing: stale_after / 2) at the sixth.
     costs = [listed_poll(fleet, store, 5.0, names if n % 3 == 2 else []) for n in range(6)]
-    assert costs == [3, 3, 3 + 1, 3, 3, 3 + 1]
+    assert costs == [3, 3, 3, 3, 3, 3 + 1]
 
 
 def test_by_the_listing_an_agent_that_writes_every_poll_costs_a_read_a_poll() -> None:
@@ -272,7 +273,7 @@ def test_by_the_listing_an_agent_that_writes_every_poll_costs_a_read_a_poll() ->
     fleet.agent("etl-01", retention=NO_RETENTION, take_over=True, poll_seconds=5.0)
     fleet.agents["etl-01"].poll()
     costs = [listed_poll(fleet, store, 5.0, ["etl-02"]) for _ in range(3)]
-    assert costs == [3 + 1, 3 + 1, 3 + 1 + 1]  # + its own heartbeat at the third
+    assert costs == [3 + 1, 3 + 1, 3 + 1]  # its own heartbeat (stale_after / 2) comes later
 
 
 def test_by_the_listing_a_stopping_holders_requests_are_read_and_a_lost_ones_taken() -> None:

@@ -40,9 +40,10 @@ def test_a_fleet_drains_with_one_writer_a_table_and_idle_polls_cost_as_at_three(
     assert checked.double_writers == 0  # no two fenced writes of one table overlapped
     at_size, at_three = figures["idle"], figures["idle_shrunk"]
     # The same calls, and no more of any in one poll: nothing an idle poll does grows with
-    # the fleet (the lists, the sweep's listing of agents/, the heartbeat). A file read for
-    # the first time since the window began (a status that became final since the agent last
-    # read it) is paid once, not per poll; none is read twice.
+    # the fleet (the change signal's read, the safety net's lists, the sweep's listing of
+    # agents/, the heartbeat). A file read for the first time since the window began (a status
+    # that became final since the agent last read it) is paid once, not per poll; none but the
+    # signal is read twice.
     assert at_size.most == at_three.most, (at_size, at_three)
-    assert at_size.median == at_three.median == 2  # requests/ and status/ (a heartbeat apart)
+    assert at_size.median == at_three.median == 1  # the change signal (a heartbeat apart)
     assert at_size.reads_again == at_three.reads_again == 0

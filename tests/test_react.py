@@ -218,7 +218,7 @@ def test_after_a_poll_whose_record_write_failed_a_reaction_takes_nothing(
     fleet = fdcore_memory_fleet
     agent = fleet.agent("etl-01", stale_after=8.0)
     agent.poll()
-    fleet.clock.advance(2)  # a heartbeat is due (stale_after / 4)
+    fleet.clock.advance(4)  # a heartbeat is due (stale_after / 2: it holds nothing)
 
     def refused(*args: object, **kwargs: object) -> None:
         raise StorageUnavailable("agents/etl-01.json", "the store refuses writes")

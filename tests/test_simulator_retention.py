@@ -5,13 +5,15 @@ Seed 1 of ``RACE`` reproduced issue 24 item 1 on the code before the fix: a requ
 that had succeeded was claimed again by the agent that ran it, in attempt 1, both its tables
 ran again, and the next run replaced its archived status and run records. The test puts the old
 claim path back (its listing order, a claim without confirmation, an archive copy that replaces)
-and shows the checker catching exactly that, and that the same seed holds as the code is (the
-agents read through the mailbox index now, with fewer store operations, so the retention
-process's calls land elsewhere: seed 1 still reproduces it, as do 9 and 28).
+and shows the checker catching exactly that, and that the same seed holds as the code is. Where
+the agents' store operations change, the retention process's calls land elsewhere: since an
+idle poll reads the change signal instead of listing, seed 13 reproduced it (seed 1 no longer
+did); since the audit trail's writes (a takeover, an expiry, each retention move), seed 4.
 """
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from fdcore.agent.discovery import Discovery
@@ -28,7 +30,8 @@ from fdcore.simulator.options import command_line
 pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
 
 RACE = Scenario(seed=1, requests=100, take_over=True, retention_runs=2.0)
-CAUGHT = RACE
+# A seed whose run meets each of the three old paths (it moves when the agents' timings do).
+CAUGHT = attrs.evolve(RACE, seed=10)
 
 
 def test_a_retention_process_racing_the_fleet_runs_no_request_twice() -> None:
@@ -62,6 +65,7 @@ def _old_copy(mailbox: Mailbox, key: str, data: bytes) -> None:
 def test_invariant_13_catches_the_claim_path_before_the_fix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    assert simulate(CAUGHT).violations == []  # the same seed, as the code is
     monkeypatch.setattr(Discovery, "_listings", _old_listings)
     monkeypatch.setattr("fdcore.agent.status_changes.create_status", _old_create_status)
     monkeypatch.setattr(archive, "_copy", _old_copy)

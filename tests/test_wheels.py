@@ -1,8 +1,9 @@
 """The wheels built from this checkout, as a user installs them.
 
 Every installed distribution's wheel ships ``py.typed``; and the README's quick start (its ``sh``
-block, read from README.md so the two cannot drift) runs as written in a fresh venv, its
-``pip install`` given the wheels of exactly the folders it names, with their dependencies from
+block, read from README.md so the two cannot drift) runs as written in a fresh venv and an
+empty folder, nothing added before it, its ``pip install`` given the wheels of exactly the
+folders it names, with their dependencies from
 the package index (or pip's cache). The test skips, saying why, when the index cannot be reached.
 """
 
@@ -167,8 +168,6 @@ def test_the_readme_quick_start_runs_from_wheels(
 ) -> None:
     script, names = with_wheels(quick_start(), wheels)
     assert names == ["fdcore", "fdcore-localfs", "fdcore-claim", "fdcore-takeover"]
-    # The table command the quick start names: the user's own script.
-    (tmp_path / "etl.py").write_text("import os\nprint('loaded', os.environ['FDCORE_TABLE'])\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FDCORE_", "PYTHON"))}
     env.pop("VIRTUAL_ENV", None)
     log = tmp_path / "quick-start.log"
@@ -187,8 +186,14 @@ def test_the_readme_quick_start_runs_from_wheels(
     pip = tmp_path / ".venv" / "bin" / "pip"
     if code != 0 and pip.exists() and not _index_reachable(pip, tmp_path / "probe"):
         pytest.skip("the package index cannot be reached: pip cannot install the dependencies")
-    assert code == 0, said
+    assert code == 0, said  # its submit --wait saw the request succeed
     assert "REQUEST" in said and "Traceback" not in said
+    # what the table job it wrote did, once per table
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
+        "customers.csv",
+        "sales.csv",
+    ]
+    assert "etl.py: wrote out/sales.csv" in said
 
     fdcore = tmp_path / ".venv" / "bin" / "fdcore"
     states: list[str] = []

@@ -87,7 +87,14 @@ class Agent:
         )
         self.status_changes = StatusChanges(config, mailbox, self.instance, self.holdings)
         self.tables = Tables(
-            config, mailbox, components, clock, self.status_changes, self.holdings, skew=self.skew
+            config,
+            mailbox,
+            components,
+            clock,
+            self.status_changes,
+            self.holdings,
+            skew=self.skew,
+            ready=self.keep_alive,
         )
         self.cancels = Cancels(mailbox, self.holdings, self.status_changes, self.tables)
         # What this agent knows of the mailbox, read again only where it changed: one index
@@ -103,6 +110,7 @@ class Agent:
             skew=self.skew,
             cancels=self.cancels,
             index=self.index,
+            ready=self.keep_alive,
         )
         self.retention = Retention(
             config.retention,
@@ -150,7 +158,7 @@ class Agent:
         # Each part on its own guard: a record that cannot be written must not keep running
         # tables from being followed (leases renewed, or runs stopped before a lease runs out).
         recorded = self._recorded = self._guarded(
-            lambda: self.presence.heartbeat(now, self.stopping)
+            lambda: self.presence.heartbeat(now, self.stopping, idle=self.idle)
         )
         self._guarded(lambda: self._follow_held_work(now))
         if not self.stopping and recorded:  # an agent that cannot say it is alive takes nothing
@@ -159,6 +167,20 @@ class Agent:
             self._guarded(lambda: self.retention.step(now))
         if self._store_errors == errors:
             self._reachable()
+
+    def keep_alive(self) -> bool:
+        """Write this agent's record if it is due by the clock now; True while it may take work.
+
+        Called before each claim, takeover and table start, and as a sweep reads statuses: a
+        poll's heartbeat is written at its start, and a poll or reaction whose work takes
+        long (a host starved of CPU, a slow store) must not claim or start a table on a record
+        the others could judge lost before its next one. So whatever is taken is taken with a
+        record at most ``stale_after / 4`` old, and the others judge the agent lost no sooner
+        than ``3/4 x stale_after + grace_seconds`` later. A heartbeat needs the agent's own
+        steps: an agent whose loop hangs writes none, and is judged lost as before.
+        """
+        self.presence.heartbeat(self.clock.now(), self.stopping)
+        return not self.stopping
 
     def _reachable(self) -> None:
         """A poll met no store error: an outage is over if a write landed too since it began.
@@ -179,12 +201,12 @@ class Agent:
         self.tables.write_unwritten()  # run records an outage kept back, once it is over
 
     def _look(self, now: datetime) -> None:
-        create_due_requests(self.schedules, self.mailbox, self.name, now)
+        created = create_due_requests(self.schedules, self.mailbox, self.name, now)
         # Whatever a reaction looked at since the last poll: the poll is the discovery of work
         # nobody announced (submitted from another machine to a watched network folder, or to
         # a store without a watch), found at the next poll. Skipping this look after a
         # reaction's left what came after that look to the poll after.
-        self.discovery.look_for_work(now)
+        self.discovery.look_for_work(now, may_skip=not created)
         self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
         self._move_held_work(now)  # start what was just found, not a poll later
 

@@ -11,6 +11,7 @@ reference tables of docs/agents.md (:func:`reference`).
 
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Iterator, Mapping
 from datetime import time
@@ -37,6 +38,7 @@ from fdcore.durations import (
     parse_duration,
 )
 from fdcore.errors import ConfigError, DurationError
+from fdcore.webhook import NOT_A_VARIABLE, is_variable_name
 
 T = TypeVar("T")
 
@@ -235,6 +237,7 @@ def _table_hook(cls: type) -> Any:
         if rest is not None:
             given = {k: v for k, v in value.items() if k in keys}
             given[rest] = {k: v for k, v in value.items() if k not in keys}
+            _check_variable_names(rest, given[rest])
         if header is not None:
             given[header] = ""  # named by the table of tables that holds it
         return base(given, cls)
@@ -243,6 +246,29 @@ def _table_hook(cls: type) -> Any:
 
 
 converter.register_structure_hook_factory(_is_settings, _table_hook)
+
+
+def _check_variable_names(rest: str, options: Mapping[str, Any]) -> None:
+    """A plugin's ``*_env`` option names the variable holding a secret: anything else there is
+    refused without being repeated (a webhook URL or a key pasted in)."""
+    for key, value in options.items():
+        if key.endswith("_env") and isinstance(value, str) and not is_variable_name(value):
+            raise Invalid((rest, key), NOT_A_VARIABLE)
+
+
+#: Option keys whose value may be a secret: never shown, never repeated in an error.
+_SECRET_KEY = re.compile(r"secret|password|passwd|token|key|credential|connection|sig", re.I)
+
+
+def hidden(key: str, value: Any) -> Any:
+    """``value`` as it may be shown: ``<hidden>`` for what may be a secret (a secret-shaped key,
+    a URL with a user or a query, a ``*_env`` option that names no variable)."""
+    if not isinstance(value, str):
+        return value
+    if key.endswith("_env"):
+        return value if is_variable_name(value) else "<hidden>"
+    looks_secret = _SECRET_KEY.search(key) or re.search(r"://[^/]*@|[?&]", value)
+    return "<hidden>" if looks_secret else value
 
 
 def _tuple_factory(type_: Any) -> Any:
@@ -420,6 +446,9 @@ def _error(
 
 
 def _short(place: _Place) -> str:
+    key = place.keys[-1] if place.keys else ""
+    if hidden(key, place.value) != place.value or _SECRET_KEY.search(key) or key.endswith("_env"):
+        return "a value not shown (it may be a secret)"
     text = repr(place.value)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -9,11 +9,19 @@ already under way come first (the sweep): this agent's own, left by an earlier p
 back ones; and, with ``take_over``, those of lost agents. Then unclaimed requests, oldest
 first: claimed as the claim policy allows, or expired past their deadline. The writes
 themselves are :mod:`.status_changes`'.
+
+A poll of an agent that knows of no open request (it holds nothing, none is unclaimed, every
+status it saw is final) reads the change signal (:mod:`fdcore.mailbox.signal`) instead of
+listing: it lists only when a new request was announced, or when its last full listing is
+:data:`FULL_LOOK_SECONDS` old (what nobody announced: a writer of an earlier release, or one
+that died before its announcement). Work in flight anywhere is open to it (it saw the request
+when it was submitted), so it looks as before, every poll, until that work is final.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +35,9 @@ from fdcore.contract.codec import LATEST
 from fdcore.contract.models import Request, Status
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.index import Folder, MailboxIndex
+from fdcore.mailbox.signal import FULL_LOOK_SECONDS, QuietLook
+
+__all__ = ["FULL_LOOK_SECONDS", "Discovery"]
 
 if TYPE_CHECKING:
     from fdcore.agent.cancels import Cancels
@@ -47,6 +58,7 @@ class Discovery:
         skew: ClockSkew,
         cancels: Cancels,
         index: MailboxIndex | None = None,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config = config
         self.agent = config.name
@@ -85,11 +97,23 @@ class Discovery:
         self._swept = False  # a sweep of this process looked at every status once
         self.backlog = 0  # unclaimed requests for this agent the last look left for later
         self.cancels = cancels  # operators' cancels: never claim those
+        # Whether the agent may take a request now: its record landed recently enough that no
+        # one can judge it lost before its next one (written first if due; Agent.keep_alive).
+        self.ready = ready
+        self.quiet = QuietLook(mailbox)  # the change signal, and when this agent last listed
 
-    def look_for_work(self, now: datetime) -> None:
-        """Sweep the requests under way (when due), then claim or expire unclaimed ones."""
+    def look_for_work(self, now: datetime, *, may_skip: bool = False) -> None:
+        """Sweep the requests under way (when due), then claim or expire unclaimed ones.
+
+        ``may_skip`` (a poll that nothing announced work to): skip it all when this agent knows
+        of no open request and the change signal did not move (:meth:`_quiet`)."""
+        if may_skip and self._quiet(now):
+            return
         self._listings()
         self._follow_listings()
+        # Listed: what the signal said moved is in the listing (a store error before here
+        # leaves it moved, and the next poll lists again).
+        self.quiet.listed(now.timestamp())
         # The sweep runs every poll with take_over, else once per stale_after.
         sweep_due = self._last_sweep is None or now - self._last_sweep >= timedelta(
             seconds=self.config.stale_after
@@ -106,6 +130,37 @@ class Discovery:
             busy = {key for key, work in self.holdings.work.items() if work.run or work.lease}
             self._sweep(busy, now)
         self._claim_unclaimed(sorted(self._unclaimed), now)
+
+    def _quiet(self, now: datetime) -> bool:
+        """Nothing to look at: no open request known, the signal as last seen, and the last
+        full listing younger than FULL_LOOK_SECONDS (or the clock went back)."""
+        if self.holdings.work or self._unclaimed or self._open_known():
+            return False
+        return self.quiet.may_skip(now.timestamp())
+
+    def _open_known(self) -> bool:
+        """Whether a request this agent listed is not final, as far as it knows: a status whose
+        listed version moved since it was read is read again (one read each: a final status
+        never changes again). A malformed status counts as not open (reported where read)."""
+        statuses = self.index.statuses
+        unknown = sorted(self._open - self.holdings.final)
+        if not self.index.versioned:
+            return bool(unknown)  # a listing without etags: only a final status is known
+        for request_id in unknown:  # first without a read: one read as it was is open still
+            known = statuses.known(request_id)
+            value = known.value if known is not None else None
+            if value is not None and not value.state.final and not statuses.changed(request_id):
+                return True
+        for request_id in unknown:
+            entry = statuses.get(request_id)
+            status = entry.value
+            if status is None:
+                continue
+            if not status.state.final:
+                return True
+            self.holdings.final.add(request_id)
+            self._forget(request_id)
+        return False
 
     def _listings(self) -> None:
         """List ``status/``, then ``requests/``: in this order. Retention deletes a request
@@ -204,10 +259,11 @@ class Discovery:
         if not self.liveness.by_listing:
             return sorted((self._open - final) - busy)
         look = set(self._unsettled)
+        # First: asking for trust may judge a holder lost, which makes it a suspect.
+        look |= self._distrusted(self.liveness.store_now(now))
         if not (self._swept and not self.liveness.suspects):
             look |= self._unread  # an agent lost or stopping may hold one
         look.update(self.holdings.work.keys() & self._open)
-        look |= self._distrusted(self.liveness.store_now(now))
         ended = [i for i in look if i in final]
         for request_id in ended:  # a final status never changes: not looked at again
             self._unsettled.discard(request_id)
@@ -280,12 +336,15 @@ class Discovery:
             if holder not in (None, self.agent) and not self.liveness.still_lost(holder):
                 continue  # it wrote its record since the listing: alive (Liveness.still_lost)
             lost = status.agent is not None  # another agent, or an earlier process of this one
+            if not self.ready():
+                return
             self.status_changes.take_over(found, request, now, reason, lost=lost)
 
     def _look_at(self, request_id: str, now: datetime) -> tuple[Versioned[Status], str] | None:
         """One status of the sweep: (the status, why this agent may take it), or None."""
         if self._unchanged(request_id, now):
             return None
+        self.ready()  # a long sweep keeps the record written
         self._forget(request_id)
         found = self.index.statuses.get(request_id).found
         if found is None or self._still_waiting(request_id, found):
@@ -435,6 +494,8 @@ class Discovery:
                 continue  # keep going: later requests may still need expiring
             # With a worker free the request starts in this poll: created running at once.
             free = self.holdings.load().running < self.config.concurrency
+            if not self.ready():
+                return
             self.status_changes.claim(request, now, start=free)
 
     def _may_hold(self, request: Request) -> bool:

@@ -312,6 +312,7 @@ class Liveness:
     def _review(self, name: str, holder: Holder) -> None:
         """Keep :attr:`suspects` up to date after ``holder``'s record or judgement changed."""
         self._trust_changed.add(name)
+        self._suspects = None
         if _suspect(holder):
             self._suspects_by_name.add(name)
         else:
@@ -397,8 +398,14 @@ class Liveness:
                 for name in due
                 if (holder := self.holders.get(name)) is not None
             )
-            for _, name, holder in holders:
-                self._judged(name, holder, at)
+            for n, (_, name, holder) in enumerate(holders):
+                try:
+                    self._judged(name, holder, at)
+                except BaseException:
+                    # A store error mid-way: those not judged yet are due at the next sweep
+                    # (their deadlines left the heap above).
+                    self._due.update(name for _, name, _ in holders[n:])
+                    raise
 
     def trusted_epoch(self, name: str, at: datetime, take_over: bool) -> int | None:
         """By the listing, after this sweep's :meth:`look`: ``name``'s epoch, or None if its

@@ -1,13 +1,16 @@
 """This agent's own status record, ``agents/<name>.json``: how every other reader knows it lives.
 
-The record is rewritten every ``stale_after / 4`` (at the first poll once that much time has
-passed since the last write that landed), and at once when it starts saying something new about
+The record is rewritten every ``stale_after / 4`` while the agent holds work, every
+``stale_after / 2`` while it holds nothing (at the first poll once that much time has passed
+since the last write that landed, or, once ``stale_after / 4`` has passed, before work is taken
+within a step: ``Agent.keep_alive``), and at once when it starts saying something new about
 the agent's life (it is stopping); each write is ``If-Match`` on the etag this process last
 wrote, so a second live process under the same name fails on the etag and stops
 (:class:`DuplicateAgent`). Before its first write a process checks the name is free: a live
 record of another process, not known to be gone, refuses the start. After a clean stop the last
 record carries ``stopped_at``. The other fields (the requests held, the schedules' next due
-times) are as of the last write: at most ``stale_after / 4`` plus one poll old.
+times) are as of the last write: at most ``stale_after / 4`` plus one poll old while it holds
+work (a claim writes it first once it is ``stale_after / 4`` old: ``Agent.keep_alive``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ ProcessGone = Callable[[AgentRecord], bool]
 
 #: The record is rewritten once this share of ``stale_after`` has passed since its last write.
 HEARTBEAT_SHARE = 0.25
+#: The same while the agent holds nothing: nobody can take anything over from it, and its
+#: record stays live in every reader's eyes (docs/operations.md, "What a fleet costs").
+IDLE_HEARTBEAT_SHARE = 0.5
 
 
 class Presence:
@@ -76,11 +82,14 @@ class Presence:
         self.skew = skew  # measured after each write of the record
         self.written: tuple[datetime, bool] | None = None  # (updated_at, stopping) that landed
 
-    def heartbeat(self, now: datetime, stopping: bool) -> None:
-        """Write the record if it is due: ``stale_after / 4`` old, or ``stopping`` changed."""
+    def heartbeat(self, now: datetime, stopping: bool, *, idle: bool = False) -> None:
+        """Write the record if it is due: ``stale_after / 4`` old (``/ 2`` for a poll of an
+        agent that holds nothing: ``idle``), or ``stopping`` changed. Any other caller (about
+        to take work, say) keeps the ``/ 4`` cadence."""
         if self.written is not None:
             updated_at, was_stopping = self.written
-            interval = timedelta(seconds=self.config.stale_after * HEARTBEAT_SHARE)
+            share = IDLE_HEARTBEAT_SHARE if idle and not self.holdings.work else HEARTBEAT_SHARE
+            interval = timedelta(seconds=self.config.stale_after * share)
             at = self._store_time(now)
             # A clock that went back (now < updated_at) writes too: the record must not wait.
             if stopping == was_stopping and updated_at <= at < updated_at + interval:
@@ -200,6 +209,8 @@ class Presence:
             stopped_at=at if stopped else None,
             schedules=[schedule.published(now) for schedule in self.schedules],
             clock_skew=self.skew.seconds,
+            owner=self.config.owner,
+            last_jobs=list(self.holdings.last_jobs),
         )
         record.extra = dict(self._extra)
         return record
@@ -207,8 +218,9 @@ class Presence:
     def _put(self, record: AgentRecord, etag: str | None) -> str:
         """Create or replace (If-Match ``etag``) the record; its new etag.
 
-        Within the size bound: the held requests' ids are for people (``fdcore agents``) and
-        are left out if the record would not fit with them (the count stays in ``running``).
+        Within the size bound: the held requests' ids and the last jobs are for people
+        (``fdcore agents``) and are left out if the record would not fit with them (the count
+        stays in ``running``).
         Past the bound with its schedules alone, FileTooLarge: the agent, which cannot say it is
         alive, takes nothing new.
         """
@@ -217,9 +229,9 @@ class Presence:
                 return self.mailbox.create(self.key, record)
             return self.mailbox.replace(self.key, record, etag)
         except FileTooLarge:
-            if not record.requests:
+            if not record.requests and not record.last_jobs:
                 raise
-            record.requests = []
+            record.requests, record.last_jobs = [], None
             return self._put(record, etag)
 
 

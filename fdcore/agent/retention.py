@@ -21,14 +21,16 @@ from typing import TypeVar
 import attrs
 
 from fdcore.abc import HeldLease, TableLeases
-from fdcore.agent.settings import RetentionConfig
+from fdcore.agent.settings import MAX_RETENTION_BATCH, RetentionConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.clock import Clock
 from fdcore.contract.layout import archive_day
 from fdcore.contract.models import IncidentState, Request, State, Status
 from fdcore.errors import ArchiveConflict, FdcoreError, MailboxFileError, StorageUnavailable
+from fdcore.mailbox import audit
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archive_entry, archive_files
+from fdcore.mailbox.audit import archive_old_events
 from fdcore.mailbox.index import Entry, MailboxIndex
 
 T = TypeVar("T")
@@ -50,6 +52,7 @@ class Tally:
     kept: dict[str, int] = attrs.field(factory=dict)  # reason -> requests left live
     files: int = 0  # live files removed
     problems: list[str] = attrs.field(factory=list)
+    events: int = 0  # audit events older than keep, archived (or deleted)
 
     def keep(self, reason: str) -> None:
         self.kept[reason] = self.kept.get(reason, 0) + 1
@@ -61,6 +64,7 @@ class Tally:
             self.kept[reason] = self.kept.get(reason, 0) + count
         self.files += other.files
         self.problems.extend(other.problems)
+        self.events += other.events
 
 
 def protected_requests(mailbox: Mailbox) -> set[str] | None:
@@ -133,9 +137,12 @@ def retire(
     *,
     dry_run: bool = False,
     index: MailboxIndex | None = None,
+    actor: str = "retention",
+    via: str = "agent",
 ) -> Tally:
     """Look at one request and move (or delete) it if nothing keeps it. Never raises for a
-    malformed file or a conflict: they are counted in the tally.
+    malformed file or a conflict: they are counted in the tally. Each move is one event of the
+    audit trail, by ``actor`` (the agent, or the operator of ``fdcore retention run``).
 
     With ``index`` (the agent's), its status and request are read through it: a final status and
     a request, which never change, were most likely read already. What it knows can only be
@@ -156,6 +163,17 @@ def retire(
             entry = archive_entry(mailbox, request_id) if settings.archive else None
             day = entry.day if entry is not None else archive_day(status.updated_at)
             tally.files = archive_files(mailbox, request_id, day, settings.archive, now)
+            audit.record(
+                mailbox,
+                "archive" if settings.archive else "delete",
+                request_id,
+                actor=actor,
+                via=via,
+                at=now,
+                request=request_id,
+                detail=f"{tally.files} live files"
+                + (f" moved to archive/{day}/" if settings.archive else " deleted"),
+            )
         tally.moved.append(request_id)
     except (MailboxFileError, ArchiveConflict) as exc:
         # Keyed by the file, as every reader reports it: each bad file is reported once.
@@ -195,14 +213,32 @@ def run_retention(
     grace_seconds: float,
     *,
     dry_run: bool = False,
+    actor: str = "retention",
+    via: str = "agent",
 ) -> Tally:
-    """A whole run at once (``fdcore retention run``): every status, in id order."""
+    """A whole run at once (``fdcore retention run``): every status, in id order; then the
+    audit events older than ``keep``."""
     protected = protected_requests(mailbox)
     total = Tally()
     for request_id in sorted(mailbox.status_ids()):
         total.add(
-            retire(mailbox, request_id, now, settings, grace_seconds, protected, dry_run=dry_run)
+            retire(
+                mailbox,
+                request_id,
+                now,
+                settings,
+                grace_seconds,
+                protected,
+                dry_run=dry_run,
+                actor=actor,
+                via=via,
+            )
         )
+    if not dry_run:
+        aged = archive_old_events(
+            mailbox, now, settings.keep, settings.archive, MAX_RETENTION_BATCH
+        )
+        total.events = aged.moved
     return total
 
 
@@ -240,6 +276,7 @@ class Retention:
         self._protected: set[str] | None = set()
         self.done = Tally()  # everything this agent's runs did (the simulator reports it)
         self.skew = skew  # this agent's clock against the store's
+        self._audit_due: datetime | None = None  # when an audit event may be older than keep
 
     def step(self, now: datetime) -> None:
         """Called every poll: start a run when one is due, else go on with the current one.
@@ -279,6 +316,7 @@ class Retention:
                     self.grace_seconds,
                     self._protected,
                     index=self.index,
+                    actor=self.agent,
                 )
             )
         self.done.add(batch)
@@ -332,7 +370,20 @@ class Retention:
         self._protected = protected
         self._held = held
         self._next_try = held.lease.expires_at
+        self._age_audit_events(now)
         return True
+
+    def _age_audit_events(self, now: datetime) -> None:
+        """Archive the audit events older than keep: listed only when one may be that old (the
+        oldest seen plus keep), so a run pays for ``audit/`` once per keep, not every time."""
+        if self._audit_due is not None and now < self._audit_due:
+            return
+        settings = self.settings
+        aged = archive_old_events(
+            self.mailbox, now, settings.keep, settings.archive, settings.batch
+        )
+        self._audit_due = aged.next_due
+        self.done.events += aged.moved
 
     def _finish(self, why: str) -> None:
         # The lease is not released: until it runs out it tells other agents a run took place.

@@ -27,6 +27,7 @@ from fdcore.contract.layout import request_key
 from fdcore.contract.models import Request, ScheduleInfo, ScheduleRef
 from fdcore.errors import AlreadyExists, ConfigError, FileTooLarge, MailboxFileError
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.signal import announce
 from fdcore.plugins.manager import SLOT, Plugins
 
 log = logging.getLogger("fdcore.schedules")
@@ -55,6 +56,14 @@ class Schedule:
     def request_id(self, slot: Slot, agent: str) -> str:
         base = f"sched-{self.config.id}-{slot.id}"
         return base if self.config.shared else f"{base}-{agent}"
+
+
+def tables_text(entities: list[str] | None) -> str:
+    """A schedule's tables as every view shows them: ``unknown`` where its record does not say
+    (an older agent's), never every table; ``all`` for an empty list."""
+    if entities is None:
+        return "unknown"
+    return ",".join(entities) or ALL_TABLES
 
 
 def fingerprint(config: ScheduleConfig, when: str) -> str:
@@ -87,6 +96,7 @@ def build_schedules(config: AgentConfig, plugins: Plugins) -> list[Schedule]:
             when=when,
             entities=list(entry.entities),
             fingerprint=fingerprint(entry, when),
+            owner=entry.owner or config.owner,
         )
         schedules.append(Schedule(entry, timetable, info))
     return schedules
@@ -132,6 +142,8 @@ def create_due_requests(
         # Remembered once the create landed or found the request there: a store error leaves
         # the slot to be tried again at the next poll, within its window.
         schedule.last_slot = slot.id
+    if created:
+        announce(mailbox)  # the other agents look at once, not at their next full listing
     return created
 
 
@@ -154,7 +166,7 @@ def schedule_conflicts(copies: dict[str, list[tuple[str, ScheduleInfo]]]) -> dic
         elif len({info.fingerprint for _, info in held}) > 1:
             versions = "; ".join(
                 f"{name}: {'shared' if info.shared else 'not shared'}, {info.when}, "
-                f"tables {','.join(info.entities) or 'all'}"
+                f"tables {tables_text(info.entities)}"
                 for name, info in held
             )
             conflicts[schedule_id] = f"Shared schedule differs: schedule {schedule_id}: {versions}"

@@ -47,6 +47,20 @@ def _an_id(what: str) -> Any:
     return check
 
 
+#: The longest ``owner`` (a person or team to call, shown by the views and incidents).
+MAX_OWNER_CHARACTERS = 128
+
+
+def _owner(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is None:
+        return
+    if not value.strip() or len(value) > MAX_OWNER_CHARACTERS or not value.isprintable():
+        raise Invalid(
+            (attribute.name,),
+            f"expected 1..{MAX_OWNER_CHARACTERS} printable characters, got {value[:40]!r}",
+        )
+
+
 def _time_zone(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
     if value is None:
         return
@@ -73,6 +87,9 @@ class ScheduleTable:
         None, help='the slot function\'s time zone, e.g. "Europe/Berlin"'
     )
     deadline: str | None = setting(None, help='how long a slot\'s request may wait, e.g. "6h"')
+    owner: str | None = setting(
+        None, help="who to call about it (default: the agent's owner)", check=_owner
+    )
     timing: dict[str, str] = setting(
         factory=dict,
         help="exactly one timing key: an installed slot function (every, cron, daily, weekly"
@@ -100,6 +117,7 @@ class ScheduleConfig:
     spec: str  # its value, e.g. "1h"
     shared: bool = default_of(ScheduleTable, "shared")
     options: Mapping[str, Any] = attrs.field(factory=dict)  # timezone, deadline
+    owner: str | None = None  # None: the agent's owner
 
 
 @attrs.frozen
@@ -266,6 +284,11 @@ class AgentTable:
 
     name: str = setting(help="unique in the environment", check=_an_id("agent name"))
     environment: str = setting(help="the environment's URL: any storage URL a plugin serves")
+    owner: str | None = setting(
+        None,
+        help="who to call about it (a person or team): shown by the views and incidents",
+        check=_owner,
+    )
     poll_seconds: float = setting(
         5.0,
         help="seconds between polls (at most stale_after / 3)",
@@ -352,6 +375,12 @@ class RunnerTable:
         expects="a string 'module:attribute'",
     )
     cwd: str | None = setting(None, help="the folder it runs in")
+    run_as: str | None = setting(
+        None,
+        help="the identity its tables run as, recorded in each run (default: user@host);"
+        " the runner gets it as FDCORE_RUN_AS",
+        check=_owner,
+    )
 
 
 @attrs.frozen
@@ -417,9 +446,14 @@ class AgentToml:
     def settings(self, source: str) -> AgentConfig:
         """The agent's settings: these tables, flattened, ``source`` naming the file."""
         agent, pipeline, runner = self.agent, self.pipeline, self.runner
-        options = {k: v for k, v in attrs.asdict(runner).items() if k != "kind" and v is not None}
+        options = {
+            k: v
+            for k, v in attrs.asdict(runner).items()
+            if k not in ("kind", "run_as") and v is not None
+        }
         return AgentConfig(
             name=agent.name,
+            owner=agent.owner,
             environment=agent.environment,
             poll_seconds=float(agent.poll_seconds),
             stale_after=float(agent.stale_after),
@@ -436,6 +470,7 @@ class AgentToml:
             lease_seconds=None if pipeline.lease_seconds is None else float(pipeline.lease_seconds),
             runner=runner.kind,
             runner_options=options,
+            run_as=runner.run_as,
             schedules=tuple(_schedule(table) for table in self.schedules),
             routes=tuple(attrs.evolve(r, name=n) for n, r in self.notify.routes.items()),
             incidents=self.incidents,
@@ -458,6 +493,7 @@ def _schedule(table: ScheduleTable) -> ScheduleConfig:
         spec=spec,
         shared=table.shared,
         options={k: v for k, v in options.items() if v is not None},
+        owner=table.owner,
     )
 
 
@@ -471,6 +507,7 @@ class AgentConfig:
 
     name: str
     environment: str
+    owner: str | None = _default(AgentTable, "owner")
     poll_seconds: float = _default(AgentTable, "poll_seconds")
     stale_after: float = _default(AgentTable, "stale_after")
     concurrency: int = _default(AgentTable, "concurrency")
@@ -486,6 +523,7 @@ class AgentConfig:
     lease_seconds: float | None = _default(PipelineTable, "lease_seconds")  # default: stale_after
     runner: str = _default(RunnerTable, "kind")
     runner_options: Mapping[str, Any] = attrs.field(factory=dict)  # [runner]'s other keys
+    run_as: str | None = _default(RunnerTable, "run_as")
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
     incidents: IncidentsConfig = _default(AgentToml, "incidents")

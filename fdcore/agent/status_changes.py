@@ -25,6 +25,7 @@ from fdcore.agent.work import Holdings, Work, is_attempt_of, is_held_by
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import Attempt, Outcome, Request, State, Status
 from fdcore.errors import AlreadyExists, FileTooLarge, InvalidKey, NotFound, PreconditionFailed
+from fdcore.mailbox import audit
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.archive import create_status
 
@@ -107,6 +108,16 @@ class StatusChanges:
             if self._create(request, status) is None:
                 return
             log.info("%s: request %s expired unclaimed", self.agent, request.id)
+            audit.record(
+                self.mailbox,
+                "expire",
+                request.id,
+                actor=self.agent,
+                via="agent",
+                at=now,
+                request=request.id,
+                detail=status.message,
+            )
         except AlreadyExists:
             pass  # another agent ended or claimed it: final or held, not ours to claim
         self.holdings.final.add(request.id)
@@ -186,6 +197,7 @@ class StatusChanges:
         earlier process of this agent.
         """
         status = copy.deepcopy(found.value)
+        previous = status.agent
         if status.attempts and status.attempts[-1].outcome is Outcome.RUNNING:
             status.attempts[-1].outcome = Outcome.LOST if lost else Outcome.STOPPED
             status.attempts[-1].ended_at = now
@@ -220,6 +232,18 @@ class StatusChanges:
                 etag = self.mailbox.replace(status_key(request.id), status, found.etag)
         except (PreconditionFailed, NotFound):
             return  # another agent moved it first
+        if previous != self.agent:  # another agent's request, not this agent's own earlier one
+            audit.record(
+                self.mailbox,
+                "takeover",
+                request.id,
+                actor=self.agent,
+                via="agent",
+                at=now,
+                outcome=f"failed: {status.message}" if status.state.final else "ok",
+                request=request.id,
+                detail=f"from {previous or 'nobody'} ({reason}), attempt {status.attempt}",
+            )
         if status.state.final:
             self.holdings.final.add(request.id)
             log.warning("%s: request %s %s", self.agent, request.id, status.message)

@@ -8,6 +8,11 @@ was lost while the request stayed ours runs again in the same attempt: a lapsed 
 re-run, never an attempt. Once the status records a table its run record is owed: one a store
 error kept back is written at a later poll, even after the request ended, and follows the
 request into the archive if retention moved it meanwhile.
+
+A table that ran to its end under a lease still ours is recorded in the run log even when the
+request was taken over meanwhile (its status update fails), before the lease is let go; and an
+attempt after the first reads the earlier attempts' run records of a table once it holds the
+table's lease: a table an earlier attempt finished is recorded done, never run again.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,6 +28,7 @@ import attrs
 
 from fdcore.abc import FinishReleasesLease, HeldLease, LeaseWaits, TableJob, TableResult
 from fdcore.agent.components import Components
+from fdcore.agent.release import release, run_as
 from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
@@ -29,7 +36,7 @@ from fdcore.agent.work import Holdings, Work, is_attempt_of
 from fdcore.clock import Clock
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import run_key
-from fdcore.contract.models import Outcome, RunRecord, State, output_tail
+from fdcore.contract.models import LastJob, Outcome, RunRecord, State, output_tail
 from fdcore.errors import (
     AlreadyExists,
     ArchiveConflict,
@@ -60,10 +67,14 @@ class Tables:
         holdings: Holdings,
         *,
         skew: ClockSkew,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config = config
         self.agent = config.name
         self.mailbox = mailbox
+        # Whether the agent may start a table now: its record landed recently enough that no
+        # one can judge it lost before its next one (written first if due; Agent.keep_alive).
+        self.ready = ready
         self.leases = components.leases
         self.start_table = components.start_table
         self.clock = clock
@@ -119,25 +130,68 @@ class Tables:
         """Start the request's next table, or finish the request when none is left."""
         if not work.running and not self.status_changes.start(work, now):
             return
-        remaining = [t for t in work.request.entities if t not in work.status.tables_done]
-        if not remaining:
-            self.status_changes.succeed(work, now)
-            return
-        table = remaining[0]
-        if work.lease is not None and work.lease.lease.table != table:
-            # The last table's lease, still held because a store error cut its finish short:
-            # give it up, never run this table under it (its generation fences another table).
-            self.release_lease(work, now)
-        if work.lease is None and not self._take_lease(work, table):
-            return
-        # Ownership check, once the lease is held: a request taken over stops here.
-        if not self.status_changes.still_held(work):
-            return
-        if table in work.status.tables_done:
-            # Our own "done" update landed although its answer was lost: the table is done.
-            self.release_lease(work, now)
-            return
-        self._start(work, table, now)
+        while self.holdings.holds(work):
+            remaining = [t for t in work.request.entities if t not in work.status.tables_done]
+            if not remaining:
+                self.status_changes.succeed(work, now)
+                return
+            table = remaining[0]
+            if work.lease is not None and work.lease.lease.table != table:
+                # The last table's lease, still held because a store error cut its finish
+                # short: give it up, never run this table under it (its generation fences
+                # another table).
+                self.release_lease(work, now)
+            if work.lease is None and not (self.ready() and self._take_lease(work, table)):
+                return
+            # Ownership check, once the lease is held: a request taken over stops here.
+            if not self.status_changes.still_held(work):
+                return
+            if table in work.status.tables_done:
+                # Our own "done" update landed although its answer was lost: the table is done.
+                self.release_lease(work, now)
+                return
+            if not self._done_earlier(work, table, now):
+                self._start(work, table, now)
+                return
+
+    def _done_earlier(self, work: Work, table: str, now: datetime) -> bool:
+        """Record ``table`` done if an earlier attempt's run record says it succeeded; True if
+        so (the request may move on to its next table).
+
+        Read once this attempt holds the table's lease: the earlier holder writes that record
+        before it lets the lease go (:meth:`_record`), so a record of a run that ended under
+        its lease is there by the time the lease can be ours. The first attempt has none to
+        read; a later one reads one key per earlier attempt."""
+        assert work.lease is not None
+        for attempt in range(1, work.status.attempt):
+            found = self.mailbox.read_or_report(RunRecord, run_key(work.id, attempt, table))
+            record = found.value if found is not None else None
+            if record is not None and record.outcome is Outcome.SUCCEEDED:
+                break
+        else:
+            return False
+        log.info(
+            "%s: request %s: table %s ran to its end in attempt %d; not run again",
+            self.agent,
+            work.id,
+            table,
+            attempt,
+        )
+        held = work.lease
+        if not self._record_in_status(work, table, TableResult(True), now):
+            return False
+        self._let_go(work, held, now)
+        return True
+
+    def _let_go(self, work: Work, held: HeldLease, now: datetime) -> None:
+        """Release the lease of a table the status records as ended, unless the request's
+        final status freed it already."""
+        finished = not self.holdings.holds(work)  # the status write made the request final
+        freed = isinstance(self.leases, FinishReleasesLease) and self.leases.finish_releases
+        if not (finished and freed):
+            self.leases.release(held, now)
+        self._released(held.lease.table)
+        work.lease = None
 
     def release_lease(self, work: Work, now: datetime) -> None:
         """Give the request's table lease back, if it holds one."""
@@ -192,6 +246,7 @@ class Tables:
             fencing_token=work.lease.lease.generation,
             agent=self.agent,
             environment=self.mailbox.storage.url,
+            run_as=self.config.run_as,
         )
         work.table_started, work.table_ended = now, None
         try:
@@ -279,28 +334,40 @@ class Tables:
             return
         # The status update (If-Match) comes first: it proves the request is still ours, and once
         # it lands a crash cannot make another agent run the table again. The run log follows.
-        remaining = [t for t in work.request.entities if t not in work.status.tables_done]
-        if result.succeeded and remaining == [table]:
-            ours = self.status_changes.succeed(work, now, last_table=table)
-        elif result.succeeded:
-            ours = self.status_changes.table_done(work, table, now)
-        else:
-            message = f"table {table} failed: {result.message}"
-            ours = self.status_changes.fail(work, message, now)
+        # The lease stays held (``held``) if the update finds the request taken over: it is let
+        # go only once the run record the new holder reads is written (below).
+        work.lease = None
+        try:
+            ours = self._record_in_status(work, table, result, now)
+        except BaseException:
+            work.lease = held  # cut short (a store error): a later step records it again
+            raise
         if not ours:
-            # Another agent holds the request now (it was dropped). Our change may have landed
-            # before the takeover, its answer lost: then the run is owed its record.
+            # Another agent holds the request now (it was dropped), or our write failed it. The
+            # table ran to its end under a lease still ours: the run is owed its record, which
+            # the new holder reads once it holds the lease (_done_earlier), so the lease is
+            # let go only after it (a lease a final status freed needs no release).
             self._recorded_earlier(work, held, result, now)
+            if work.id not in self.holdings.final:
+                with contextlib.suppress(StorageUnavailable):  # unreleased, it runs out
+                    self.leases.release(held, now)
             return
+        work.lease = held  # until released below
         outcome = Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED
         self.write_run_record(work, held, attempt, outcome, result, now)
-        finished = not self.holdings.holds(work)  # the status write made the request final
-        freed = isinstance(self.leases, FinishReleasesLease) and self.leases.finish_releases
-        if not (finished and freed):
-            self.leases.release(held, now)  # else its final status freed the lease already
-        self._released(table)
-        work.lease = None
+        self._let_go(work, held, now)
         work.result = None
+
+    def _record_in_status(self, work: Work, table: str, result: TableResult, now: datetime) -> bool:
+        """The table's end in the status: done (with the request's success if it was the
+        last) or failed; False if the request is not ours now."""
+        remaining = [t for t in work.request.entities if t not in work.status.tables_done]
+        if result.succeeded and remaining == [table]:
+            return self.status_changes.succeed(work, now, last_table=table)
+        if result.succeeded:
+            return self.status_changes.table_done(work, table, now)
+        message = f"table {table} failed: {result.message}"
+        return self.status_changes.fail(work, message, now)
 
     def _recorded_earlier(
         self, work: Work, held: HeldLease, result: TableResult, now: datetime
@@ -328,11 +395,11 @@ class Tables:
             ended = status.state is State.FAILED and ours is Outcome.FAILED
             recorded = ended or (result.succeeded and table in status.tables_done)
         else:
-            # Taken over, and the table done: by our landed change if nobody has taken the
-            # lease since (running the table again would have needed it).
-            recorded = (
-                result.succeeded and table in status.tables_done and self._lease_unmoved(held)
-            )
+            # Taken over, and the table succeeded under a lease nobody has taken since: its
+            # fenced writes were accepted, so the run counts, for the log and for every later
+            # attempt (which reads it before running the table: _done_earlier), whether or not
+            # our change recording it landed before the takeover.
+            recorded = result.succeeded and self._lease_unmoved(held)
         if not recorded:
             return False
         outcome = Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED
@@ -378,10 +445,14 @@ class Tables:
             exit_code=result.exit_code,
             output=output_tail(result.output) or None,
             stdout=output_tail(result.stdout) or None,
+            run_as=run_as(self.config.run_as),
+            release=release(),
         )
         # The first record stands: a retried status change must not move the table's end.
         key = run_key(work.id, attempt, table)
-        self.unwritten.setdefault(key, self._within_bound(key, record))
+        if key not in self.unwritten:
+            self.unwritten[key] = self._within_bound(key, record)
+            self.holdings.last_jobs.append(LastJob(work.id, table, outcome, record.ended_at))
         self.write_unwritten(raise_unavailable=True)
 
     def _within_bound(self, key: str, record: RunRecord) -> RunRecord:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from datetime import datetime
 
 import attrs
@@ -16,7 +17,7 @@ import attrs
 from fdcore.abc import AgentLoad, HeldLease, TableLeases, TableResult, TableRun
 from fdcore.agent.settings import AgentConfig
 from fdcore.clock import Clock
-from fdcore.contract.models import Request, State, Status
+from fdcore.contract.models import LastJob, Request, State, Status
 from fdcore.errors import StorageUnavailable
 
 log = logging.getLogger("fdcore.agent")
@@ -64,6 +65,10 @@ def is_held_by(status: Status, agent: str, attempt: int) -> bool:
     return is_attempt_of(status, agent, attempt) and not status.state.final
 
 
+#: How many of its last table runs an agent's status record shows.
+LAST_JOBS = 5
+
+
 class Holdings:
     """The requests this agent holds, by id, and those it knows are final."""
 
@@ -74,6 +79,8 @@ class Holdings:
         self.clock = clock
         self.work: dict[str, Work] = {}
         self.final: set[str] = set()  # requests whose status is final: never looked at again
+        # its last table runs, newest last: its status record shows them (the agents page)
+        self.last_jobs: deque[LastJob] = deque(maxlen=LAST_JOBS)
 
     def add(self, work: Work) -> None:
         self.work[work.id] = work

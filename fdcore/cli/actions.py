@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 
 from fdcore.abc import Command
+from fdcore.cli.config import add_environment_flags
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
@@ -29,7 +30,7 @@ def _request_id(command: str, text: str) -> str:
 
 def _cancel(args: argparse.Namespace) -> int:
     request_id = _request_id("cancel", args.request)
-    with Environment.open(args.env) as environment:
+    with Environment.open(args.env, via="cli") as environment:
         done = environment.cancel(request_id, by=args.by, reason=args.reason)
     holder = done.status.agent if done.status else None
     if args.json:
@@ -60,7 +61,7 @@ def _retry(args: argparse.Namespace) -> int:
             validate_id(args.from_table, "table name")
         except InvalidId as exc:
             raise ConfigError("fdcore retry", "--from-table", str(exc)) from None
-    with Environment.open(args.env) as environment:
+    with Environment.open(args.env, via="cli") as environment:
         retry = environment.retry(request_id, from_table=args.from_table, by=args.by)
     if args.json:
         tables = retry.request.entities if retry.request else []
@@ -109,6 +110,7 @@ def _story_head(story: RequestStory) -> list[str]:
         ("retried", story.retried_as and f"as {story.retried_as}"),
         ("cancel", story.cancel and f"{story.cancel.describe()} at {_time(story.cancel.at)}"),
         ("why", story.why),
+        *(("release", change) for change in story.release_changes),
         *(("problem", problem) for problem in story.problems),
     ]
     return lines + [f"{label:<9} {text}" for label, text in facts if text]
@@ -164,7 +166,7 @@ def run_output_lines(run: RunStory) -> list[str]:
 def _request_arguments(parser: argparse.ArgumentParser, *, acts: bool) -> None:
     """What ``cancel``, ``retry`` and ``show`` share: the request, its environment, --json."""
     parser.add_argument("request", metavar="REQUEST", help="the request's id")
-    parser.add_argument("--env", required=True, help="environment URL")
+    add_environment_flags(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     if acts:
         parser.add_argument("--by", help="who acts (default: user@host)")

@@ -14,7 +14,9 @@ from typing import Any
 from fdcore.abc import Command
 from fdcore.cli.config import (
     MAX_ATTEMPTS,
+    add_environment_flags,
     load_config,
+    naming_the_file,
     storage_option,
 )
 from fdcore.cli.output import format_table
@@ -34,6 +36,7 @@ from fdcore.environment import (
     unfinished,
     with_host_folder,
 )
+from fdcore.environment.named import resolve
 from fdcore.errors import (
     AlreadyExists,
     ConfigError,
@@ -65,8 +68,9 @@ MAX_FRAMES = 1_000_000
 
 
 def _agent_run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    runtime = AgentRuntime(config, clock=_test_clock())
+    with naming_the_file(args.config):
+        config = load_config(args.config)
+        runtime = AgentRuntime(config, clock=_test_clock())
     runtime.install_signal_handlers()
     return runtime.run()
 
@@ -106,7 +110,7 @@ def _submit(args: argparse.Namespace) -> int:
     deadline = _deadline(args.deadline) if args.deadline else None
     try:
         # Only an existing environment: a mistyped URL must not start a new one.
-        with Environment.open(args.env) as environment:
+        with Environment.open(args.env, via="cli") as environment:
             request = environment.submit(
                 entities,
                 id=args.id,
@@ -125,16 +129,30 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     """Create an environment (idempotent): the one command besides an agent with
-    ``[agent] create = true`` that makes one."""
+    ``[agent] create = true`` that makes one. Opening with ``create`` proves the store usable
+    (on a cloud store: credentials, bucket, the rights to list, write and delete) before it
+    marks the environment, so it says ``created`` or ``already an environment`` only when true."""
     plugins = load_plugins()
-    options = dict(args.option)
+    target = resolve(_init_url(args))  # a URL, a named environment or an agent.toml
+    url, options, backend = target.url, {**target.options, **dict(args.option)}, target.backend
     try:
-        plugins.open_storage(args.env, options, create=False, setting="fdcore init URL").close()
-        print(f"{args.env}: already an environment")
+        plugins.open_storage(url, options, backend, create=False, setting="fdcore init URL").close()
+        existed = True
     except EnvironmentNotFound:
-        plugins.open_storage(args.env, options, create=True).close()
-        print(f"{args.env}: created")
+        existed = False
+    plugins.open_storage(url, options, backend, create=True).close()
+    print(f"{url}: {'already an environment' if existed else 'created'}")
     return 0
+
+
+def _init_url(args: argparse.Namespace) -> str:
+    """``fdcore init URL`` or ``fdcore init --env URL``, as every other command takes it."""
+    if args.url and args.env and args.url != args.env:
+        raise ConfigError("fdcore init", "--env", f"{args.env!r} differs from URL {args.url!r}")
+    url: str | None = args.url or args.env
+    if not url:
+        raise ConfigError("fdcore init", "--env", "missing: name the environment to create")
+    return url
 
 
 def _time(value: datetime | None) -> str:
@@ -239,6 +257,7 @@ def _agents(args: argparse.Namespace) -> int:
         (
             "AGENT",
             "STATE",
+            "OWNER",
             "VERSION",
             "LAST SEEN",
             "CLOCK SKEW",
@@ -258,6 +277,7 @@ def _agents(args: argparse.Namespace) -> int:
             (
                 row.name,
                 row.state,
+                row.owner or "-",
                 row.version or "-",
                 _time(row.last_seen),
                 "-" if row.clock_skew is None else f"{row.clock_skew:+.1f}s",
@@ -276,16 +296,17 @@ def _schedules(args: argparse.Namespace) -> int:
     with Environment.open(args.env) as environment:
         agents, lost_unknown = _agent_rows(environment, args.grace)
     rows = schedule_rows(agents)  # what environment.schedules() is, with the agents kept
-    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY")]
+    table = [("SCHEDULE", "SHARED", "WHEN", "TABLES", "NEXT DUE", "SERVED BY", "OWNER")]
     for row in rows:
         table.append(
             (
                 row.id,
                 "yes" if row.shared else "no",
                 row.when,
-                ",".join(row.entities) or "all",
+                row.tables,
                 _time(row.next_due),
                 ", ".join(row.agents),
+                row.owner or "-",
             )
         )
     _print(args, "schedules", rows, table, [*lost_unknown, *schedule_warnings(agents)])
@@ -307,10 +328,15 @@ class AgentCommand:
 
 class Init:
     name = "init"
-    help = "create an environment (if not there yet)"
+    help = "create an environment (if not there yet), after proving the store usable"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("env", help="environment URL")
+        parser.add_argument("url", nargs="?", metavar="URL", help="environment URL")
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--env", help="environment URL or name (the same as URL)")
+        where.add_argument(
+            "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+        )
         parser.add_argument(
             "--option",
             action="append",
@@ -328,7 +354,7 @@ class Submit:
     help = "queue a request"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(parser)
         parser.add_argument("--entities", required=True, help="tables, comma-separated")
         parser.add_argument("--id", help="request id (default: generated)")
         add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
@@ -344,7 +370,7 @@ class Submit:
 
 def _listing_arguments(parser: argparse.ArgumentParser) -> None:
     """What ``queue``, ``agents`` and ``schedules`` share: an environment, --json, --grace."""
-    parser.add_argument("--env", required=True, help="environment URL")
+    add_environment_flags(parser)
     parser.add_argument("--json", action="store_true", help="stable machine-readable output")
     add_flag(parser, "--grace", GRACE, help="seconds past stale_after before lost")
 

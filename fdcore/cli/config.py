@@ -10,8 +10,8 @@ one needs the plugins.
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,16 @@ from fdcore.agent.settings import (
     ScheduleTable,
 )
 from fdcore.environment import operator_file_bound
-from fdcore.errors import ConfigError
+from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from fdcore.tomlfile import read_toml
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "add_environment_flags",
     "declared_config",
     "load_config",
+    "naming_the_file",
     "parse_config",
     "read_toml",
 ]
@@ -95,6 +93,18 @@ def _check_timing_key(
     )
 
 
+@contextlib.contextmanager
+def naming_the_file(source: str) -> Iterator[None]:
+    """A plugin a file's setting names but no installed plugin provides: the one line names the
+    file too, as every other mistake in it does (the plugin manager knows only the setting)."""
+    try:
+        yield
+    except PluginError as exc:
+        if str(exc).startswith(f"{source}: "):
+            raise
+        raise PluginError(f"{source}: {exc}") from None
+
+
 def storage_option(text: str) -> tuple[str, str]:
     """A command line's ``--option KEY=VALUE``: one key of ``[storage]`` (argparse type)."""
     key, equals, value = text.partition("=")
@@ -103,23 +113,20 @@ def storage_option(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def add_environment_flags(parser: argparse.ArgumentParser) -> None:
+    """``--env`` or ``--config``, exactly one: the environment a command acts on, named as
+    :func:`fdcore.environment.named.resolve` reads it (an agent.toml given with ``--config``
+    brings its ``[storage]`` options too)."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--env", help="environment URL, or the name of one in the environments file")
+    group.add_argument(
+        "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+    )
+
+
 def load_config(path: str | Path, plugins: Plugins | None = None) -> AgentConfig:
     """Read and validate ``path``; a missing file or bad TOML is a one-line ConfigError too.
 
     ``plugins`` (default: the installed ones) give the schedules' timing keys.
     """
-    return parse_config(read_toml(path), str(path), plugins)
-
-
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """The TOML document in ``path``; a one-line ConfigError if it cannot be read or parsed."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, None, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        data: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, None, f"not valid TOML: {exc}") from None
-    return data
+    return parse_config(read_toml(path, "an agent.toml"), str(path), plugins)

@@ -14,11 +14,12 @@ import json
 import re
 from typing import Any
 
-from fdcore.agent.declared import effective, json_schema, reference
+from fdcore.agent.components import check_environment
+from fdcore.agent.declared import effective, hidden, json_schema, reference
 from fdcore.agent.notify import open_routes
 from fdcore.agent.schedules import build_schedules
 from fdcore.agent.settings import AgentToml
-from fdcore.cli.config import declared_config, read_toml
+from fdcore.cli.config import declared_config, naming_the_file, read_toml
 from fdcore.plugins.manager import (
     CLAIM,
     HOST,
@@ -52,7 +53,7 @@ def check_implementations(plugins: Plugins, declared: AgentToml, source: str) ->
     backend, claim and takeover policies, lease provider, runner, host admission, notification
     routes and schedules. The first missing or refused one is a one-line error."""
     config = declared.settings(source)
-    plugins.storage_backend(config.environment, config.storage_backend)
+    check_environment(config, plugins)
     plugins.get(CLAIM, config.claim)
     plugins.get(TAKEOVER, config.takeover_policy)
     plugins.get(LEASES, config.leases)
@@ -65,22 +66,11 @@ def check_implementations(plugins: Plugins, declared: AgentToml, source: str) ->
 
 def _check(args: argparse.Namespace) -> int:
     plugins = load_plugins()
-    declared = declared_config(read_toml(args.file), args.file, plugins)
-    check_implementations(plugins, declared, args.file)
+    with naming_the_file(args.file):
+        declared = declared_config(read_toml(args.file, "an agent.toml"), args.file, plugins)
+        check_implementations(plugins, declared, args.file)
     print(f"{args.file}: OK")
     return 0
-
-
-#: Option keys whose value is a secret (a notifier's or a backend's): shown hidden. Keys ending
-#: in ``_env`` name a variable, never hold its value, and are shown.
-_SECRET_KEY = re.compile(r"secret|password|passwd|token|key|credential|connection|sig", re.I)
-
-
-def _hidden(key: str, value: Any) -> Any:
-    if key.endswith("_env") or not isinstance(value, str):
-        return value
-    looks_secret = _SECRET_KEY.search(key) or re.search(r"://[^/]*@|[?&]", value)
-    return "<hidden>" if looks_secret else value
 
 
 def shown(declared: AgentToml) -> dict[str, Any]:
@@ -89,15 +79,15 @@ def shown(declared: AgentToml) -> dict[str, Any]:
     settings = effective(declared)
     storage = settings["storage"]
     for key in list(storage):
-        storage[key] = _hidden(key, storage[key])
+        storage[key] = hidden(key, storage[key])
     for route in settings["notify"]["routes"].values():
         for key in list(route):
-            route[key] = _hidden(key, route[key])
+            route[key] = hidden(key, route[key])
     return settings
 
 
 def _show(args: argparse.Namespace) -> int:
-    declared = declared_config(read_toml(args.file), args.file)
+    declared = declared_config(read_toml(args.file, "an agent.toml"), args.file)
     settings = shown(declared)
     print(json.dumps(settings, indent=2) if args.json else "\n".join(to_toml(settings)).strip())
     return 0

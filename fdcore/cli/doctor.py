@@ -29,6 +29,7 @@ from fdcore.conformance.probes import (
 )
 from fdcore.contract.codec import FILE_BYTES_RANGE
 from fdcore.durations import Whole, add_flag
+from fdcore.environment.named import resolve
 from fdcore.errors import NotFound, StorageUnavailable
 from fdcore.plugins.manager import load_plugins
 from fdcore.terminal import Progress
@@ -153,13 +154,16 @@ class Doctor:
 
 
 def run(args: argparse.Namespace) -> int:
-    factory = UrlStorageFactory(args.environment, dict(args.option))
+    target = resolve(args.environment)  # a URL, a named environment or an agent.toml
+    options = {**target.options, **dict(args.option)}
+    factory = UrlStorageFactory(target.url, options, target.backend, create=False)
     try:
         # Opening first, without creating, turns a bad URL, a missing plugin and a missing or
         # unusable environment into one error line (exit 2) before any process starts. A store
-        # that cannot be reached is the failed "open" property.
+        # that cannot be reached (a dead endpoint, a missing bucket, refused credentials) is
+        # the failed "open" property: one line, before any probe.
         load_plugins().open_storage(
-            args.environment, dict(args.option), create=False, setting="fdcore doctor URL"
+            target.url, options, target.backend, create=False, setting="fdcore doctor URL"
         ).close()
     except StorageUnavailable as exc:
         observation = Observation("open", False, f"observed {type(exc).__name__}: {exc}")

@@ -23,6 +23,7 @@ from fdcore.contract.codec import to_dict
 from fdcore.contract.models import Incident
 from fdcore.durations import GRACE, add_flag
 from fdcore.environment import Environment
+from fdcore.environment.named import resolve as resolve_environment
 from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook, add_note, lookup, resolve
 from fdcore.incidents.delivery import claim_posts, send_posts
@@ -33,7 +34,7 @@ from fdcore.plugins.manager import load_plugins
 
 def _open(url: str) -> Environment:
     # Only an existing environment: "not set up" is one clear error, never an incident.
-    return Environment.open(url)
+    return Environment.open(url, via="cli")
 
 
 def _who(args: argparse.Namespace) -> str:
@@ -134,8 +135,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("fdcore incidents evaluate", "--env", "missing (or give --config)")
     if config is not None and url == config.environment:  # with the agent's storage options
         storage = open_environment(config, plugins)
-    else:
-        storage = plugins.open_storage(url, create=False)
+    else:  # a URL, a named environment or an agent.toml, with its storage options
+        target = resolve_environment(url)
+        storage = plugins.open_storage(target.url, target.options, target.backend, create=False)
     book = IncidentBook(Mailbox(storage))
     now = datetime.now(timezone.utc)
     by = args.by or "fdcore incidents evaluate"

@@ -27,7 +27,8 @@ def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fdcore",
         description="Share one environment's work across a fleet of agents through a mailbox "
-        "in storage they all reach (a local folder, OneLake / ADLS Gen2).",
+        "in storage they all reach (a local folder, OneLake / ADLS Gen2, S3 or a store that "
+        "speaks its API).",
         epilog="Every command: one line on stderr and a non-zero exit on error (docs/agents.md).",
     )
     parser.add_argument("--version", action="version", version=f"fdcore {__version__}")
@@ -73,6 +74,7 @@ def _refuse(problem: str, args: argparse.Namespace) -> int:
     raise PluginError(problem)
 
 
+SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "azure")
 ERROR = 2  # bad input, configuration or environment: what the one-line error says to fix
 BUG = 70  # EX_SOFTWARE (sysexits.h): an exception fdcore did not expect
 BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away
@@ -91,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=logging.DEBUG if args.verbose else logging.INFO,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        if not args.verbose:  # a cloud SDK's chatter ("Found endpoint ...") only under -v
+            for sdk in SDK_LOGGERS:
+                logging.getLogger(sdk).setLevel(logging.WARNING)
         run: Command = args.run
         code = run(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below

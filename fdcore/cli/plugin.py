@@ -13,12 +13,14 @@ from collections.abc import Sequence
 
 from fdcore.abc import Command
 from fdcore.cli import actions, commands, installed
+from fdcore.cli.audit import Audit
 from fdcore.cli.config_command import Config
 from fdcore.cli.demo import Demo
 from fdcore.cli.doctor import Doctor
 from fdcore.cli.incidents import Incidents
 from fdcore.cli.notify import Notify
 from fdcore.cli.retention import Retention
+from fdcore.cli.runs import Runs
 from fdcore.cli.wait import Wait
 from fdcore.plugins.hookspecs import hookimpl
 
@@ -29,6 +31,8 @@ def fdcore_commands() -> Sequence[Command]:
         installed.PluginList(),
         *commands.COMMANDS,
         *actions.COMMANDS,
+        Audit(),
+        Runs(),
         Wait(),
         Config(),
         Demo(),

@@ -15,8 +15,9 @@ from typing import Any
 from fdcore.agent.declared import default_of
 from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
+from fdcore.cli.config import add_environment_flags
 from fdcore.durations import GRACE, Duration, add_flag, format_duration
-from fdcore.environment import open_mailbox
+from fdcore.environment import open_mailbox, operator_name
 
 
 def _settings(args: argparse.Namespace) -> RetentionConfig:
@@ -31,6 +32,7 @@ def tally_json(tally: Tally, settings: RetentionConfig, dry_run: bool) -> dict[s
         "examined": tally.examined,
         "moved": tally.moved,
         "files_removed": tally.files,
+        "audit_events": tally.events,
         "kept": dict(sorted(tally.kept.items())),
         "problems": tally.problems,
     }
@@ -40,7 +42,9 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     mailbox = open_mailbox(args.env, create=False)
     now = datetime.now(timezone.utc)
-    tally = run_retention(mailbox, now, settings, args.grace, dry_run=args.dry_run)
+    tally = run_retention(
+        mailbox, now, settings, args.grace, dry_run=args.dry_run, actor=operator_name(), via="cli"
+    )
     if args.json:
         print(json.dumps(tally_json(tally, settings, args.dry_run), indent=2))
         return 0
@@ -66,7 +70,7 @@ class Retention:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="retention_command", required=True, metavar="COMMAND")
         run = sub.add_parser("run", help="archive (or delete) finished requests older than --keep")
-        run.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(run)
         add_flag(
             run,
             "--keep",

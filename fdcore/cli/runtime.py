@@ -12,7 +12,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 
 import attrs
@@ -27,7 +27,9 @@ from fdcore.contract.layout import LEASES, REQUESTS, STATUS
 from fdcore.contract.models import AgentRecord
 from fdcore.incidents.watch import watch_incidents
 from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.counting import CountingStore
 from fdcore.plugins.manager import Plugins, load_plugins
+from fdcore.pricing import KINDS, MONTH_SECONDS, PRICES, cost, store_of
 
 log = logging.getLogger("fdcore.runtime")
 
@@ -53,6 +55,22 @@ RUN_TICK_SECONDS = 0.02
 DUE_MARGIN_SECONDS = 0.001
 
 
+#: How often a running agent logs its store operations since it started.
+OPERATIONS_LOG_SECONDS = 3600.0
+
+
+def operations_line(counts: Mapping[str, int], seconds: float, url: str) -> str:
+    """The store operations since the start by kind, and on a priced store what they cost and
+    would cost in a month at this rate (fdcore.pricing): what an operator checks the bill by."""
+    line = "store operations since start: " + ", ".join(f"{k} {counts.get(k, 0)}" for k in KINDS)
+    store = store_of(url)
+    if store is None:
+        return line
+    dollars = cost(counts, PRICES[store])
+    month = dollars * MONTH_SECONDS / seconds if seconds > 0 else 0.0
+    return f"{line}; at {store} prices ${dollars:.4f}, about ${month:.2f} a month at this rate"
+
+
 class AgentRuntime:
     """Runs one agent until it is told to stop (SIGTERM, SIGINT, or :meth:`request_stop`).
 
@@ -73,7 +91,10 @@ class AgentRuntime:
     ) -> None:
         self.config = config
         plugins = plugins or load_plugins()
-        self.storage = open_environment(config, plugins, create=config.create)
+        # Every store call counted by kind: logged hourly and at the stop (operations_line).
+        self.storage = CountingStore(open_environment(config, plugins, create=config.create))
+        self._started = time.monotonic()
+        self._operations_logged = self._started
         components = build_components(config, plugins, self.storage, start_table)
         self.clock = clock or SystemClock()
         self.agent = Agent(
@@ -161,6 +182,13 @@ class AgentRuntime:
             seconds = min(seconds, RUN_TICK_SECONDS)
         return max(seconds, 0.0)
 
+    def _log_operations(self) -> None:
+        self._operations_logged = time.monotonic()
+        line = operations_line(
+            self.storage.by_kind(), self._operations_logged - self._started, self.storage.url
+        )
+        log.info("%s: %s", self.config.name, line)
+
     def run(self) -> int:
         """Poll until stopped and idle (or the shutdown grace runs out); return the exit code."""
         agent = self.agent
@@ -192,11 +220,14 @@ class AgentRuntime:
                     log.warning("%s: shutdown grace ran out; handing work back", agent.name)
                     agent.abandon()
                     break
+            if time.monotonic() - self._operations_logged >= OPERATIONS_LOG_SECONDS:
+                self._log_operations()
             self._wake.wait(self._sleep_seconds(next_poll))
         self._closing.set()
         if self.incidents is not None:
             self.incidents.stop()
         agent.close()
         self.storage.close()
+        self._log_operations()
         log.info("%s: stopped", self.config.name)
         return 0

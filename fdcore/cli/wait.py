@@ -18,6 +18,7 @@ import time
 from typing import TextIO
 
 from fdcore.cli.actions import _request_id, run_output_lines
+from fdcore.cli.config import add_environment_flags
 from fdcore.durations import Duration, add_flag
 from fdcore.environment import FINAL_STATES, Environment, RequestStory
 from fdcore.errors import (
@@ -169,7 +170,7 @@ class Wait:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("request", metavar="REQUEST", help="the request's id")
-        parser.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(parser)
         add_timeout_flag(parser)
         parser.add_argument(
             "--json", action="store_true", help="the final story, as fdcore show --json prints it"

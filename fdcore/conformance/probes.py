@@ -73,9 +73,12 @@ class UrlStorageFactory:
 
     url: str
     options: dict[str, str] = attrs.field(default=None, converter=_options)
+    backend: str | None = None
+    create: bool = True  # False: an existing environment only (doctor: one check per open)
 
     def __call__(self) -> Storage:
-        return _installed_plugins().open_storage(self.url, self.options)
+        plugins = _installed_plugins()
+        return plugins.open_storage(self.url, self.options, self.backend, create=self.create)
 
 
 @attrs.frozen

@@ -11,11 +11,16 @@
     tables/<table>.json                 a fenced table write (``fdcore.mailbox.fencing``)
     incidents/incidents.json            IncidentDocument
     cancels/<id>.json                   Cancel (an operator's ``fdcore cancel``)
+    signal/changes.json                 the change signal: deleted after each new request
+                                        (``fdcore.mailbox.signal``); optional
     retries/<id>.json                   Retry (the request that runs <id> again)
+    audit/<event id>.json               AuditEvent: one workload action, created once
     archive/index/<id>.json             ArchiveEntry: the day folder an archived request is in
     archive/YYYY/MM/DD/requests/<id>.json, .../status/<id>.json, .../runs/<id>/...,
     .../cancels/<id>.json, .../retries/<id>.json
                                         the same files, moved there by retention
+    archive/YYYY/MM/DD/audit/<event id>.json
+                                        an audit event older than keep (its own day)
 
 Every id that becomes part of a key is validated first, so no key leaves its folder.
 """
@@ -30,6 +35,7 @@ __all__ = [
     "AGENTS",
     "ARCHIVE",
     "ARCHIVE_INDEX",
+    "AUDIT",
     "CANCELS",
     "FENCES",
     "INCIDENTS",
@@ -37,6 +43,7 @@ __all__ = [
     "REQUESTS",
     "RETRIES",
     "RUNS",
+    "SIGNAL",
     "STATUS",
     "TABLES",
     "agent_key",
@@ -44,6 +51,7 @@ __all__ = [
     "archive_index_key",
     "archived_key",
     "archived_runs_prefix",
+    "audit_key",
     "cancel_key",
     "fence_key",
     "lease_key",
@@ -66,6 +74,8 @@ CANCELS = "cancels/"
 RETRIES = "retries/"
 ARCHIVE = "archive/"
 ARCHIVE_INDEX = "archive/index/"
+AUDIT = "audit/"
+SIGNAL = "signal/changes.json"
 
 
 def request_key(request_id: str) -> str:
@@ -104,6 +114,10 @@ def retry_key(request_id: str) -> str:
     return f"{RETRIES}{validate_id(request_id, 'request id')}.json"
 
 
+def audit_key(event_id: str) -> str:
+    return f"{AUDIT}{validate_id(event_id, 'audit event id')}.json"
+
+
 # -- the archive (retention) -------------------------------------------------------------------
 
 
@@ -117,9 +131,9 @@ def archive_index_key(request_id: str) -> str:
 
 
 def archived_key(day: str, live_key: str) -> str:
-    """Where a live request, status or run file of a request lives in day ``day``'s folder."""
-    if not live_key.startswith((REQUESTS, STATUS, RUNS, CANCELS, RETRIES)):
-        raise ValueError(f"{live_key!r} is not a request, status, run, cancel or retry file")
+    """Where a live request, status, run or audit file lives in day ``day``'s folder."""
+    if not live_key.startswith((REQUESTS, STATUS, RUNS, CANCELS, RETRIES, AUDIT)):
+        raise ValueError(f"{live_key!r} is not a request, status, run, cancel, retry or audit file")
     return f"{ARCHIVE}{day}/{live_key}"
 
 

@@ -17,17 +17,22 @@ from fdcore.contract.ids import validate_id
 from fdcore.durations import MAX_SECONDS
 
 __all__ = [
+    "AUDIT_ACTIONS",
+    "AUDIT_ORIGINS",
+    "MAX_AUDIT_TEXT",
     "MAX_OUTPUT_BYTES",
     "MAX_SECONDS",
     "AgentRecord",
     "ArchiveEntry",
     "Attempt",
+    "AuditEvent",
     "Cancel",
     "Incident",
     "IncidentDelivery",
     "IncidentDocument",
     "IncidentNote",
     "IncidentState",
+    "LastJob",
     "Lease",
     "Outcome",
     "Request",
@@ -206,9 +211,22 @@ class ScheduleInfo:
     id: str = attrs.field(validator=_id("schedule id"))
     shared: bool
     when: str
-    entities: list[str] = attrs.field(factory=list)
+    # None: the record does not say (an older agent's); [] is every table (FDCORE_TABLE=all)
+    entities: list[str] | None = None
     fingerprint: str = ""
     next_due: datetime | None = None
+    owner: str | None = None  # who to call about it (the agent's owner unless it names one)
+    extra: dict[str, Any] = _extra()
+
+
+@attrs.define
+class LastJob:
+    """One of the last table runs an agent ended, kept in its status record (newest last)."""
+
+    request: str = attrs.field(validator=_id("request id"))
+    table: str = attrs.field(validator=_id("table name"))
+    outcome: Outcome
+    ended_at: datetime
     extra: dict[str, Any] = _extra()
 
 
@@ -235,6 +253,9 @@ class AgentRecord:
     schedules: list[ScheduleInfo] = attrs.field(factory=list)
     # Its clock minus the store's, as last measured (seconds; None: the store gives no time).
     clock_skew: float | None = attrs.field(default=None, validator=_optional_skew)
+    owner: str | None = None  # who to call about it ([agent] owner)
+    # its last few table runs, newest last (None: an agent that does not say)
+    last_jobs: list[LastJob] | None = None
     extra: dict[str, Any] = _extra()
 
 
@@ -272,6 +293,9 @@ class RunRecord:
     output: str | None = attrs.field(default=None, validator=_output_tail)  # its last lines
     # a failed table's last lines of stdout (output: of stderr)
     stdout: str | None = attrs.field(default=None, validator=_output_tail)
+    run_as: str | None = None  # the identity it ran as ([runner] run_as, else user@host)
+    # the release that ran it: {"fdcore": version, <plugin distribution>: version}
+    release: dict[str, str] | None = None
     extra: dict[str, Any] = _extra()
 
 
@@ -304,6 +328,56 @@ class Retry:
     at: datetime
     contract: int = 1
     from_table: str | None = attrs.field(default=None, validator=_optional_id("table name"))
+    extra: dict[str, Any] = _extra()
+
+
+#: The workload actions the audit trail records (``audit/<id>.json``).
+AUDIT_ACTIONS = (
+    "submit",
+    "cancel",
+    "retry",
+    "acknowledge",
+    "takeover",
+    "expire",
+    "archive",
+    "delete",
+    "set-slots",
+)
+#: Where an action came from: a command, the Python API, the monitor's page, or an agent.
+AUDIT_ORIGINS = ("cli", "python", "monitor", "agent")
+#: The longest text an audit event's who, what and outcome may hold (characters).
+MAX_AUDIT_TEXT = 512
+
+
+def _audit_text(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    # Shown to people and sent to a SIEM line by line: one printable line, bounded.
+    if value is not None and (len(value) > MAX_AUDIT_TEXT or not value.isprintable()):
+        raise ValueError(
+            f"{attribute.name} must be one printable line of at most {MAX_AUDIT_TEXT} characters"
+        )
+
+
+@attrs.define
+class AuditEvent:
+    """``audit/<id>.json``: one workload action, created once (create-if-absent), never changed.
+
+    ``id`` begins with its writer's time (``20260901T000000123Z-<random>``), so names sort by
+    time. ``actor`` is who acted as the writer knew it (an operator's ``user@host``, what a
+    Python caller passed, an agent's name); ``process`` is the ``user@host`` of the process that
+    wrote it, when that is not the actor. Readers check what they can (docs/operations.md).
+    """
+
+    id: str = attrs.field(validator=_id("audit event id"))
+    action: str = attrs.field(validator=_audit_text)
+    subject: str = attrs.field(validator=_audit_text)  # the request, incident or host acted on
+    actor: str = attrs.field(validator=_audit_text)
+    via: str = attrs.field(validator=_audit_text)  # cli, python, monitor or agent
+    at: datetime
+    outcome: str = attrs.field(default="ok", validator=_audit_text)
+    contract: int = 1
+    request: str | None = attrs.field(default=None, validator=_optional_id("request id"))
+    process: str | None = attrs.field(default=None, validator=_audit_text)
+    detail: str | None = attrs.field(default=None, validator=_audit_text)
     extra: dict[str, Any] = _extra()
 
 

@@ -51,6 +51,7 @@ from fdcore.environment.views import (
     agent_rows,
     describe_attempts,
     request_story,
+    run_story,
     schedule_rows,
     schedule_warnings,
     shared_by,
@@ -59,6 +60,7 @@ from fdcore.environment.views import (
 )
 from fdcore.environment.wait import FINAL_STATES
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.audit import AuditPage, AuditRow
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.submit import retry_request
 
@@ -72,6 +74,8 @@ __all__ = [
     "AsyncEnvironment",
     "AsyncRequestHandle",
     "AttemptStory",
+    "AuditPage",
+    "AuditRow",
     "Cancellation",
     "Change",
     "Environment",
@@ -97,6 +101,7 @@ __all__ = [
     "queue_rows",
     "request_story",
     "retry_request",
+    "run_story",
     "schedule_rows",
     "schedule_warnings",
     "shared_by",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -34,6 +35,7 @@ from fdcore.environment.views import AgentRow, QueueRow, RequestStory, ScheduleR
 from fdcore.environment.wait import RequestWait
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.audit import AuditPage
 from fdcore.mailbox.cancel import Cancellation
 from fdcore.mailbox.index import MailboxIndex
 
@@ -80,8 +82,9 @@ class AsyncEnvironment:
     @classmethod
     async def open(
         cls,
-        url: str,
+        url: str | None = None,
         *,
+        config: str | os.PathLike[str] | None = None,
         create: bool = False,
         max_file_bytes: int | None = None,
         poll: float = DEFAULT_POLL,
@@ -92,7 +95,12 @@ class AsyncEnvironment:
 
         def opened() -> Environment:
             return Environment.open(
-                url, create=create, max_file_bytes=max_file_bytes, poll=poll, **storage_options
+                url,
+                config=config,
+                create=create,
+                max_file_bytes=max_file_bytes,
+                poll=poll,
+                **storage_options,
             )
 
         return cls(await asyncio.to_thread(opened))
@@ -131,6 +139,7 @@ class AsyncEnvironment:
         deadline: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
+        actor: str | None = None,
     ) -> AsyncRequestHandle:
         """Queue a request (:meth:`Environment.submit <fdcore.environment.Environment.submit>`,
         idempotent under an ``id``); return its handle."""
@@ -141,6 +150,7 @@ class AsyncEnvironment:
             deadline=deadline,
             max_attempts=max_attempts,
             created_by=created_by,
+            actor=actor,
         )
         return AsyncRequestHandle(self, handle.id, handle.request)
 
@@ -239,6 +249,19 @@ class AsyncEnvironment:
         """The open incidents, then (with ``include_resolved``) the resolved ones."""
         return await asyncio.to_thread(
             self.environment.incidents, include_resolved=include_resolved
+        )
+
+    async def audit(
+        self,
+        *,
+        since: datetime | None = None,
+        request: str | None = None,
+        limit: int | None = None,
+        archived: bool = False,
+    ) -> AuditPage:
+        """The audit trail (:meth:`Environment.audit <fdcore.environment.Environment.audit>`)."""
+        return await asyncio.to_thread(
+            self.environment.audit, since=since, request=request, limit=limit, archived=archived
         )
 
     async def acknowledge(self, incident: str, *, by: str) -> Incident:

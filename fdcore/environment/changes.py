@@ -5,16 +5,19 @@ A :class:`ChangeTracker` looks at the queue through a mailbox index of its own
 statuses that may have changed (and each new request once), then says which requests' states
 differ from the look before. Where the store can watch, a look follows each change at once;
 elsewhere it comes every ``poll`` seconds, and a request that changed twice in between is seen
-in its latest state only.
+in its latest state only. Once every request is finished, a look reads the change signal
+(:mod:`fdcore.mailbox.signal`) instead of listing, until something is submitted.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 
 import attrs
 
 from fdcore.mailbox.index import MailboxIndex
+from fdcore.mailbox.signal import QuietLook
 
 __all__ = ["Change", "ChangeTracker"]
 
@@ -43,13 +46,24 @@ class ChangeTracker:
     def __init__(self, index: MailboxIndex) -> None:
         self.index = index
         self.states: dict[str, str] | None = None  # None: not looked yet
+        # With every request finished, a look reads the change signal and lists only when it
+        # moved (a submission; a full listing now and then for what nobody announced).
+        self._quiet = QuietLook(index.mailbox, make=False)
 
     def look(self) -> list[Change]:
         """The changes since the last look, oldest first (none at the first look: it is where
         changes start). Raises :class:`~fdcore.errors.StorageUnavailable` (nothing is lost: the
         next look finds them)."""
+        started = time.monotonic()
+        known_states = self.states
+        # Nothing open (or nothing known yet): read the signal before listing; skip the listing
+        # while nothing was submitted since the last one.
+        quiet = known_states is None or not any(map(_open, known_states.values()))
+        if quiet and self._quiet.may_skip(started) and known_states is not None:
+            return []
         requests = self.index.requests.list()
         statuses = self.index.statuses.list()
+        self._quiet.listed(started)
         known = self.states or {}
         states: dict[str, str] = {}
         changes: list[Change] = []
@@ -72,3 +86,9 @@ class ChangeTracker:
         if request is None or has_status:  # its request or its status malformed
             return UNREADABLE, datetime.now(timezone.utc)
         return WAITING, request.created_at
+
+
+def _open(state: str) -> bool:
+    """A state that may change without an announcement: waiting, accepted, running (or a file
+    that could not be read, which may be fixed)."""
+    return state in (WAITING, "accepted", "running", UNREADABLE)

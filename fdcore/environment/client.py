@@ -10,6 +10,7 @@ queue, agents, schedules and incidents, and follow state changes as they land.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,9 +20,16 @@ from typing import Generic, TypeVar
 
 from fdcore.abc import TakeoverPolicy
 from fdcore.agent.settings import MAX_ATTEMPTS
-from fdcore.contract.ids import validate_id
+from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
-from fdcore.contract.models import Incident, Request, RunRecord
+from fdcore.contract.models import (
+    AUDIT_ACTIONS,
+    AUDIT_ORIGINS,
+    MAX_AUDIT_TEXT,
+    Incident,
+    Request,
+    RunRecord,
+)
 from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
@@ -43,8 +51,9 @@ from fdcore.environment.views import (
 )
 from fdcore.environment.wait import RequestWait
 from fdcore.environment.watch import StoreWatch
-from fdcore.errors import InvalidId, RequestError, StorageUnavailable
+from fdcore.errors import FdcoreError, InvalidId, RequestError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.audit import AuditLog, AuditPage, record
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import deadline_from, retry_request, submit
@@ -82,11 +91,18 @@ class Environment:
     share between threads; its look at the queue is shared by every caller.
     """
 
-    def __init__(self, mailbox: Mailbox, *, poll: float = DEFAULT_POLL) -> None:
+    def __init__(
+        self, mailbox: Mailbox, *, poll: float = DEFAULT_POLL, via: str = "python"
+    ) -> None:
         """Wrap an open ``mailbox`` (see :meth:`open` for the usual way in); ``poll`` is the
-        seconds between two reads of a waited request's status where the store cannot watch."""
+        seconds between two reads of a waited request's status where the store cannot watch;
+        ``via`` is where its actions come from in the audit trail: ``python`` (the default),
+        ``cli`` or ``monitor``."""
         if not poll > 0:
             raise ValueError(f"poll must be a positive number of seconds, got {poll!r}")
+        if via not in AUDIT_ORIGINS or via == "agent":
+            raise ValueError(f"via must be python, cli or monitor, got {via!r}")
+        self.via = via
         self.mailbox = mailbox
         self.url: str = mailbox.storage.url
         self.poll = float(poll)
@@ -94,23 +110,32 @@ class Environment:
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
         self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
+        self._audit = AuditLog(mailbox)  # its reads of the trail, each event read once
 
     @classmethod
     def open(
         cls,
-        url: str,
+        url: str | None = None,
         *,
+        config: str | os.PathLike[str] | None = None,
         create: bool = False,
         max_file_bytes: int | None = None,
         poll: float = DEFAULT_POLL,
+        via: str = "python",
         **storage_options: str,
     ) -> Environment:
         """Open the environment at ``url`` through its installed storage plugin, with the
         store's ``storage_options`` (its ``[storage]`` settings) and reads bounded by
         ``max_file_bytes`` (default: ``$FDCORE_MAX_FILE_BYTES``, else 1 MiB).
 
+        ``url`` may instead name an environment of the user's environments file
+        (``$FDCORE_ENVIRONMENTS``, else ``$XDG_CONFIG_HOME/fdcore/environments.toml``), or
+        ``config`` give an agent.toml whose ``[agent] environment`` and ``[storage]`` to use;
+        ``storage_options`` given here win over theirs.
+
         Raises :class:`~fdcore.errors.EnvironmentNotFound` if there is none there and not
         ``create``; :class:`~fdcore.errors.PluginError` if no installed plugin opens the URL;
+        :class:`~fdcore.errors.ConfigError` for an unreadable environments file or agent.toml;
         :class:`~fdcore.errors.StorageUnavailable` if the store cannot be reached.
         """
         mailbox = open_mailbox(
@@ -118,8 +143,9 @@ class Environment:
             create=create,
             max_file_bytes=max_file_bytes,
             options=dict(storage_options),
+            config=config,
         )
-        return cls(mailbox, poll=poll)
+        return cls(mailbox, poll=poll, via=via)
 
     def close(self) -> None:
         """Stop its watches and close the store; it is not used afterwards."""
@@ -151,9 +177,12 @@ class Environment:
         deadline: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         created_by: str = "python",
+        actor: str | None = None,
     ) -> RequestHandle:
         """Queue a request running the tables ``entities`` in order; return its handle. One
         table may be given by its name alone: ``submit("sales")`` is ``submit(["sales"])``.
+
+        The audit trail records the submit as done by ``actor`` (default ``user@host``).
 
         Idempotent with an ``id``: if a request of that id exists (live or archived) and names
         the same work, its handle is returned and nothing is queued again (a retry after a lost
@@ -180,13 +209,27 @@ class Environment:
                 raise RequestError(f"deadline {exc}") from None
         if max_attempts is not None:
             check_whole("Environment.submit", "max_attempts", max_attempts, 1, MAX_ATTEMPTS)
-        request = submit(
-            self.mailbox,
-            tables,
-            request_id=id,
-            max_attempts=max_attempts,
-            deadline=deadline,
-            created_by=created_by,
+        who = _actor(actor)
+        now = _now()
+
+        def act() -> Request:
+            return submit(
+                self.mailbox,
+                tables,
+                request_id=id,
+                max_attempts=max_attempts,
+                deadline=deadline,
+                now=now,
+                created_by=created_by,
+            )
+
+        request = self._acted(
+            "submit",
+            id,
+            who,
+            act,
+            lambda made: (made.id, "ok" if made.created_at == now else "exists"),
+            detail=f"tables {','.join(tables)}",
         )
         return RequestHandle(self, request.id, request)
 
@@ -252,12 +295,14 @@ class Environment:
         Raises :class:`~fdcore.errors.RequestNotFound`, or :class:`~fdcore.errors.RequestError`
         if it already ended.
         """
-        return cancel_request(
-            self.mailbox,
-            validate_id(id, "request id"),
-            by=by or operator_name(),
-            reason=reason,
-            now=_now(),
+        request_id, who = validate_id(id, "request id"), _actor(by)
+        return self._acted(
+            "cancel",
+            request_id,
+            who,
+            lambda: cancel_request(self.mailbox, request_id, by=who, reason=reason, now=_now()),
+            lambda done: (request_id, done.state if done.created else "already cancelled"),
+            detail=reason,
         )
 
     def retry(
@@ -278,13 +323,21 @@ class Environment:
         """
         if id_of_retry is not None:
             validate_id(id_of_retry, "request id")
-        retry = retry_request(
-            self.mailbox,
-            validate_id(id, "request id"),
-            from_table=from_table,
-            by=by or operator_name(),
-            now=_now(),
-            retry_id=id_of_retry,
+        request_id, who = validate_id(id, "request id"), _actor(by)
+        retry = self._acted(
+            "retry",
+            request_id,
+            who,
+            lambda: retry_request(
+                self.mailbox,
+                request_id,
+                from_table=from_table,
+                by=who,
+                now=_now(),
+                retry_id=id_of_retry,
+            ),
+            lambda made: (request_id, f"ok: {made.id}"),
+            detail=None if from_table is None else f"from table {from_table}",
         )
         return RequestHandle(self, retry.id, retry)
 
@@ -405,10 +458,114 @@ class Environment:
     def acknowledge(self, incident: str, *, by: str) -> Incident:
         """Acknowledge the open incident with id or key ``incident`` as ``by``; return it.
         Raises :class:`~fdcore.errors.ConfigError` if no open incident has that id or key."""
-        return acknowledge_incident(self.mailbox, incident, _now(), by)
+        who = _actor(by)
+        return self._acted(
+            "acknowledge",
+            incident,
+            who,
+            lambda: acknowledge_incident(self.mailbox, incident, _now(), who),
+            lambda done: (None, f"ok: {done.id}"),
+        )
+
+    def record_action(
+        self,
+        action: str,
+        subject: str,
+        *,
+        actor: str | None = None,
+        outcome: str = "ok",
+        detail: str | None = None,
+    ) -> None:
+        """Record one workload action done outside the mailbox (a host's slot change,
+        ``set-slots``) in the audit trail, as ``actor`` (default ``user@host``). Raises
+        ValueError for an action the trail does not know or a bad actor."""
+        if action not in AUDIT_ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(AUDIT_ACTIONS)}, got {action!r}")
+        self._record(action, subject, _actor(actor), outcome, None, detail)
+
+    def audit(
+        self,
+        *,
+        since: datetime | None = None,
+        request: str | None = None,
+        limit: int | None = None,
+        archived: bool = False,
+    ) -> AuditPage:
+        """The audit trail (what ``fdcore audit`` prints): one row per workload action at or
+        after ``since``, about ``request`` if given, the newest ``limit`` (default all), oldest
+        first. A row that is not ``trusted`` (malformed, oversized, or its times or origin do
+        not add up) says why in ``problems``. Retention archives events older than its keep:
+        ``archived`` (with ``since``) reads those too, one listing per day since ``since``.
+        Raises :class:`~fdcore.errors.StorageUnavailable`, :class:`~fdcore.errors.InvalidId`,
+        ValueError for ``archived`` without ``since``."""
+        if request is not None:
+            validate_id(request, "request id")
+        if since is not None and since.utcoffset() is None:
+            raise ValueError(f"since {since.isoformat()} has no time zone: give one")
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        return self._audit.read(since=since, request=request, limit=limit, archived=archived)
+
+    def _acted(
+        self,
+        action: str,
+        subject: str | None,
+        who: str,
+        act: Callable[[], T],
+        outcome: Callable[[T], tuple[str | None, str]],
+        *,
+        detail: str | None = None,
+    ) -> T:
+        """Do ``act()`` and record it in the audit trail, one event: done (``outcome`` gives the
+        request it was about and how it ended) or refused by the mailbox (its reason). A store
+        that did not answer records nothing: nothing is known to have happened."""
+        try:
+            result = act()
+        except StorageUnavailable:
+            raise
+        except FdcoreError as exc:
+            self._record(action, subject, who, f"refused: {exc}", subject, detail)
+            raise
+        request, how = outcome(result)
+        self._record(action, request or subject, who, how, request or subject, detail)
+        return result
+
+    def _record(
+        self,
+        action: str,
+        subject: str | None,
+        who: str,
+        outcome: str,
+        request: str | None,
+        detail: str | None,
+    ) -> None:
+        about = request if action != "acknowledge" else None
+        record(
+            self.mailbox,
+            action,
+            subject or "-",
+            actor=who,
+            via=self.via,
+            at=_now(),
+            outcome=outcome,
+            request=about if about is not None and is_valid_id(about) else None,
+            detail=detail,
+        )
 
 
 E = TypeVar("E")
+T = TypeVar("T")
+
+
+def _actor(given: str | None) -> str:
+    """Who acts: ``given`` (one printable line), else ``user@host``."""
+    if given is None:
+        return operator_name()
+    if not isinstance(given, str) or not given.strip():
+        raise ValueError(f"actor must be a non-empty string, got {given!r}")
+    if len(given) > MAX_AUDIT_TEXT or not given.isprintable():
+        raise ValueError(f"actor must be one printable line of at most {MAX_AUDIT_TEXT} characters")
+    return given
 
 
 class Handle(Generic[E]):

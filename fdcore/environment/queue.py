@@ -5,13 +5,15 @@ A request file never changes (a retry or a cancel is a new file), nor does a sta
 a :class:`QueueReader` reads through the mailbox index (:mod:`fdcore.mailbox.index`), which
 reads each of them once, and keeps the rows, so a look at a queue of thousands of finished
 requests costs the listings of ``requests/``, ``status/`` and ``cancels/`` and the reads of what
-changed. ``fdcore queue`` (and ``--watch``), the monitor's pages and its ``/metrics`` read
-through one.
+changed; and once every row is finished, one read of the change signal
+(:mod:`fdcore.mailbox.signal`) while nothing new was submitted. ``fdcore queue`` (and
+``--watch``), the monitor's pages and its ``/metrics`` read through one.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import TypeVar
 
@@ -28,6 +30,7 @@ from fdcore.environment.views import QueueRow, queue_row
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids
 from fdcore.mailbox.index import MailboxIndex
+from fdcore.mailbox.signal import QuietLook
 
 __all__ = [
     "ACTIVE_STATES",
@@ -71,6 +74,8 @@ class QueueReader:
         # The last look's listings (as the index returned them) and every live row it made,
         # oldest first: with a versioned listing, the same listings again mean the same rows.
         self._last: tuple[tuple[object, ...], list[QueueRow]] | None = None
+        # With every row finished, a look reads the change signal and lists only when it moved.
+        self._quiet = QuietLook(mailbox, make=False)
         self._lock = threading.Lock()  # the monitor's pages look from several threads at once
 
     def rows(self, include_final: bool = True, include_archived: bool = False) -> list[QueueRow]:
@@ -97,6 +102,13 @@ class QueueReader:
     def _live(self, archived: set[str]) -> list[QueueRow]:
         """A row per listed request not in ``archived``, oldest first (a new list each time)."""
         index = self.index
+        last = self._last
+        started = time.monotonic()
+        # Nothing open (or nothing known yet): read the signal before listing, and skip the
+        # listing while it says nothing was submitted since the last one.
+        quiet = not archived and (last is None or not any(map(unfinished, last[1])))
+        if quiet and self._quiet.may_skip(started) and last is not None:
+            return list(last[1])
         requests = index.requests.list()
         with_status = index.statuses.list()  # a request with none is waiting: nothing to read
         cancelled = index.cancels.list()  # a cancel is read only while its request is pending
@@ -104,7 +116,7 @@ class QueueReader:
         # compares it at C speed): nothing listed changed, so no row did. This makes a look with
         # nothing changed cost the listings, not a pass over every request.
         listings = (requests, with_status, cancelled, index.statuses.misplaced)
-        last = self._last
+        self._quiet.listed(started)
         if index.versioned and not archived and last and _same(last[0], listings):
             return list(last[1])
         live = set(requests) - archived

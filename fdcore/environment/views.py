@@ -16,13 +16,15 @@ from typing import Any
 import attrs
 
 from fdcore.abc import HostSlots, TakeoverPolicy
-from fdcore.agent.schedules import schedule_conflicts
-from fdcore.contract.codec import format_time
+from fdcore.agent.schedules import schedule_conflicts, tables_text
+from fdcore.contract.codec import format_time, to_dict
 from fdcore.contract.layout import agent_key
 from fdcore.contract.models import (
     AgentRecord,
     Cancel,
+    LastJob,
     Request,
+    RunRecord,
     ScheduleInfo,
     State,
     Status,
@@ -43,6 +45,7 @@ __all__ = [
     "describe_attempts",
     "queue_row",
     "request_story",
+    "run_story",
     "schedule_rows",
     "schedule_warnings",
     "shared_by",
@@ -70,8 +73,19 @@ class AgentRow:
     busy_slots: int | None = None
     clock_skew: float | None = None  # its clock minus the store's, as it last measured
 
+    @property
+    def owner(self) -> str | None:
+        """Who to call about it, as its record says (``[agent] owner``)."""
+        return self.record.owner if self.record else None
+
+    @property
+    def last_jobs(self) -> list[LastJob] | None:
+        """Its last table runs, newest last (None: its record does not say)."""
+        return self.record.last_jobs if self.record else None
+
     def to_json(self) -> dict[str, Any]:
         """The row as ``fdcore agents --json`` prints it (docs/agents.md)."""
+        jobs = self.last_jobs
         return {
             "name": self.name,
             "state": self.state,
@@ -85,6 +99,8 @@ class AgentRow:
             "configured_slots": self.configured_slots,
             "busy_slots": self.busy_slots,
             "clock_skew": self.clock_skew,
+            "owner": self.owner,
+            "last_jobs": None if jobs is None else [to_dict(job) for job in jobs],
         }
 
 
@@ -259,9 +275,15 @@ class ScheduleRow:
     id: str
     shared: bool
     when: str
-    entities: list[str]
+    entities: list[str] | None  # None: no agent's record says (older agents): unknown
     agents: list[str]  # agents (not stopped) that hold a copy
     next_due: datetime | None
+    owner: str | None = None  # who to call about it, as the first copy naming one says
+
+    @property
+    def tables(self) -> str:
+        """The tables as the views print them: ``unknown``, ``all`` or the names."""
+        return tables_text(self.entities)
 
     def to_json(self) -> dict[str, Any]:
         """The row as ``fdcore schedules --json`` prints it (docs/agents.md)."""
@@ -272,6 +294,7 @@ class ScheduleRow:
             "entities": self.entities,
             "agents": self.agents,
             "next_due": format_time(self.next_due) if self.next_due else None,
+            "owner": self.owner,
         }
 
 
@@ -291,15 +314,18 @@ def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
     rows = []
     for schedule_id, copies in sorted(_copies(agents).items()):
         first = copies[0][1]
+        known = [info.entities for _, info in copies if info.entities is not None]
+        owners = [info.owner for _, info in copies if info.owner]
         due = [info.next_due for _, info in copies if info.next_due is not None]
         rows.append(
             ScheduleRow(
                 id=schedule_id,
                 shared=all(info.shared for _, info in copies),
                 when=first.when,
-                entities=list(first.entities),
+                entities=list(known[0]) if known else None,
                 agents=[name for name, _ in copies],
                 next_due=min(due) if due else None,
+                owner=owners[0] if owners else None,
             )
         )
     return rows
@@ -331,10 +357,17 @@ class RunStory:
     message: str | None
     output: str | None  # the last lines of the runner's output (stderr; at most 4 KiB)
     stdout: str | None = None  # a failed table's last lines of stdout (at most 4 KiB)
+    run_as: str | None = None  # the identity it ran as (None: an older agent's record)
+    release: dict[str, str] | None = None  # fdcore's and its plugins' versions that ran it
 
     @property
     def seconds(self) -> float:
         return (self.ended_at - self.started_at).total_seconds()
+
+    @property
+    def version(self) -> str | None:
+        """The fdcore version that ran it (None: its record does not say)."""
+        return self.release.get("fdcore") if self.release else None
 
     def to_json(self) -> dict[str, Any]:
         """The run as ``fdcore show --json`` prints it in ``runs`` (docs/agents.md)."""
@@ -351,7 +384,28 @@ class RunStory:
             "message": self.message,
             "output": self.output,
             "stdout": self.stdout,
+            "run_as": self.run_as,
+            "release": self.release,
         }
+
+
+def run_story(run: RunRecord) -> RunStory:
+    """A run record as a request's story shows it."""
+    return RunStory(
+        table=run.table,
+        agent=run.agent,
+        attempt=run.attempt,
+        fencing_token=run.generation,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        outcome=run.outcome.value,
+        exit_code=run.exit_code,
+        message=run.message,
+        output=run.output,
+        stdout=run.stdout,
+        run_as=run.run_as,
+        release=run.release,
+    )
 
 
 @attrs.frozen
@@ -397,6 +451,25 @@ class RequestStory:
     def id(self) -> str:
         return self.request.id
 
+    @property
+    def release_changes(self) -> list[str]:
+        """Each change of release between one attempt's table runs and the next's, as
+        ``attempt 2: fdcore 0.1.0 -> 0.2.0``; runs whose record names none are skipped."""
+        changes = []
+        last: dict[str, str] | None = None
+        for run in sorted(self.runs, key=lambda run: (run.attempt, run.started_at)):
+            if run.release is None:
+                continue
+            if last is not None and run.release != last:
+                moved = [
+                    f"{name} {last.get(name, '-')} -> {run.release.get(name, '-')}"
+                    for name in sorted(set(last) | set(run.release))
+                    if last.get(name) != run.release.get(name)
+                ]
+                changes.append(f"attempt {run.attempt} ({run.agent}): {', '.join(moved)}")
+            last = run.release
+        return changes
+
     def to_json(self) -> dict[str, Any]:
         """The story as ``fdcore show --json`` prints it (docs/agents.md)."""
         request = self.request
@@ -424,6 +497,7 @@ class RequestStory:
             ),
             "attempts": [attempt.to_json() for attempt in self.attempts],
             "runs": [run.to_json() for run in self.runs],
+            "release_changes": self.release_changes,
             "why": self.why,
             "archived": self.archived,
             "problems": self.problems,
@@ -444,22 +518,7 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
         agent=status.agent if status else None,
         tables_done=list(status.tables_done) if status else [],
         attempts=_attempts(status),
-        runs=[
-            RunStory(
-                table=run.table,
-                agent=run.agent,
-                attempt=run.attempt,
-                fencing_token=run.generation,
-                started_at=run.started_at,
-                ended_at=run.ended_at,
-                outcome=run.outcome.value,
-                exit_code=run.exit_code,
-                message=run.message,
-                output=run.output,
-                stdout=run.stdout,
-            )
-            for run in runs
-        ],
+        runs=[run_story(run) for run in runs],
         cancel=cancel,
         retried_as=retry.retry if retry else None,
         why=_why(request, status, cancel),

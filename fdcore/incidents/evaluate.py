@@ -149,7 +149,8 @@ def _look_at_agents(index: MailboxIndex, now: datetime, grace: float, seen: Eval
                     f"Agent {name} is offline",
                     since=record.updated_at + timedelta(seconds=record.stale_after),
                     message=f"no status record since {record.updated_at:%Y-%m-%d %H:%M:%S} UTC "
-                    f"(stale after {record.stale_after:g}s) and it did not stop cleanly",
+                    f"(stale after {record.stale_after:g}s) and it did not stop cleanly"
+                    + (f"; owner: {record.owner}" if record.owner else ""),
                 )
             )
     seen.kinds.add(AGENT_OFFLINE)

@@ -36,6 +36,7 @@ from datetime import datetime
 
 import attrs
 
+from fdcore.abc import read_mailbox_file
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import (
     ARCHIVE_INDEX,
@@ -268,6 +269,18 @@ def _delete(mailbox: Mailbox, key: str, etag: str) -> int:
             key, "changed while it was being moved; left for the next run"
         ) from None
     return 1
+
+
+def move_file(mailbox: Mailbox, key: str, to: str, archive: bool, bound: int) -> None:
+    """Move (``archive``) or delete one live file that is never changed (an audit event): the
+    copy first, then the delete If-Match. Raises UnreadableFile past ``bound``, ArchiveConflict
+    as a request's move does."""
+    blob = read_mailbox_file(mailbox.storage, key, bound)
+    if blob is None:
+        return
+    if archive:
+        _copy(mailbox, to, blob.data)
+    _delete(mailbox, key, blob.etag)
 
 
 def _limited(keys: Iterator[str], bound: int) -> Iterator[str]:

@@ -26,6 +26,7 @@ from fdcore.errors import AlreadyExists, RequestError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archive_entry, find_request_files
 from fdcore.mailbox.cancel import known_request
+from fdcore.mailbox.signal import announce
 
 #: The final states a request may be retried from (a succeeded one has nothing to run again).
 RETRYABLE = (State.FAILED, State.EXPIRED, State.CANCELLED)
@@ -89,6 +90,7 @@ def submit(
         if standing is None:
             raise
         return standing
+    announce(mailbox)
     return request
 
 
@@ -225,6 +227,7 @@ def retry_request(
                 f"request {request.id}, the retry of {request_id}, is taken by another request"
             ) from None
         return written.value  # a racing completion of the same link wrote it
+    announce(mailbox)
     return request
 
 

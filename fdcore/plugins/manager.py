@@ -256,6 +256,23 @@ class Plugins:
         what = f"a storage backend for {url!r}"
         raise PluginError(self._missing(STORAGE, guess_storage_backend(url), what, setting))
 
+    def check_storage(
+        self,
+        url: str,
+        options: dict[str, str] | None = None,
+        backend: str | None = None,
+        *,
+        setting: str | None = None,
+    ) -> StorageBackend:
+        """The backend that serves ``url``, once it accepted ``url`` and ``options`` without
+        any I/O (its ``check_options``, if it has one): what opening checks first, and all
+        ``fdcore config check`` checks of the storage."""
+        chosen = self.storage_backend(url, backend, setting=setting)
+        check = getattr(chosen, "check_options", None)
+        if callable(check):
+            check(url, dict(options or {}))
+        return chosen
+
     def open_storage(
         self,
         url: str,
@@ -268,7 +285,7 @@ class Plugins:
         """Open environment ``url``; with ``create=False`` only an existing one, writing nothing
         (a missing one is :class:`~fdcore.errors.EnvironmentNotFound`). ``setting`` says where
         the URL was given (a command's ``--env``), for the error."""
-        chosen = self.storage_backend(url, backend, setting=setting)
+        chosen = self.check_storage(url, options, backend, setting=setting)
         if _takes_create(chosen):
             return chosen.open(url, dict(options or {}), create=create)
         return chosen.open(url, dict(options or {}))

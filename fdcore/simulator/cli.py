@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
+
+import attrs
 
 from fdcore.durations import Whole, add_flag
+from fdcore.pricing import load_prices
 from fdcore.simulator.options import add_options, scenario_from_args
 from fdcore.simulator.report import Report
 from fdcore.simulator.simulation import simulate
@@ -17,11 +21,14 @@ def _simulate(args: argparse.Namespace) -> int:
     if not args.verbose:
         logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     scenarios = [scenario_from_args(args, args.seed + n) for n in range(args.runs)]
+    prices = load_prices(args.prices) if args.prices is not None else None
     reports = []
     progress = Progress()  # on a terminal only: piped output is the reports alone
     for n, scenario in enumerate(scenarios, 1):
         progress.update(f"simulating seed {scenario.seed} ({n} of {len(scenarios)})...")
         report = simulate(scenario)
+        if prices is not None:
+            report = attrs.evolve(report, prices=prices)
         progress.done()
         reports.append(report)
         if not args.json:
@@ -76,6 +83,12 @@ class Simulate:
             "--take-over", action="store_true", help="agents take over lost agents' requests"
         )
         parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.add_argument(
+            "--prices",
+            type=Path,
+            metavar="FILE",
+            help="a TOML file of store prices replacing the built-in ones (docs/operations.md)",
+        )
         add_options(parser)
 
     def run(self, args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from fdcore.abc import AgentLoad
-from fdcore.agent.presence import HEARTBEAT_SHARE
+from fdcore.agent.presence import HEARTBEAT_SHARE, IDLE_HEARTBEAT_SHARE
 from fdcore.agent.skew import MEASUREMENT_ERROR
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids, find_request_files
@@ -256,19 +256,63 @@ class TableOncePerAttempt(Checker):
 
 
 class RunsOncePerRequest(Checker):
-    """A table of a request runs to a recorded success at most once, whatever its attempts.
+    """A table of a request succeeds at most once, whatever its attempts (invariant 15).
 
-    No table run starts once the request's status records the table done, and the run log
-    holds at most one succeeded record per table of a request (it is written only after the
-    status update, so a table whose result was never recorded may run again in a later attempt,
-    but is then recorded once). With :class:`SucceedsOnce` this is invariant 1's "at most one
-    successful run", checked for every request.
+    No table run starts once the request's status records the table done, and no two of its
+    runs' fenced writes land (a table succeeding twice: a slow holder taken over finished it,
+    and the taker ran it again); the run log holds at most one succeeded record per table of a
+    request. With :class:`SucceedsOnce` this is invariant 1's "at most one successful run",
+    checked for every request.
     """
 
     invariant = "once-per-request"
     title = "a table of a request succeeds once, and never runs after it is recorded done"
 
+    def __init__(self) -> None:
+        self.twice = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {"tables succeeded twice": self.twice}
+
     def finish(self, world: World) -> list[Violation]:
+        found = self._written_twice(world)
+        return found + self._started_or_logged_again(world)
+
+    def _written_twice(self, world: World) -> list[Violation]:
+        """A table succeeding twice (two accepted writes) is a violation when the second run
+        started after a succeeded run record of the table landed: an attempt had finished it
+        under an accepted fence (the record is written only while the lease is still the
+        run's). Else the holder never recorded it (it crashed, or came back to a lease already
+        taken, not knowing whether its write landed): counted only."""
+        trace = world.trace
+        recorded: dict[tuple[str, str], RunLogWrite] = {}
+        for record in trace.run_log:
+            if record.outcome == "succeeded":
+                recorded.setdefault((record.request, record.table), record)
+        found = []
+        written: dict[tuple[str, str], TableWrite] = {}
+        for write in trace.table_writes:
+            if not write.accepted:
+                continue
+            first = written.setdefault((write.request, write.table), write)
+            if first is write:
+                continue
+            self.twice += 1
+            done = recorded.get((write.request, write.table))
+            if done is not None and done.time <= write.run_started:
+                found.append(
+                    Violation(
+                        self.invariant,
+                        write.time,
+                        f"{write.request}: table {write.table} succeeded again by "
+                        f"{_who(write.agent, write.incarnation)} (attempt {write.attempt}, "
+                        f"token {write.token}) after attempt {done.attempt} recorded it "
+                        f"succeeded at t={done.time:.1f} (token {done.generation})",
+                    )
+                )
+        return found
+
+    def _started_or_logged_again(self, world: World) -> list[Violation]:
         found = [
             Violation(
                 self.invariant,
@@ -298,10 +342,21 @@ class RunsOncePerRequest(Checker):
         return found
 
 
+def _first_success(run_log: list[RunLogWrite]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(request, table) -> (seq, attempt) of its first succeeded run record."""
+    first: dict[tuple[str, str], tuple[int, int]] = {}
+    for record in run_log:
+        if record.outcome == "succeeded":
+            first.setdefault((record.request, record.table), (record.seq, record.attempt))
+    return first
+
+
 class RunLogComplete(Checker):
     """Every table a status write recorded done has its succeeded run record, written by the
     same process, unless that process never again polled without a store error (it crashed, or
-    the run ended first): the run log is what ``fdcore show`` tells a request's story from."""
+    the run ended first), or an earlier attempt's succeeded record landed before (the table ran
+    then, and was recorded done without running again): the run log is what ``fdcore show``
+    tells a request's story from."""
 
     invariant = "run-log"
     title = "every table recorded done has its run record"
@@ -316,6 +371,7 @@ class RunLogComplete(Checker):
             for r in trace.run_log
             if r.outcome == "succeeded"
         }
+        earlier = _first_success(trace.run_log)
         clean_polls: dict[tuple[str, int], list[int]] = defaultdict(list)
         for poll in trace.polls:
             if poll.errors == 0:
@@ -328,6 +384,9 @@ class RunLogComplete(Checker):
                     key = (request, table, write.attempt, write.writer, write.incarnation)
                     if key in logged:
                         continue
+                    ran = earlier.get((request, table))
+                    if ran is not None and ran[0] < write.seq and ran[1] < write.attempt:
+                        continue  # done by an earlier attempt, whose record stands
                     later = clean_polls[(write.writer, write.incarnation)]
                     if not later or later[-1] < write.seq:
                         self.excused += 1  # no clean poll after it: the record may be owed
@@ -492,24 +551,27 @@ class NoTakeoverFromLiveAgent(Checker):
 
 
 class RecordInTime(Checker):
-    """An agent's status record is never older than ``stale_after / 4`` after a poll that met no
-    store error.
+    """An agent's status record is never older than ``stale_after / 4`` after a poll that began
+    holding work and met no store error, nor older than ``stale_after / 2`` after one that
+    began holding nothing.
 
-    Every agent rewrites its own record every ``stale_after / 4`` (docs/takeover.md, "Lost
-    agents"); others judge it lost by that record alone, so a poll that claims or takes over
-    work while its record is older hands that work to whoever reads the record next. Judged on
-    the agent's own clock (a constant skew, so the same differences as virtual time).
+    Every agent rewrites its own record every ``stale_after / 4`` while it holds work, every
+    ``stale_after / 2`` while it holds nothing (docs/takeover.md, "Lost agents"); others judge
+    it lost by that record alone, so a poll that claims or takes over work while its record is
+    older hands that work to whoever reads the record next. Judged on the agent's own clock (a
+    constant skew, so the same differences as virtual time).
     """
 
     invariant = "record"
-    title = "an agent's status record is at most stale_after / 4 old after each poll"
+    title = "an agent's status record is at most stale_after / 4 old (holding nothing: / 2)"
 
     def finish(self, world: World) -> list[Violation]:
-        interval = world.scenario.stale_after * HEARTBEAT_SHARE
         found = []
         for poll in world.trace.polls:
             if poll.errors:
                 continue
+            share = HEARTBEAT_SHARE if poll.held_before else IDLE_HEARTBEAT_SHARE
+            interval = world.scenario.stale_after * share
             beats = world.trace.heartbeats.get((poll.agent, poll.incarnation), [])
             index = bisect.bisect_right(beats, (poll.seq_end, float("inf"))) - 1
             last = beats[index][1] if index >= 0 else None
@@ -520,8 +582,8 @@ class RecordInTime(Checker):
                         self.invariant,
                         poll.time,
                         f"{_who(poll.agent, poll.incarnation)}'s poll at t={poll.time:.1f}s met "
-                        f"no store error but left its status record {age} (stale_after / 4 is "
-                        f"{interval:.1f}s)",
+                        f"no store error but left its status record {age} (its heartbeat "
+                        f"interval is {interval:.1f}s)",
                     )
                 )
         return found

@@ -58,6 +58,9 @@ _OPTIONS: tuple[tuple[str, Any, str], ...] = (
     ("restart_after", Seconds(), "longest crash-to-restart delay, seconds"),
     ("pause_rate", Number(0, 3600), "pauses per agent per virtual hour"),
     ("pause_max", Seconds(), "longest pause, seconds"),
+    ("starve_rate", Number(0, 3600), "spells of CPU starvation per agent per virtual hour"),
+    ("starve_max", Seconds(), "longest spell of CPU starvation, seconds"),
+    ("starve_step", Seconds(), "longest wait of one step in a spell, seconds"),
     (
         "skew",
         Seconds(zero_allowed=True, maximum=DAY),

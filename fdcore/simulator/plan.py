@@ -156,6 +156,8 @@ class AgentPlan:
         self.polls = random.Random(f"{seed}:agent:{name}")
         self.faults = random.Random(f"{seed}:faults:{name}")
         self.store = random.Random(f"{seed}:store:{name}")
+        # its own stream: turning starvation on reshuffles no other fault
+        self.starving = random.Random(f"{seed}:starve:{name}")
 
     def first_poll(self) -> float:
         """When the agent first starts: somewhere in the first poll interval."""
@@ -189,6 +191,24 @@ class AgentPlan:
         if self.faults.random() < 0.5:
             return self.faults.uniform(s.poll_seconds, min(s.stale_after, longest))
         return self.faults.uniform(min(s.takeover_seconds, longest), longest)
+
+    def starve_after(self) -> float | None:
+        """How long until the agent's next spell of CPU starvation (None: starvation is off)."""
+        rate = self.scenario.starve_rate
+        return self.starving.expovariate(rate / 3600) if rate else None
+
+    def starve_length(self) -> float:
+        """A spell lasts from a poll to ``starve_max`` (default 3 x the takeover time)."""
+        s = self.scenario
+        longest = s.starve_max if s.starve_max is not None else 3 * s.takeover_seconds
+        return self.starving.uniform(min(s.poll_seconds, longest), longest)
+
+    def step_wait(self) -> float:
+        """How long one step waits for the CPU in a spell: up to ``starve_step`` (default the
+        takeover time, so some steps come after the others could judge the agent lost)."""
+        s = self.scenario
+        longest = s.starve_step if s.starve_step is not None else s.takeover_seconds
+        return self.starving.uniform(0.0, longest)
 
     def poison_share(self) -> float:
         """How far into its run a poison table takes its agent down."""

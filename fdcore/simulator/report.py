@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 from fdcore.agent.presence import HEARTBEAT_SHARE
+from fdcore.pricing import KINDS, MONTH_SECONDS, PRICES, cost
 from fdcore.simulator.invariants import Checker, Violation
 from fdcore.simulator.options import command_line
 from fdcore.simulator.trace import Trace
@@ -59,6 +60,8 @@ class Report:
     checks: dict[str, Any]
     violations: list[Violation]
     command: str  # the ``fdcore simulate`` command that runs this seed again
+    # Dollars per operation by store and kind (fdcore.pricing; ``--prices FILE`` replaces some)
+    prices: dict[str, dict[str, float]] = attrs.field(factory=lambda: PRICES)
 
     @property
     def ok(self) -> bool:
@@ -68,6 +71,24 @@ class Report:
     def requests_per_wall_second(self) -> float:
         done = sum(n for state, n in self.requests.items() if state != "unfinished")
         return done / self.wall_seconds if self.wall_seconds else 0.0
+
+    def costs(self) -> dict[str, dict[str, Any]]:
+        """What the agents' store operations cost on each store: per agent-month (at this
+        run's rate; an idle run's is what an idle agent costs), by kind, and per 1,000
+        requests that ended."""
+        agent_seconds = self.scenario["agents"] * self.virtual_seconds
+        ended = sum(n for state, n in self.requests.items() if state != "unfinished")
+        ops = self.store_operations
+        costs: dict[str, dict[str, Any]] = {}
+        for store, prices in self.prices.items():
+            month = MONTH_SECONDS / agent_seconds if agent_seconds else 0.0
+            total = cost(ops, prices)
+            costs[store] = {
+                "dollars_per_agent_month": round(total * month, 4),
+                "by_kind": {kind: round(ops[kind] * prices[kind] * month, 4) for kind in KINDS},
+                "dollars_per_1000_requests": round(total / ended * 1000, 4) if ended else None,
+            }
+        return costs
 
     def to_json(self, wall: bool = True) -> dict[str, Any]:
         """Everything but the wall time is fixed by the seed; ``wall=False`` leaves it out."""
@@ -102,6 +123,7 @@ class Report:
                 "measured": round(self.record_writes_per_agent_hour, 1),
                 "budget": round(self.record_writes_budget, 1),
             },
+            "cost": self.costs(),
             "virtual_seconds": round(self.virtual_seconds, 3),
             "checks": self.checks,
             "violations": [v.to_json() for v in self.violations],
@@ -146,6 +168,7 @@ class Report:
             )
             + f"agent-record writes per agent-hour: {self.record_writes_per_agent_hour:.0f} "
             f"(budget 3600 / (stale_after / 4) = {self.record_writes_budget:.0f})",
+            *self._cost_lines(),
             f"virtual time: {self.virtual_seconds / 3600:.2f} h; wall time: "
             f"{self.wall_seconds:.2f} s ({self.requests_per_wall_second:.0f} requests/s)",
         ]
@@ -166,6 +189,19 @@ class Report:
         else:
             lines.append("all invariants held")
         return "\n".join(lines)
+
+    def _cost_lines(self) -> list[str]:
+        lines = []
+        for store, figures in self.costs().items():
+            per_request = figures["dollars_per_1000_requests"]
+            lines.append(
+                f"cost at {store} prices: ${figures['dollars_per_agent_month']:.3f} per "
+                "agent-month ("
+                + ", ".join(f"{kind} ${n:.3f}" for kind, n in figures["by_kind"].items())
+                + ")"
+                + ("" if per_request is None else f", ${per_request:.4f} per 1,000 requests")
+            )
+        return lines
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=False)
@@ -257,6 +293,8 @@ def build_report(
             "crashes": sum(n for kind, n in stats.items() if kind.startswith("crashes")),
             "crashes by fault": stats["crashes (fault)"],  # not a poison table's
             "pauses": stats["pauses"],
+            "starvation spells": stats["starvation spells"],
+            "steps starved": stats["steps starved"],
         }
     )
     one_table = [

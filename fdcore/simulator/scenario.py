@@ -174,6 +174,12 @@ class Scenario:
     pause_rate: float = _option("--pause-rate", 0.0, not_negative)
     # longest pause; default 3 * takeover time
     pause_max: float | None = _option("--pause-max", None, positive_or_none)
+    # spells of CPU starvation: every step (poll, reaction) of the agent waits a while first
+    starve_rate: float = _option("--starve-rate", 0.0, not_negative)
+    # longest spell; default 3 * takeover time
+    starve_max: float | None = _option("--starve-max", None, positive_or_none)
+    # longest wait of one step in a spell; default the takeover time
+    starve_step: float | None = _option("--starve-step", None, positive_or_none)
     # each agent's clock is off by up to +-skew seconds
     skew: float = _option("--skew", 0.0, not_negative)
     # mean virtual seconds per store operation (delays the agent's poll)

@@ -171,6 +171,7 @@ class PollRecord:
     room_spent: bool  # ... and said no within the poll before any new claim (see WatchedClaim)
     lost_status_writes: tuple[str, ...]  # requests whose status replace failed on the etag
     stale_held: tuple[str, ...]  # held when the poll began, though the status names another
+    held_before: bool = False  # it held a request when the poll began (its heartbeat's cadence)
 
 
 @attrs.define(slots=True)

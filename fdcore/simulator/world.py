@@ -219,6 +219,10 @@ class SimulatedAgent:
         # The end of the agent's last step's store calls: the runtime's one thread is busy
         # until then, so a poll or reaction due earlier waits for it.
         self.busy_until = 0.0
+        # In a spell of CPU starvation until then: each step waits for the CPU first (a step
+        # whose wait is over is ``waited``).
+        self.starved_until = 0.0
+        self.waited = False
         # within the current poll: a new request claimed; the claim policy said no before it
         self.polling = self.claimed = self.room_spent = False
 
@@ -320,6 +324,7 @@ class World:
         for host in self.hosts:
             self.at(host.plan.first_poll(), self._restart, host)
             self._next_pause(host, 0.0)
+            self._next_starving(host, 0.0)
         if self.retention is not None:
             self.at(self.plan.retention_process.next_run(), self._retention_start)
         # Nobody else froze objects: the run may freeze its own and thaw them all at its end.
@@ -349,7 +354,11 @@ class World:
                 gc.freeze()
 
     def _done(self) -> bool:
-        """Every request arrived and is final, and the schedules' period is over."""
+        """Every request arrived and is final, and the schedules' period is over. A run with
+        nothing to do and a time limit (``--requests 0 --max-hours H``) waits that long: what
+        an idle fleet costs."""
+        if not self.total + self.scheduled and self.scenario.max_hours is not None:
+            return False
         return (
             self.arrived == self.total
             and self.finished == self.total + self.scheduled
@@ -500,6 +509,7 @@ class World:
         host.incarnation += 1
         host.polls = 0
         host.busy_until = 0.0  # a new process: the old one's store calls died with it
+        host.waited = False
         config = self.plan.agent_config(host.name, self.store.url)
         self.trace.starts.append(Start(self.next_seq(), self.now, host.name, host.incarnation))
 
@@ -535,11 +545,15 @@ class World:
         if self.now < host.busy_until:  # still in a reaction's store calls: one thread
             self.at(host.busy_until, self._poll, host, token)
             return
+        if self._waits_for_cpu(host):
+            self.at(host.busy_until, self._poll, host, token)
+            return
         store = host.store
         store.begin_poll()
         operations_before = dict(store.operations)
         free_before = agent.components.claim.may_claim(agent.load())
         stale_held = self._stale_held(host.name, agent)
+        held_before = bool(agent.held)
         seq_start = self.next_seq()
         failure: Exception | None = None
         host.polling, host.claimed, host.room_spent = True, False, False
@@ -564,6 +578,7 @@ class World:
                 room_spent=host.room_spent,
                 lost_status_writes=tuple(store.lost_status_writes),
                 stale_held=stale_held,
+                held_before=held_before,
             )
         )
         host.polls += 1
@@ -593,6 +608,9 @@ class World:
         if agent is None or host.incarnation != incarnation or host.paused is not None:
             return
         if self.now < host.busy_until:  # the agent's one thread is still in its last step
+            self.at(host.busy_until, self._react, host, incarnation)
+            return
+        if self._waits_for_cpu(host):
             self.at(host.busy_until, self._react, host, incarnation)
             return
         host.store.begin_poll()
@@ -664,6 +682,29 @@ class World:
             for request, write in self.active.items()
             if write.agent == host.name
         )
+
+    def _waits_for_cpu(self, host: SimulatedAgent) -> bool:
+        """In a spell of CPU starvation, a step waits a while before it runs (once: True, and
+        the agent is busy until then); its table runs go on meanwhile."""
+        if host.waited or self.now >= host.starved_until:
+            host.waited = False
+            return False
+        host.waited = True
+        host.busy_until = self.now + host.plan.step_wait()
+        self.stats["steps starved"] += 1
+        return True
+
+    def _next_starving(self, host: SimulatedAgent, after: float) -> None:
+        gap = host.plan.starve_after()
+        if gap is not None:
+            self.at(after + gap, self._starve, host)
+
+    def _starve(self, host: SimulatedAgent) -> None:
+        """A spell of CPU starvation begins (a host saturated by other work): the agent lives
+        on, but each of its steps comes late."""
+        host.starved_until = self.now + host.plan.starve_length()
+        self.stats["starvation spells"] += 1
+        self._next_starving(host, host.starved_until)
 
     def _next_pause(self, host: SimulatedAgent, after: float) -> None:
         gap = host.plan.pause_after()

@@ -9,6 +9,9 @@ plugin").
 * :mod:`fdcore.testing.fleet`: :class:`AgentFleet` (behind ``fdcore_fleet``), ``wait_until`` and
   ``submit``: what tests drive real agents with.
 * :mod:`fdcore.testing.memory_fleet`: :class:`MemoryFleet`, behind ``fdcore_memory_fleet``.
+* :mod:`fdcore.testing.plugins`: ``load_plugins``, ``Plugins`` and the kinds to ask it for an
+  implementation by name, as the core does.
+* :mod:`fdcore.testing.commands`: ``run_fdcore``, a command in the test's process.
 * :mod:`fdcore.testing.tables`: table functions for real agents that log every write with its
   fencing token, and :func:`table_writes` to read the log.
 * :mod:`fdcore.testing.assertions`: takeover and fencing asserted (``assert_taken_over``,

@@ -13,6 +13,7 @@ chooses, so each step of a takeover or a schedule can be checked on its own::
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -26,9 +27,15 @@ from fdcore.agent.core import Agent
 from fdcore.agent.schedules import build_schedules
 from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.memory import MemoryStorage
+from fdcore.cli.config import parse_config
 from fdcore.clock import Clock, ManualClock
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import Plugins, load_plugins
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 __all__ = [
     "START",
@@ -114,6 +121,18 @@ class MemoryFleet:
         seconds off the fleet's. A second agent of one name replaces the first in ``agents``
         (a restarted process); the first keeps working if the test still polls it."""
         config = AgentConfig(name=name, environment=self.storage.url, **settings)  # type: ignore[arg-type]
+        return self._add(config, skew)
+
+    def agent_from_toml(self, text: str, *, skew: float = 0.0) -> Agent:
+        """A new agent from an agent.toml's ``text``, read as ``fdcore agent run`` reads one
+        (every check; schedules with the plugins' slot functions, routes with their notifiers);
+        its ``[agent] environment`` is this fleet's store, whatever ``text`` says."""
+        data = tomllib.loads(text)
+        data.setdefault("agent", {})["environment"] = self.storage.url
+        return self._add(parse_config(data, "agent.toml", self.plugins), skew)
+
+    def _add(self, config: AgentConfig, skew: float) -> Agent:
+        name = config.name
         clock: Clock = SkewedClock(self.clock, timedelta(seconds=skew)) if skew else self.clock
         agent = Agent(
             config,

@@ -372,3 +372,66 @@ def test_a_lease_that_took_too_long_to_write_is_let_go_before_the_table_starts(
     assert env.runs == [] and work.lease is None
     lease = env.leases.current("sales")
     assert lease is not None and lease.released
+
+
+def test_a_table_ended_under_its_lease_is_not_run_again_by_the_agent_that_took_over(
+    env: Environment,
+) -> None:
+    # etl-01 was slow: etl-02 took r1 over while its first table ran to its end.
+    tables, _, holdings, work = started(env, "sales", "customers")
+    env.write_status(held_by("r1", "etl-02", attempt(1, "etl-01"), attempt(2, "etl-02")))
+    env.advance(10)
+    finish(env)
+    assert not tables.poll_run(work, env.clock.now())  # the done update finds it taken
+    assert holdings.work == {}
+    # Its run is recorded all the same, before its lease is let go: the table ran under it.
+    [record] = env.mailbox.runs("r1")
+    assert (record.table, record.agent, record.attempt, record.generation, record.outcome) == (
+        "sales",
+        "etl-01",
+        1,
+        1,
+        Outcome.SUCCEEDED,
+    )
+    assert lease_of(env, "sales") == ("etl-01", 1, True)
+    # The taker reads it once it holds the lease: sales is done, customers runs next.
+    taker, changes, taken = env.tables(env.config("etl-02"))
+    found = changes.read("r1")
+    request = env.mailbox.request("r1")
+    assert found is not None and request is not None
+    work = Work(request.value, found.value, found.etag)
+    taken.add(work)
+    taker.next_table(work, env.clock.now())
+    assert [(run.job.table, run.job.agent) for run in env.runs] == [
+        ("sales", "etl-01"),
+        ("customers", "etl-02"),
+    ]
+    assert env.status("r1").tables_done == ["sales"]
+    assert lease_of(env, "sales") == ("etl-02", 2, True)
+    env.runs[-1].result = TableResult(True)
+    taker.poll_run(work, env.clock.now())
+    status = env.status("r1")
+    assert (status.state, status.tables_done) == (State.SUCCEEDED, ["sales", "customers"])
+    assert sorted((r.table, r.attempt) for r in env.mailbox.runs("r1")) == [
+        ("customers", 2),
+        ("sales", 1),
+    ]
+
+
+def test_a_failed_run_of_an_earlier_attempt_does_not_count_as_done(env: Environment) -> None:
+    tables, _, _, work = started(env, "sales")
+    env.write_status(held_by("r1", "etl-02", attempt(1, "etl-01"), attempt(2, "etl-02")))
+    finish(env, succeeded=False, message="boom")
+    tables.poll_run(work, env.clock.now())
+    assert env.mailbox.runs("r1") == []  # a failure the request never saw: nothing owed
+    taker, changes, taken = env.tables(env.config("etl-02"))
+    found = changes.read("r1")
+    request = env.mailbox.request("r1")
+    assert found is not None and request is not None
+    work = Work(request.value, found.value, found.etag)
+    taken.add(work)
+    taker.next_table(work, env.clock.now())
+    assert [(run.job.table, run.job.agent) for run in env.runs] == [
+        ("sales", "etl-01"),
+        ("sales", "etl-02"),
+    ]

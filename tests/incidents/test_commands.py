@@ -130,7 +130,8 @@ def test_incidents_and_route_keys_in_agent_toml(tmp_path: Path) -> None:
         ('[incidents]\nevery = "soon"\n', "[incidents] every: "),
         ('[incidents]\nevry = "1m"\n', "did you mean 'every'"),
         ('[notify.routes.a]\nnotifier = "log"\nkinds = ["fire"]\n', "unknown incident kind 'fire'"),
-        ('[notify.routes.a]\nnotifier = "log"\nescalate_after = 5\n', "escalate_after: expected"),
+        ('[notify.routes.a]\nnotifier = "log"\nescalate_after = true\n', "expected a number"),
+        ('[notify.routes.a]\nnotifier = "log"\nescalate_after = -5\n', "escalate_after: must be"),
         (
             '[notify.routes.a]\nnotifier = "log"\nquiet_hours = {start = "22:00"}\n',
             "quiet_hours.end: missing",

@@ -219,3 +219,26 @@ def test_the_open_list_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     outcome = evaluate(book, NOW, GRACE, "etl-01")
     assert len(outcome.opened) == 3 and len(book.read().open) == 3
     assert "2 incidents not opened: 3 are open already" in outcome.problems
+
+
+def test_a_schedule_copy_without_entities_reads_as_unknown_tables() -> None:
+    from fdcore.contract.models import ScheduleInfo
+
+    book = environment()
+    one = ScheduleInfo("hourly", shared=True, when="every 3600s", entities=[], fingerprint="a")
+    older = ScheduleInfo("hourly", shared=True, when="every 3600s", fingerprint="b")
+    put_agent(book, "etl-01", seen_ago=1, schedules=[one])
+    put_agent(book, "etl-02", seen_ago=1, schedules=[older])
+    (incident,) = evaluate(book, NOW, GRACE, "etl-01").opened
+    assert incident.message is not None
+    assert "etl-01: shared, every 3600s, tables all" in incident.message
+    assert "etl-02: shared, every 3600s, tables unknown" in incident.message
+
+
+def test_an_offline_agents_incident_names_its_owner() -> None:
+    book = environment()
+    put_agent(book, "etl-01", seen_ago=200, owner="data team (ann)")
+    put_agent(book, "etl-02", seen_ago=200)  # an older record: no owner, said nowhere
+    opened = {i.key: i.message or "" for i in evaluate(book, NOW, GRACE, "etl-03").opened}
+    assert opened["agent_offline:etl-01"].endswith("; owner: data team (ann)")
+    assert "owner" not in opened["agent_offline:etl-02"]

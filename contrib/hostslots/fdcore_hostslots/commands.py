@@ -9,7 +9,8 @@ import os
 import attrs
 
 from fdcore.durations import Whole, add_flag
-from fdcore.errors import ConfigError
+from fdcore.environment import Environment
+from fdcore.errors import ConfigError, FdcoreError
 from fdcore_hostslots.errors import CapacityInvalid
 from fdcore_hostslots.host import MAX_SLOTS, Host
 
@@ -49,6 +50,10 @@ class HostCommand:
             )
             if action == "set-slots":
                 add_flag(sub, "count", SlotCount(), help=f"the slot count, 1..{MAX_SLOTS}")
+                sub.add_argument(
+                    "--env",
+                    help="the environment whose audit trail records the change (default: none)",
+                )
             if action == "probe":
                 sub.add_argument("--json", action="store_true", help="one JSON object")
 
@@ -63,12 +68,27 @@ class HostCommand:
             created = host.init()
             print(f"{path}: {'initialised with 1 slot' if created else 'already a host folder'}")
         elif args.host_action == "set-slots":
-            print(f"{path}: {host.set_slots(args.count)} slot(s)")
+            print(f"{path}: {self._set_slots(host, path, args.count, args.env)} slot(s)")
         elif args.host_action == "migrate":
             print(f"{path}: {host.migrate()}")
         else:
             self._probe(host, as_json=args.json)
         return 0
+
+    def _set_slots(self, host: Host, path: str, count: int, env: str | None) -> int:
+        """Set the count; with ``env``, one event of that environment's audit trail, done or
+        refused."""
+        if env is None:
+            return host.set_slots(count)
+        with Environment.open(env, via="cli") as environment:
+            before = host.slots().configured
+            try:
+                done = host.set_slots(count)
+            except FdcoreError as exc:
+                environment.record_action("set-slots", path, outcome=f"refused: {exc}")
+                raise
+            environment.record_action("set-slots", path, detail=f"{before} -> {done} slot(s)")
+            return done
 
     def _probe(self, host: Host, *, as_json: bool) -> None:
         slots = host.slots()

@@ -123,3 +123,24 @@ def test_fdcore_agents_shows_the_host_slots_of_this_machines_agents(
     assert "HOST SLOTS" in out and " 1/3 " in out
     code, out, _ = fdcore(capsys, "agents", "--env", url, "--json")  # no --host: not shown
     assert all(a["configured_slots"] is None for a in json.loads(out)["agents"])
+
+
+def test_set_slots_with_env_is_one_audit_event(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fdcore.environment import Environment
+
+    host, env = str(tmp_path / "host"), str(tmp_path / "env")
+    assert fdcore(capsys, "init", env)[0] == 0
+    assert fdcore(capsys, "host", "init", "--host", host)[0] == 0
+    assert fdcore(capsys, "host", "set-slots", "3", "--host", host, "--env", env)[0] == 0
+    Host(host).acquire(holder="a1", request="r1", table="t", scope="task", lease_seconds=30)
+    Host(host).acquire(holder="a2", request="r2", table="u", scope="task", lease_seconds=30)
+    refused = fdcore(capsys, "host", "set-slots", "1", "--host", host, "--env", env)
+    assert refused[0] != 0
+    with Environment.open(env) as environment:
+        rows = environment.audit().rows
+    events = [row.event for row in rows if row.event is not None and row.trusted]
+    assert [(e.action, e.subject, e.via) for e in events] == [("set-slots", host, "cli")] * 2
+    assert events[0].detail == "1 -> 3 slot(s)" and events[0].outcome == "ok"
+    assert events[1].outcome.startswith("refused: ")

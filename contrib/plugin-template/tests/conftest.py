@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fdcore.plugins.manager import DISABLE_VARIABLE, ENTRY_POINT_GROUP
+from fdcore.testing.plugins import DISABLE_VARIABLE, ENTRY_POINT_GROUP
 
 if sys.version_info >= (3, 11):
     import tomllib

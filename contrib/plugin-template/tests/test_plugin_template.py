@@ -10,25 +10,19 @@ import importlib
 import json
 import subprocess
 import sys
-import uuid
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 import fdcore_plugin_template
 import pytest
 
-from fdcore.abc import AgentLoad, TableJob
-from fdcore.agent.components import Components
-from fdcore.agent.core import Agent
-from fdcore.agent.schedules import build_schedules
-from fdcore.builtin.leases import MailboxLeases
-from fdcore.builtin.memory import MemoryStorage
-from fdcore.cli.config import parse_config
-from fdcore.cli.main import main
-from fdcore.clock import ManualClock
+from fdcore import hookimpl
+from fdcore.abc import AgentLoad, TakeoverPolicy
 from fdcore.contract.models import AgentRecord
-from fdcore.mailbox.access import Mailbox
-from fdcore.plugins.manager import CLAIM, SLOT, load_plugins
+from fdcore.testing.commands import ERROR, run_fdcore
+from fdcore.testing.memory_fleet import MemoryFleet
+from fdcore.testing.plugins import CLAIM, SLOT, Plugins, load_plugins
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,57 +61,52 @@ def test_core_finds_the_claim_policy_by_name(template_only: dict[str, str]) -> N
 
 
 class TakeoverOff:
-    """The agent below runs with take_over = false, so its takeover policy is never asked."""
+    """The agent below runs with take_over = false, so its takeover policy is never asked; the
+    core still resolves one at start-up, and fdcore-takeover is not loaded here."""
 
-    name = "off"
+    name = "stale_record"
 
     def is_lost(self, record: AgentRecord | None, now: datetime, grace_seconds: float) -> bool:
         raise AssertionError("take_over is false: no agent is judged")
 
 
-def _no_tables(job: TableJob) -> None:
-    raise AssertionError("this test runs no table")
+class TakeoverOffPlugin:
+    @hookimpl
+    def fdcore_takeover_policies(self) -> Sequence[TakeoverPolicy]:
+        return [TakeoverOff()]
 
 
-def test_an_agent_creates_the_monthly_slots_request(template_only: dict[str, str]) -> None:
-    plugins = load_plugins()
-    storage = MemoryStorage.fresh(uuid.uuid4().hex)
-    config = parse_config(
-        {
-            "agent": {"name": "etl-01", "environment": storage.url},
-            "pipeline": {"claim": "one_at_a_time"},
-            "schedules": [
-                {
-                    "id": "month-end",
-                    "shared": True,
-                    "entities": ["ledger"],
-                    "monthly": "1 02:00",
-                    "timezone": "Europe/Berlin",
-                    "deadline": "12h",
-                }
-            ],
-        },
-        "agent.toml",
-        plugins,
-    )
+@pytest.fixture
+def fdcore_plugins(template_only: dict[str, str]) -> Plugins:
+    """What ``fdcore_memory_fleet``'s agents resolve names with: the core, this plugin, and the
+    takeover policy above (added without being installed)."""
+    return load_plugins(extra=[("takeover-off", TakeoverOffPlugin())])
+
+
+def test_an_agent_creates_the_monthly_slots_request(fdcore_memory_fleet: MemoryFleet) -> None:
+    fleet = fdcore_memory_fleet
     # 1 March 2027, 02:30 in Berlin (CET, UTC+1): the slot due at 02:00 local is open
-    clock = ManualClock(datetime(2027, 3, 1, 1, 30, tzinfo=UTC))
-    parts = Components(
-        plugins.get(CLAIM, "one_at_a_time"), TakeoverOff(), MailboxLeases(storage), _no_tables
+    fleet.clock.advance(
+        (datetime(2027, 3, 1, 1, 30, tzinfo=UTC) - fleet.clock.now()).total_seconds()
     )
-    schedules = build_schedules(config, plugins)
-    assert schedules[0].info.when == "monthly 1 02:00 Europe/Berlin deadline 12h"
-    agent = Agent(config, Mailbox(storage), parts, clock, schedules=schedules)
+    agent = fleet.agent_from_toml(
+        '[agent]\nname = "etl-01"\n'
+        '[pipeline]\nclaim = "one_at_a_time"\n'
+        '[[schedules]]\nid = "month-end"\nshared = true\nentities = ["ledger"]\n'
+        'monthly = "1 02:00"\ntimezone = "Europe/Berlin"\ndeadline = "12h"\n'
+    )
     agent.poll()
-    request = Mailbox(storage).request("sched-month-end-20270301T0100")
-    assert request is not None, list(storage.list("requests/"))
+    request = fleet.mailbox.request("sched-month-end-20270301T0100")
+    assert request is not None
     assert request.value.entities == ["ledger"]
     assert request.value.created_at == datetime(2027, 3, 1, 1, 0, tzinfo=UTC)
     assert request.value.deadline == datetime(2027, 3, 1, 13, 0, tzinfo=UTC)
-    record = Mailbox(storage).agent("etl-01")
+    record = fleet.mailbox.agent("etl-01")
     assert record is not None
+    [schedule] = record.value.schedules
+    assert schedule.when == "monthly 1 02:00 Europe/Berlin deadline 12h"
     # next due: 1 April, 02:00 in Berlin, now summer time (UTC+2)
-    assert record.value.schedules[0].next_due == datetime(2027, 4, 1, 0, 0, tzinfo=UTC)
+    assert schedule.next_due == datetime(2027, 4, 1, 0, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +163,7 @@ def test_notify_test_sends_through_the_jsonl_notifier(
     template_only: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     notes = tmp_path / "notes.jsonl"
-    assert main(["notify", "test", "--config", str(_agent_toml(tmp_path, notes))]) == 0
+    assert run_fdcore("notify", "test", "--config", str(_agent_toml(tmp_path, notes))) == 0
     assert capsys.readouterr().out == "OK audit (jsonl)\n"
     [sent] = [json.loads(line) for line in notes.read_text().splitlines()]
     assert sent["route"] == "audit"
@@ -186,7 +175,7 @@ def test_notify_test_fails_when_the_notifier_cannot_deliver(
     template_only: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     notes = tmp_path / "no-such-folder" / "notes.jsonl"
-    assert main(["notify", "test", "--config", str(_agent_toml(tmp_path, notes))]) == 1
+    assert run_fdcore("notify", "test", "--config", str(_agent_toml(tmp_path, notes))) == 1
     out = capsys.readouterr().out
     assert out.startswith("FAILED audit (jsonl): FileNotFoundError: ")
     assert out.count("\n") == 1
@@ -200,7 +189,7 @@ def test_a_bad_notifier_option_names_file_and_route(
         '[agent]\nname = "etl-01"\nenvironment = "memory://notify"\n'
         '[notify.routes.audit]\nnotifier = "jsonl"\nfile = "x.jsonl"\n'
     )
-    assert main(["notify", "test", "--config", str(path)]) == 2
+    assert run_fdcore("notify", "test", "--config", str(path)) == ERROR
     assert capsys.readouterr().err == (
         f"fdcore: error: {path}: [notify.routes.audit]: "
         "file: unknown option (the jsonl notifier takes path)\n"

@@ -16,13 +16,16 @@ class LocalFolderBackend:
     def accepts(self, url: str) -> bool:
         return url.startswith("file://") or "://" not in url
 
-    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> LocalFolderStorage:
+    def check_options(self, url: str, options: dict[str, str]) -> None:
         unknown = sorted(set(options) - {"backend"})
         if unknown:  # a local folder needs no option: a key here is a mistake, said at once
             name = unknown[0]
             raise ConfigError.unknown_key(
                 url, f"[storage] {name}", name, ["backend"], "unknown option for the file backend"
             )
+
+    def open(self, url: str, options: dict[str, str], *, create: bool = True) -> LocalFolderStorage:
+        self.check_options(url, options)
         return LocalFolderStorage(path_from_url(url), url=url, create=create)
 
 

@@ -277,13 +277,19 @@ class LocalFolderStorage:
         return self._read_path(self._path(key), key, max_bytes)
 
     def unchanged(self, key: str, etag: str) -> bool:
-        """:class:`fdcore.abc.ChangeCheck`: an etag names the inode and modification time it
-        was read at (a replace links a new inode; an edit in place moves the time): one stat."""
+        """:class:`fdcore.abc.ChangeCheck`: whether ``key``'s version is still the one read at
+        ``etag``, told as the listing tells it (:meth:`_version`): one ``stat`` for a version
+        this store knows, the file hashed again when its inode, times or size moved. An edit
+        in place that kept the size and put the modification time back still moves the change
+        time, which no one can set back."""
+        path = self._path(key)
         try:
-            found = os.stat(self._path(key), follow_symlinks=False)
+            found = os.stat(path, follow_symlinks=False)
         except OSError:
             return False
-        return etag.startswith(f'"{found.st_ino:x}-{found.st_mtime_ns:x}-')
+        if not etag.startswith(f'"{found.st_ino:x}-{found.st_mtime_ns:x}-'):
+            return False  # a new inode or modification time: changed, without a read
+        return self._version(key, str(path), found).etag == etag
 
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the mtime of the last file this store wrote."""
@@ -397,8 +403,6 @@ class LocalFolderStorage:
         one ``stat`` per unchanged file.
         """
         listed: builtins.list[Listed] = []
-        if len(self._listed) > LISTED_MEMORY:
-            self._listed.clear()
         for key, entry in self._entries(prefix):
             try:
                 found = entry.stat(follow_symlinks=False)
@@ -406,16 +410,23 @@ class LocalFolderStorage:
                 continue  # deleted since the folder was scanned
             except OSError as exc:
                 raise self._unavailable(key, exc) from None
-            known = self._listed.get(key)
-            if known is not None and known[0] == _signature(found):
-                listed.append(known[1])  # the same object: a reader compares it at once
-                continue
-            etag, found = self._hashed(entry.path, found)
-            version = Listed(key, etag, datetime.fromtimestamp(found.st_mtime, timezone.utc))
-            if time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) > SETTLED_NS:
-                self._listed[key] = (_signature(found), version)
-            listed.append(version)
+            listed.append(self._version(key, entry.path, found))
         return iter(listed)
+
+    def _version(self, key: str, path: str, found: os.stat_result) -> Listed:
+        """The version of ``key`` whose ``stat`` is ``found``: the one known by its inode, times
+        and size (the same object: a reader compares it at once), else the file hashed now.
+        The one answer to "did this change", for the listing and :meth:`unchanged` alike."""
+        known = self._listed.get(key)
+        if known is not None and known[0] == _signature(found):
+            return known[1]
+        etag, found = self._hashed(path, found)
+        version = Listed(key, etag, datetime.fromtimestamp(found.st_mtime, timezone.utc))
+        if time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) > SETTLED_NS:
+            if len(self._listed) > LISTED_MEMORY:
+                self._listed.clear()
+            self._listed[key] = (_signature(found), version)
+        return version
 
     def _hashed(self, path: str, found: os.stat_result) -> tuple[str, os.stat_result]:
         """The etag a read of the file at ``path`` returns now, with the stat it was made from;

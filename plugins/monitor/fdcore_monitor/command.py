@@ -56,7 +56,11 @@ class MonitorCommand:
     help = "serve a live page of an environment (agents, queue, requests) and /metrics"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--env", required=True, help="environment URL")
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument("--env", help="environment URL, or the name of one (docs/monitor.md)")
+        where.add_argument(
+            "--config", dest="env", metavar="AGENT_TOML", help="the environment of agent.toml"
+        )
         parser.add_argument("--host", default="127.0.0.1", help="address to bind (loopback)")
         add_flag(parser, "--port", Whole(0, 65535), default=DEFAULT_PORT, help="TCP port (0: any)")
         parser.add_argument(

@@ -9,7 +9,7 @@ script swaps it in every few seconds). The JSON answers are those of the command
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.templating import Jinja2Templates
 
 from fdcore.contract.codec import to_dict
-from fdcore.environment import QueueFilter, RequestStory
-from fdcore.errors import InvalidId, MailboxFileError, RequestNotFound
+from fdcore.environment import AuditRow, QueueFilter, RequestStory
+from fdcore.errors import InvalidId, MailboxFileError, RequestNotFound, StorageUnavailable
 from fdcore_monitor.actions import TOKEN_HEADER, Actions
 from fdcore_monitor.metrics import REQUEST_STATES, oldest_waiting_seconds, registry
 from fdcore_monitor.snapshot import Source
@@ -30,6 +30,8 @@ from fdcore_monitor.timeline import timeline_svg
 REFRESH_SECONDS = 2.0
 #: The actions a request's row offers (with --allow-actions); acknowledge is an incident's.
 REQUEST_ACTIONS = ("cancel", "retry")
+AUDIT_ROWS = 50  # a request page's newest audit events
+AUDIT_DAYS = 366  # the most days of the archive a request page lists for them
 PAGE_ROWS = 100  # rows of a queue page: the newest that match its filters, then the next page
 
 
@@ -158,7 +160,23 @@ class Pages:
             return PlainTextResponse(f"fdcore monitor: {story[1]}", status_code=story[0])
         now = datetime.now(timezone.utc)
         svg = timeline_svg(story.attempts, story.runs, now)
-        return self.render("request", request, {"story": story, "timeline": svg, "now": now})
+        context = {"story": story, "timeline": svg, "now": now, "audit": None}
+        if request.query_params.get("fragment") != "1":  # outside the live part: read once
+            context["audit"] = self._audit(story, now)
+        return self.render("request", request, context)
+
+    def _audit(self, story: RequestStory, now: datetime) -> list[AuditRow] | None:
+        """The request's audit events, archived ones too (a listing a day of its life, at most
+        :data:`AUDIT_DAYS`); None if the store did not answer."""
+        created = story.request.created_at if story.request else now
+        since = max(created - timedelta(minutes=5), now - timedelta(days=AUDIT_DAYS))
+        try:
+            page = self.source.environment.audit(
+                request=story.id, limit=AUDIT_ROWS, since=since, archived=True
+            )
+        except StorageUnavailable:
+            return None
+        return page.rows
 
     def api_request(self, request: Request) -> Response:
         story = self._story(request)

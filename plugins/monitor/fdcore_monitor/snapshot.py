@@ -69,7 +69,7 @@ class Source:
         host_admission: str = "slots",
     ) -> Source:
         # not created: a mistyped URL is "environment not found", never a new empty mailbox
-        return cls(Environment.open(url), grace, host, host_admission)
+        return cls(Environment.open(url, via="monitor"), grace, host, host_admission)
 
     def agents(self, queue: list[QueueRow] | None = None) -> list[AgentRow]:
         """The agents' rows; what each holds counted from ``queue`` (a look's every row)."""

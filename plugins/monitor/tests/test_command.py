@@ -149,3 +149,13 @@ def test_the_demo_serves_its_monitor_while_it_runs_and_stops_it(tmp_path: Path) 
     assert found, result.stdout
     with pytest.raises(urllib.error.URLError):  # the monitor stopped with the demo
         urllib.request.urlopen(found[1], timeout=5)
+
+
+def test_the_environment_may_come_from_an_agent_toml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nname = "a"\nenvironment = "{(tmp_path / "prdo").as_uri()}"\n')
+    error = one_line_error(capsys, "--config", str(config), "--port", "0")
+    assert f"environment not found: {(tmp_path / 'prdo').as_uri()}" in error
+    assert not (tmp_path / "prdo").exists()

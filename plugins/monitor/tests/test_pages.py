@@ -374,3 +374,63 @@ def test_every_read_and_action_goes_through_the_one_environment(history: Any) ->
         "retry",
         "acknowledge",
     }
+
+
+def test_a_schedule_whose_record_names_no_tables_shows_unknown(history: Any) -> None:
+    from fdcore.contract.layout import agent_key
+    from fdcore.contract.models import ScheduleInfo
+
+    found = history.mailbox.agent("etl-live")
+    assert found is not None
+    found.value.schedules = [ScheduleInfo("hourly", shared=True, when="every 3600s")]
+    history.mailbox.replace(agent_key("etl-live"), found.value, found.etag)
+    with client(history) as http:
+        page = http.get("/schedules").text
+    assert re.search(r'data-schedule="hourly">.*?<td class="wide">unknown</td>', page, re.S)
+
+
+def test_the_agents_page_shows_each_agents_owner_and_last_jobs(history: Any) -> None:
+    from fdcore.contract.layout import agent_key
+    from fdcore.contract.models import LastJob, Outcome
+
+    found = history.mailbox.agent("etl-live")
+    assert found is not None
+    found.value.owner = "data team"
+    found.value.last_jobs = [LastJob("ok1", "b", Outcome.SUCCEEDED, history.now)]
+    history.mailbox.replace(agent_key("etl-live"), found.value, found.etag)
+    with client(history) as http:
+        page = http.get("/").text
+    live = re.search(r'data-agent="etl-live">(.*?)</tr>', page, re.S)
+    lost = re.search(r'data-agent="etl-lost">(.*?)</tr>', page, re.S)
+    assert live and lost
+    assert '<td class="owner">data team</td>' in live[1]
+    assert re.search(r'href="/requests/ok1"[^>]*>ok1/b</a> <span[^>]*>succeeded', live[1])
+    assert '<td class="owner">-</td>' in lost[1]  # a record without an owner
+
+
+def test_a_request_page_shows_a_release_change_between_attempts(history: Any) -> None:
+    from fdcore.contract.layout import run_key
+
+    found = [r for r in history.mailbox.runs("ok1")]
+    for record in found:  # attempt 1 by etl-lost, attempt 2 by etl-live: an upgrade between
+        record.release = {"fdcore": f"0.{record.attempt}.0", "fdcore-localfs": "0.1.0"}
+        key = run_key(record.request, record.attempt, record.table)
+        blob = history.mailbox.storage.read(key)
+        history.mailbox.replace(key, record, blob.etag)
+    with client(history) as http:
+        page = http.get("/requests/ok1").text
+    assert re.search(
+        r"Release changed</dt><dd[^>]*>attempt 2 \(etl-live\): fdcore 0\.1\.0 -&gt; 0\.2\.0", page
+    )
+
+
+def test_the_audit_trail_is_read_at_page_load_not_at_each_refresh(history: Any) -> None:
+    environment = Environment(history.mailbox)
+    environment.cancel("w1", by="ann")
+    with client(history) as http:
+        assert re.search(
+            r'data-audit="audit/[^"]+" class="trusted">.*?cancel.*?ann',
+            http.get("/requests/w1").text,
+            re.S,
+        )
+        assert "Audit trail" not in http.get("/requests/w1?fragment=1").text

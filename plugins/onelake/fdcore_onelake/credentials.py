@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from fdcore.errors import ConfigError
+from fdcore.webhook import NOT_A_VARIABLE, is_variable_name
 from fdcore_onelake.urls import Location, redact
 
 CONNECTION_STRING_ENV = "connection_string_env"
@@ -88,8 +89,10 @@ def resolve_credential(
         return Credential("entra", "Microsoft Entra ID (DefaultAzureCredential)", None)
     option = chosen[0]
     variable = options[option]
-    secret = environ.get(variable, "").strip()
     where = f"[storage] {option}"
+    if not is_variable_name(variable):
+        raise ConfigError(redact(url), where, NOT_A_VARIABLE)
+    secret = environ.get(variable, "").strip()
     if not secret:
         raise ConfigError(redact(url), where, f"environment variable {variable} is not set")
     if option == ACCOUNT_KEY_ENV:

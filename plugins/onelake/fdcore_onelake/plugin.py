@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from fdcore import hookimpl
-from fdcore.abc import StorageBackend
-from fdcore_onelake.credentials import EMULATOR_ACCOUNT
-from fdcore_onelake.urls import is_emulator_host, looks_like_azure
+from fdcore.abc import StorageBackend, open_marked
+from fdcore_onelake.credentials import EMULATOR_ACCOUNT, resolve_credential
+from fdcore_onelake.urls import is_emulator_host, looks_like_azure, parse_location, redact
 
 if TYPE_CHECKING:
     from fdcore_onelake.store import OneLakeStorage
@@ -30,14 +30,20 @@ class OneLakeBackend:
             return True
         return parts.path.lstrip("/").split("/", 1)[0] == EMULATOR_ACCOUNT
 
+    def check_options(self, url: str, options: dict[str, str]) -> None:
+        # no request, and not the Azure SDK: the URL, the options and the variables they name
+        resolve_credential(url, parse_location(url), options)
+
     def open(self, url: str, options: dict[str, str], *, create: bool = True) -> OneLakeStorage:
-        # ``create`` changes nothing here: opening never sends a request, and nothing is ever
-        # created but the blobs ``create``/``replace`` write (blob storage has no folders to
-        # make; containers and workspaces are never created). A folder without blobs reads as
-        # an empty environment; a missing container fails the first read with one line.
+        """Blob storage has no folders: an environment is a folder holding the marker ``fdcore
+        init`` wrote. Without ``create``, one request checks it is there (a typo'd folder is
+        EnvironmentNotFound, never an empty environment); with it, the caller's rights are
+        proved on a probe blob, then the marker written. Containers are never created."""
         from fdcore_onelake.store import open_storage  # the Azure SDK only when opened
 
-        return open_storage(url, options)
+        storage = open_storage(url, options)
+        open_marked(storage, redact(url), create=create)
+        return storage
 
 
 @hookimpl

@@ -40,7 +40,14 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobClient, BlobServiceClient
 
 import fdcore.retry as settle
-from fdcore.abc import Blob, Listed, validate_key, validate_prefix
+from fdcore.abc import (
+    ENVIRONMENT_MARKER,
+    MARKER_CONTENT,
+    Blob,
+    Listed,
+    validate_key,
+    validate_prefix,
+)
 from fdcore.errors import (
     AlreadyExists,
     InvalidKey,
@@ -244,7 +251,8 @@ class OneLakeStorage:
                 ) from None
             raise self._unusable(what, key, exc) from None
         if isinstance(exc, ServiceRequestError):  # no request was sent (refused, DNS, TLS)
-            return Failure(_describe(exc), maybe_landed=False)
+            problem = f"{_describe(exc)} (is the URL's host right, and the service up?)"
+            return Failure(problem, maybe_landed=False)
         if isinstance(exc, (ServiceResponseError, IncompleteReadError)):  # sent, answer lost
             return Failure(_describe(exc), maybe_landed=True)
         if isinstance(exc, HttpResponseError):
@@ -288,6 +296,27 @@ class OneLakeStorage:
         if isinstance(written, datetime):
             self._write_time = _utc(written)
         return str(result["etag"])
+
+    # -- the environment's marker ----------------------------------------------------------
+
+    def is_environment(self) -> bool:
+        """Whether ``fdcore init`` marked this folder (one HEAD; a missing container is its
+        own one-line error)."""
+        name = self.location.blob_name(ENVIRONMENT_MARKER)
+        return self._run("open", None, lambda _: self._version(name) is not None)
+
+    def mark_environment(self) -> None:
+        """Write the marker unless it is there (create-if-absent: racing inits are both fine)."""
+        name = self.location.blob_name(ENVIRONMENT_MARKER)
+
+        def attempt(_: bool) -> None:
+            try:
+                self._put(name, MARKER_CONTENT, "marker", match_condition=MatchConditions.IfMissing)
+            except HttpResponseError as exc:
+                if _status(exc) not in (409, 412):  # 409 from Azurite, 412 from Azure
+                    raise
+
+        self._run("mark the environment", None, attempt)
 
     # -- the protocol --------------------------------------------------------------------------
 
@@ -418,6 +447,7 @@ class OneLakeStorage:
         ``Last-Modified`` (the service's clock, whole seconds) in the same pages."""
         validate_prefix(prefix)
         folder = self.location.prefix
+        marker = self.location.blob_name(ENVIRONMENT_MARKER)
 
         def attempt(_: bool) -> builtins.list[Listed]:
             listed = [
@@ -427,7 +457,7 @@ class OneLakeStorage:
                     include=["metadata"],
                     results_per_page=self.list_page_size,
                 )
-                if not _is_folder(props.metadata)
+                if not _is_folder(props.metadata) and props.name != marker
             ]
             # the service lists in order; sorting costs little and makes it ours
             listed.sort(key=lambda one: one.key)

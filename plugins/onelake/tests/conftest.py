@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from fdcore_onelake.plugin import OneLakeBackend
 from fdcore_onelake.testing import Azurite, AzuriteMissing
 
 CONTAINER = "fdcore-tests"
@@ -31,5 +32,8 @@ def container(azurite: Azurite) -> str:
 
 @pytest.fixture
 def environment_url(azurite: Azurite) -> str:
-    """The URL of a new, empty environment: a unique folder in the session's container."""
-    return azurite.url(CONTAINER, f"env-{uuid.uuid4().hex[:12]}")
+    """The URL of a new, empty environment, as ``fdcore init`` leaves it: a unique folder of
+    the session's container holding the environment's marker."""
+    url = azurite.url(CONTAINER, f"env-{uuid.uuid4().hex[:12]}")
+    OneLakeBackend().open(url, {}, create=True).close()
+    return url

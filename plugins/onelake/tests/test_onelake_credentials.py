@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from fdcore_onelake.credentials import EMULATOR_KEY, resolve_credential
 from fdcore_onelake.testing import Azurite
@@ -139,13 +143,26 @@ def test_wrong_account_key_is_unavailable_and_not_retried_or_leaked(
     environment_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FDCORE_TEST_KEY", KEY)
-    store = load_plugins().open_storage(environment_url, {"account_key_env": "FDCORE_TEST_KEY"})
-    try:
-        with pytest.raises(StorageUnavailable) as raised:
-            store.create("k.json", b"v")
-    finally:
-        store.close()
+    with pytest.raises(StorageUnavailable) as raised:  # opening checks the environment
+        load_plugins().open_storage(environment_url, {"account_key_env": "FDCORE_TEST_KEY"})
     message = str(raised.value)
     assert "access denied" in message and "HTTP 403 AuthorizationFailure" in message
     assert "account key from $FDCORE_TEST_KEY" in message
     assert KEY not in message and "failed 6 times" not in message
+
+
+def test_init_never_shows_the_key_it_was_given(azurite: Azurite, environment_url: str) -> None:
+    """The account key (Azurite's, the one that works) reaches ``fdcore init`` through the
+    variable ``account_key_env`` names: it is not printed, first run or second."""
+    env = {**os.environ, "FDCORE_TEST_KEY": EMULATOR_KEY}
+    command = [sys.executable, "-m", "fdcore.cli", "-v", "init", environment_url]
+    for _ in range(2):  # created, then already an environment
+        done = subprocess.run(
+            [*command, "--option", "account_key_env=FDCORE_TEST_KEY"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0 and done.stdout, done.stderr
+        assert EMULATOR_KEY[:16] not in done.stdout + done.stderr

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 from fdcore_onelake.plugin import OneLakeBackend
-from fdcore_onelake.store import OneLakeStorage
 from fdcore_onelake.urls import Location, parse_location, redact
 
-from fdcore.errors import ConfigError
+from fdcore.errors import ConfigError, StorageUnavailable
 from fdcore.plugins.manager import load_plugins
 
 ONELAKE_BLOB = "https://onelake.blob.fabric.microsoft.com"
@@ -156,11 +155,10 @@ def test_redact_hides_passwords_and_queries() -> None:
 
 
 @pytest.mark.parametrize("create", [True, False])
-def test_opening_sends_nothing_and_creates_nothing(create: bool) -> None:
-    # Port 1 answers nobody: an open that made a request (to create or to check) would fail.
+def test_opening_asks_the_service_and_a_dead_host_is_one_line(create: bool) -> None:
+    # Port 1 answers nobody: opening checks the environment's marker, so it fails at once.
     url = "http://127.0.0.1:1/devstoreaccount1/no-such-container/env"
-    store = load_plugins().open_storage(url, create=create)
-    try:
-        assert isinstance(store, OneLakeStorage) and store.url == url
-    finally:
-        store.close()
+    with pytest.raises(StorageUnavailable) as raised:
+        load_plugins().open_storage(url, create=create)
+    message = str(raised.value)
+    assert "\n" not in message and "is the URL's host right" in message

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fdcore import hookimpl
-from fdcore.abc import StorageBackend
+from fdcore.abc import StorageBackend, open_marked
 from fdcore_s3.location import looks_like_s3, parse_location
 
 if TYPE_CHECKING:
@@ -21,14 +21,19 @@ class S3Backend:
     def accepts(self, url: str) -> bool:
         return looks_like_s3(url)
 
+    def check_options(self, url: str, options: dict[str, str]) -> None:
+        parse_location(url, options)  # no request: the URL and the options only
+
     def open(self, url: str, options: dict[str, str], *, create: bool = True) -> S3Storage:
-        # ``create`` changes nothing: opening sends no request, and nothing is ever created
-        # but the objects create/replace write (a bucket has no folders to make, and buckets
-        # are never created). A folder without objects reads as an empty environment; a
-        # missing bucket fails the first request with one line.
+        """A bucket has no folders: an environment is a folder holding the marker ``fdcore
+        init`` wrote. Without ``create``, one listing checks it is there (a typo'd folder is
+        EnvironmentNotFound, never an empty environment); with it, the caller's rights are
+        proved on a probe key, then the marker written. Buckets are never created."""
         from fdcore_s3.store import S3Storage  # boto3 only when opened
 
-        return S3Storage(parse_location(url, options))
+        storage = S3Storage(parse_location(url, options))
+        open_marked(storage, url, create=create)
+        return storage
 
 
 @hookimpl

@@ -37,7 +37,14 @@ from botocore.exceptions import (
 )
 
 import fdcore.retry as settle
-from fdcore.abc import Blob, Listed, validate_key, validate_prefix
+from fdcore.abc import (
+    ENVIRONMENT_MARKER,
+    MARKER_CONTENT,
+    Blob,
+    Listed,
+    validate_key,
+    validate_prefix,
+)
 from fdcore.errors import InvalidKey, NotFound, StorageError, StorageUnavailable, UnreadableFile
 from fdcore.retry import Failure, RetryPolicy, StoredVersion
 from fdcore_s3.location import Location
@@ -161,10 +168,13 @@ class S3Storage:
         """A failure worth another try; raise the error an unusable store is; None otherwise."""
         if isinstance(exc, NoCredentialsError):
             raise StorageUnavailable(
-                key, f"{what} on {self._where}: no credentials in boto3's standard chain"
+                key,
+                f"{what} on {self._where}: no credentials in boto3's standard chain "
+                "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role)",
             ) from None
         if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):  # never sent
-            return Failure(_describe(exc), maybe_landed=False)
+            problem = f"{_describe(exc)} (is endpoint_url right, and the store up?)"
+            return Failure(problem, maybe_landed=False)
         if isinstance(exc, ClientError):
             if _status(exc) not in TRANSIENT_STATUS and _code(exc) not in TRANSIENT_CODES:
                 raise self._unusable(what, key, exc) from None
@@ -221,6 +231,32 @@ class S3Storage:
         total = str(response.get("ContentRange") or "").rpartition("/")[2]
         size = int(total) if total.isdigit() else int(response.get("ContentLength") or len(data))
         return data, str(response["ETag"]), max(size, len(data))
+
+    # -- the environment's marker ----------------------------------------------------------
+
+    def is_environment(self) -> bool:
+        """Whether ``fdcore init`` marked this folder (one listing of the marker's key: unlike a
+        HEAD, its refusal tells a missing bucket from a missing key)."""
+        name = self.location.object_key(ENVIRONMENT_MARKER)
+
+        def attempt(_: bool) -> bool:
+            page = self._call("list_objects_v2", Prefix=name, MaxKeys=1)
+            return any(item["Key"] == name for item in page.get("Contents", ()))
+
+        return self._run("open", None, attempt)
+
+    def mark_environment(self) -> None:
+        """Write the marker unless it is there (create-if-absent: racing inits are both fine)."""
+        name = self.location.object_key(ENVIRONMENT_MARKER)
+
+        def attempt(_: bool) -> None:
+            try:
+                self._put(name, MARKER_CONTENT, "marker", IfNoneMatch="*")
+            except ClientError as exc:
+                if _status(exc) not in CONDITION_FAILED:
+                    raise
+
+        self._run("mark the environment", None, attempt)
 
     # -- the protocol --------------------------------------------------------------------------
 
@@ -324,6 +360,7 @@ class S3Storage:
         (as GetObject does) and ``LastModified`` (the store's clock, whole seconds on AWS)."""
         validate_prefix(prefix)
         folder = self.location.folder
+        marker = self.location.object_key(ENVIRONMENT_MARKER)
 
         def attempt(_: bool) -> builtins.list[Listed]:
             listed: builtins.list[Listed] = []
@@ -335,7 +372,8 @@ class S3Storage:
                         item["Key"][len(folder) :], str(item["ETag"]), _utc(item["LastModified"])
                     )
                     for item in page.get("Contents", ())
-                    if not item["Key"].endswith("/")  # a console's "folder" marker is no key
+                    # a console's "folder" marker is no key, nor is the environment's marker
+                    if not item["Key"].endswith("/") and item["Key"] != marker
                 )
                 token = page.get("NextContinuationToken")
                 if not page.get("IsTruncated") or not token:

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from fdcore_s3.plugin import S3Backend
 from fdcore_s3.testing import S3Emulator, credentials_environment
 
 BUCKET = "fdcore-tests"
@@ -34,5 +35,8 @@ def s3_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def environment_url(s3: S3Emulator) -> str:
-    """The URL of a new, empty environment: a unique folder in the session's bucket."""
-    return s3.url(BUCKET, f"env-{uuid.uuid4().hex[:12]}")
+    """The URL of a new, empty environment, as ``fdcore init`` leaves it: a unique folder of
+    the session's bucket holding the environment's marker."""
+    url = s3.url(BUCKET, f"env-{uuid.uuid4().hex[:12]}")
+    S3Backend().open(url, s3.options, create=True).close()
+    return url

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from fdcore_s3.plugin import S3Backend
 from fdcore_s3.testing import S3Emulator
 
 pytestmark = pytest.mark.processes
@@ -50,7 +51,9 @@ def test_doctor_passes_the_emulator(environment_url: str, s3: S3Emulator) -> Non
 
 @pytest.mark.slow
 def test_doctor_refuses_a_store_that_ignores_if_match(careless_s3: S3Emulator) -> None:
-    result = doctor(careless_s3.url("careless", "env"), careless_s3)
+    url = careless_s3.url("careless", "env")
+    S3Backend().open(url, careless_s3.options, create=True).close()  # as `fdcore init` does
+    result = doctor(url, careless_s3)
     assert result.returncode == 1, result.stdout + result.stderr
     failed = {line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("FAIL")}
     # Every promise resting on If-Match, and no other.

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.processes
 
 @pytest.fixture
 def store(environment_url: str, s3: S3Emulator) -> Iterator[S3Storage]:
-    storage = S3Backend().open(environment_url, s3.options)
+    storage = S3Backend().open(environment_url, s3.options, create=False)  # writes nothing
     yield storage
     storage.close()
 
@@ -112,19 +112,22 @@ def test_endpoint_comes_from_aws_endpoint_url(
         storage.close()
 
 
-def test_no_credentials_is_one_line(
+def test_no_credentials_is_one_line_at_open(
     environment_url: str, s3: S3Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to ask for
-    storage = S3Backend().open(environment_url, s3.options)
-    with pytest.raises(StorageUnavailable, match="no credentials in boto3's standard chain"):
-        storage.read("k.json")
+    for create in (False, True):
+        with pytest.raises(StorageUnavailable, match="no credentials in boto3's standard chain"):
+            S3Backend().open(environment_url, s3.options, create=create)
 
 
 def test_missing_bucket_is_unavailable_not_absent(s3: S3Emulator) -> None:
-    storage = S3Backend().open("s3://no-such-bucket-here/env", s3.options)
+    for create in (False, True):
+        with pytest.raises(StorageUnavailable, match="bucket 'no-such-bucket-here' does not exist"):
+            S3Backend().open("s3://no-such-bucket-here/env", s3.options, create=create)
+    storage = S3Storage(parse_location("s3://no-such-bucket-here/env", s3.options))
     with pytest.raises(StorageUnavailable, match="bucket 'no-such-bucket-here' does not exist"):
         storage.read("k.json")
     with pytest.raises(StorageUnavailable, match="does not exist"):
@@ -279,4 +282,7 @@ def test_keys_live_under_the_folder(store: S3Storage, s3: S3Emulator) -> None:
     client = s3.client()
     listed = client.list_objects_v2(Bucket=store.location.bucket, Prefix=store.location.folder)
     client.close()
-    assert [item["Key"] for item in listed["Contents"]] == [store.location.folder + "a/b.json"]
+    folder = store.location.folder
+    keys = [item["Key"] for item in listed["Contents"]]
+    assert keys == [folder + ".fdcore/environment.json", folder + "a/b.json"]
+    assert list(store.list()) == ["a/b.json"]  # the environment's marker is no mailbox key
