@@ -30,11 +30,11 @@ Duplicates are counted from that log: a (request, table) logged more than once r
 
 fdcore runs at its default settings but for ``concurrency = 2``; ``fdcore:claim=when_free``
 names a variant with that claim policy, ``fdcore:poll=0.01`` one with that poll, and
-``fdcore:before`` one running the code of the checkout ``--before`` names (comma-separated:
-``fdcore:before,claim=when_free``). PostgreSQL is started
-from Debian's binaries (initdb, pg_ctl) in a temporary folder; without them ``aps-postgres`` is
-skipped, saying so. Each run of each workload prints one JSON line (``--out`` keeps them); the
-summary gives medians and ranges; ``--plot`` draws it (matplotlib).
+``fdcore:before`` one running the code of the checkout ``--before`` names, or
+``fdcore:before=PATH`` that of PATH (comma-separated: ``fdcore:before,claim=when_free``).
+PostgreSQL is started from Debian's binaries (initdb, pg_ctl) in a temporary folder; without
+them ``aps-postgres`` is skipped, saying so. Each run of each workload prints one JSON line
+(``--out`` keeps them); the summary gives medians and ranges; ``--plot`` draws it (matplotlib).
 """
 
 from __future__ import annotations
@@ -113,9 +113,11 @@ class Fdcore:
                 self.sections["pipeline"] = {"claim": value}
             elif key == "poll":
                 self.sections["agent"]["poll_seconds"] = float(value)
-            elif key == "before" and before is not None:
+            elif key == "before" and (value or before is not None):
                 # The agents run the code of that checkout (core and local folder backend).
-                self.fleet.add_pythonpath(before, before / "plugins" / "localfs")
+                checkout = Path(value) if value else before
+                assert checkout is not None
+                self.fleet.add_pythonpath(checkout, checkout / "plugins" / "localfs")
             else:
                 raise SystemExit(f"--systems: no fdcore variant {part!r} (or no --before)")
 
