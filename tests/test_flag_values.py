@@ -170,6 +170,7 @@ def base_arguments(command: tuple[str, ...], places: Places) -> list[str]:
         ("wait",): ["r1", "--env", places.url],  # r1 ended: a wait returns at once
         ("queue",): ["--env", places.url, "--count", "1"],
         ("agents",): ["--env", places.url],
+        ("audit",): ["--env", places.url],
         ("schedules",): ["--env", places.url],
         ("incidents", "evaluate"): ["--env", places.url],
         ("retention", "run"): ["--env", places.url, "--keep", "1s", "--dry-run"],

@@ -12,6 +12,7 @@ import json
 import sys
 from datetime import datetime, timedelta, timezone
 
+from fdcore.cli.config import add_environment_flags
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import parse_time
 from fdcore.durations import Whole, add_flag, parse_duration
@@ -50,7 +51,7 @@ class Audit:
     help = "who did what to the workload: submits, cancels, retries, takeovers, retention"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(parser)
         parser.add_argument("--request", help="only the actions on this request")
         parser.add_argument(
             "--since", type=_since, help="from this ISO 8601 time, or this long ago (1h, 7d)"

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from fdcore.cli.config import add_environment_flags
 from fdcore.cli.output import format_table
 from fdcore.environment import Environment, RunStory, run_story
 
@@ -23,7 +24,7 @@ class Runs:
     help = "table runs: who ran each, as which identity, with which release"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--env", required=True, help="environment URL")
+        add_environment_flags(parser)
         parser.add_argument("--request", help="only this request's runs (live or archived)")
         parser.add_argument("--json", action="store_true", help="machine-readable output")
 
