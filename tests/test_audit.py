@@ -16,7 +16,7 @@ from fdcore.contract.layout import audit_key
 from fdcore.contract.models import AuditEvent, State
 from fdcore.environment import AuditPage, AuditRow, Environment, operator_name
 from fdcore.errors import RequestError
-from fdcore.mailbox.audit import AuditLog, archive_old_events, new_event_id, record
+from fdcore.mailbox.audit import AuditLog, archive_old_events, new_event_id, record, time_of_id
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
@@ -185,3 +185,15 @@ def test_record_action_takes_only_the_trails_actions(folder: Path) -> None:
         environment.record_action("set-slots", "/srv/host", actor="ann", detail="1 -> 3 slot(s)")
         [row] = environment.audit().rows
     assert row.trusted and actions([row]) == [("set-slots", "/srv/host", "ann", "cli", "ok")]
+
+
+def test_one_process_names_its_events_in_the_order_it_writes_them() -> None:
+    # Events of one millisecond sort by name as they were written, not by their random bits.
+    at = datetime(2026, 9, 1, 3, 20, tzinfo=timezone.utc)
+    names = [new_event_id(at) for _ in range(50)]
+    assert names == sorted(names) and len(set(names)) == 50
+    named = [time_of_id(name) for name in names]
+    assert all(t is not None and at <= t < at + timedelta(seconds=1) for t in named)
+    # a clock far behind (another simulated world) names from its own time
+    earlier = at - timedelta(hours=1)
+    assert time_of_id(new_event_id(earlier)) == earlier
