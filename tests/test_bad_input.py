@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -250,6 +251,14 @@ def test_submit_takes_a_deadline_as_a_duration_from_now(
     deadline = parse_time(request["deadline"])
     assert before + timedelta(minutes=10) <= deadline + timedelta(milliseconds=1)
     assert deadline <= after + timedelta(minutes=10)
+    # The same command again, later (a retry after a lost answer): the same request, not other
+    # work, though "10m from now" is another time now; another duration is other work.
+    time.sleep(0.01)
+    assert main(["submit", "--env", env, "--entities", "a", "--id", "r1", "--deadline", "10m"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "r1"
+    assert json.loads((tmp_path / "env" / "requests" / "r1.json").read_text()) == request
+    assert main(["submit", "--env", env, "--entities", "a", "--id", "r1", "--deadline", "11m"]) == 2
+    assert "already exists with other work (deadline=" in capsys.readouterr().err
 
 
 # -- schedule timing keys: the installed slot functions' names ---------------------------------

@@ -75,7 +75,7 @@ def _agent_run(args: argparse.Namespace) -> int:
     return runtime.run()
 
 
-def _deadline(text: str) -> datetime:
+def _deadline(text: str) -> datetime | timedelta:
     """``--deadline``: a duration from now (``10m``) or an ISO 8601 time, in the future."""
     now = datetime.now(timezone.utc)
     try:
@@ -92,9 +92,10 @@ def _deadline(text: str) -> datetime:
     else:
         at = timedelta(seconds=check_duration("fdcore submit", "--deadline", text))
     try:
-        return deadline_from(at, now)
+        deadline_from(at, now)  # in the future; a duration stays one (the same on a resubmit)
     except ValueError as exc:
         raise ConfigError("fdcore submit", "--deadline", str(exc)) from None
+    return at
 
 
 def _submit(args: argparse.Namespace) -> int:

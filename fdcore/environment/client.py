@@ -204,7 +204,7 @@ class Environment:
             validate_id(id, "request id")
         if deadline is not None:
             try:
-                deadline = deadline_from(deadline, _now())
+                deadline_from(deadline, _now())  # in the future; a duration stays one
             except ValueError as exc:
                 raise RequestError(f"deadline {exc}") from None
         if max_attempts is not None:

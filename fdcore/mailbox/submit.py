@@ -18,6 +18,8 @@ from __future__ import annotations
 import secrets
 from datetime import datetime, timedelta, timezone
 
+import attrs
+
 from fdcore.contract.codec import format_time
 from fdcore.contract.ids import validate_id
 from fdcore.contract.layout import request_key, retry_key
@@ -56,7 +58,7 @@ def submit(
     *,
     request_id: str | None = None,
     max_attempts: int | None = None,
-    deadline: datetime | None = None,
+    deadline: datetime | timedelta | None = None,
     now: datetime | None = None,
     created_by: str | None = None,
 ) -> Request:
@@ -64,21 +66,24 @@ def submit(
 
     With ``request_id`` of a request that exists (live or archived) and names the same work
     (:data:`WORK_FIELDS`), return that request: a submission retried after a lost answer queues
-    nothing twice. Raises :class:`RequestError` if it names other work, or if the new request's
-    status could not hold every table done within the mailbox's size bound (an agent with that
-    bound would fail it at once); MailboxFileError if the request there is malformed.
+    nothing twice. A ``deadline`` given as a duration is from the request's creation: the same
+    duration submitted again names the same work, whenever it is submitted again. Raises
+    :class:`RequestError` if it names other work, or if the new request's status could not hold
+    every table done within the mailbox's size bound (an agent with that bound would fail it at
+    once); MailboxFileError if the request there is malformed.
     """
     now = now or datetime.now(timezone.utc)
+    relative = deadline if isinstance(deadline, timedelta) else None
     request = Request(
         id=request_id or new_request_id(now),
         entities=entities,
         created_at=now,
         created_by=created_by,
-        deadline=deadline,
+        deadline=now + deadline if isinstance(deadline, timedelta) else deadline,
         max_attempts=max_attempts,
     )
     if request_id is not None:
-        standing = _standing(mailbox, request)
+        standing = _standing(mailbox, request, relative)
         if standing is not None:
             return standing
     _refuse_unfit(mailbox, request)
@@ -86,7 +91,7 @@ def submit(
         mailbox.create(request_key(request.id), request)
     except AlreadyExists:
         # Created since the look above (or gone again, archived): decide on what is there now.
-        standing = _standing(mailbox, request)
+        standing = _standing(mailbox, request, relative)
         if standing is None:
             raise
         return standing
@@ -116,9 +121,12 @@ def _shown(value: object) -> str:
     return str(value)
 
 
-def _standing(mailbox: Mailbox, request: Request) -> Request | None:
+def _standing(
+    mailbox: Mailbox, request: Request, relative: timedelta | None = None
+) -> Request | None:
     """The request already under ``request.id`` (live, else archived) if it names the same
-    work; None if there is none; RequestError if it names other work."""
+    work; None if there is none; RequestError if it names other work. With ``relative``, the
+    deadline compared is that long after the standing request's creation."""
     live = mailbox.request(request.id)
     if live is not None:
         standing, where = live.value, ""
@@ -129,6 +137,8 @@ def _standing(mailbox: Mailbox, request: Request) -> Request | None:
         standing, where = files.request, " (archived)"
     else:
         return None
+    if relative is not None and standing.created_at is not None:
+        request = attrs.evolve(request, deadline=standing.created_at + relative)
     differences = work_differences(request, standing)
     if differences:
         raise RequestError(
