@@ -108,19 +108,32 @@ class StatusChanges:
             if self._create(request, status) is None:
                 return
             log.info("%s: request %s expired unclaimed", self.agent, request.id)
-            audit.record(
-                self.mailbox,
-                "expire",
-                request.id,
-                actor=self.agent,
-                via="agent",
-                at=now,
-                request=request.id,
-                detail=status.message,
-            )
+            self._audit("expire", request.id, now, detail=status.message)
         except AlreadyExists:
             pass  # another agent ended or claimed it: final or held, not ours to claim
         self.holdings.final.add(request.id)
+
+    def _audit(
+        self,
+        action: str,
+        request_id: str,
+        now: datetime,
+        *,
+        outcome: str = "ok",
+        detail: str | None,
+    ) -> None:
+        """One event of this agent's in the audit trail, about ``request_id``."""
+        audit.record(
+            self.mailbox,
+            action,
+            request_id,
+            actor=self.agent,
+            via="agent",
+            at=now,
+            outcome=outcome,
+            request=request_id,
+            detail=detail,
+        )
 
     def _create(self, request: Request, status: Status) -> str | None:
         """Create the first status of ``request``: its etag, or None when the request cannot
@@ -233,15 +246,11 @@ class StatusChanges:
         except (PreconditionFailed, NotFound):
             return  # another agent moved it first
         if previous != self.agent:  # another agent's request, not this agent's own earlier one
-            audit.record(
-                self.mailbox,
+            self._audit(
                 "takeover",
                 request.id,
-                actor=self.agent,
-                via="agent",
-                at=now,
+                now,
                 outcome=f"failed: {status.message}" if status.state.final else "ok",
-                request=request.id,
                 detail=f"from {previous or 'nobody'} ({reason}), attempt {status.attempt}",
             )
         if status.state.final:

@@ -374,6 +374,18 @@ def test_a_lease_that_took_too_long_to_write_is_let_go_before_the_table_starts(
     assert lease is not None and lease.released
 
 
+def taken_over_by_etl_02(env: Environment) -> tuple[Tables, Work]:
+    """etl-02 holds r1 as its status says and starts its next table."""
+    taker, changes, taken = env.tables(env.config("etl-02"))
+    found = changes.read("r1")
+    request = env.mailbox.request("r1")
+    assert found is not None and request is not None
+    work = Work(request.value, found.value, found.etag)
+    taken.add(work)
+    taker.next_table(work, env.clock.now())
+    return taker, work
+
+
 def test_a_table_ended_under_its_lease_is_not_run_again_by_the_agent_that_took_over(
     env: Environment,
 ) -> None:
@@ -395,13 +407,7 @@ def test_a_table_ended_under_its_lease_is_not_run_again_by_the_agent_that_took_o
     )
     assert lease_of(env, "sales") == ("etl-01", 1, True)
     # The taker reads it once it holds the lease: sales is done, customers runs next.
-    taker, changes, taken = env.tables(env.config("etl-02"))
-    found = changes.read("r1")
-    request = env.mailbox.request("r1")
-    assert found is not None and request is not None
-    work = Work(request.value, found.value, found.etag)
-    taken.add(work)
-    taker.next_table(work, env.clock.now())
+    taker, work = taken_over_by_etl_02(env)
     assert [(run.job.table, run.job.agent) for run in env.runs] == [
         ("sales", "etl-01"),
         ("customers", "etl-02"),
@@ -424,13 +430,7 @@ def test_a_failed_run_of_an_earlier_attempt_does_not_count_as_done(env: Environm
     finish(env, succeeded=False, message="boom")
     tables.poll_run(work, env.clock.now())
     assert env.mailbox.runs("r1") == []  # a failure the request never saw: nothing owed
-    taker, changes, taken = env.tables(env.config("etl-02"))
-    found = changes.read("r1")
-    request = env.mailbox.request("r1")
-    assert found is not None and request is not None
-    work = Work(request.value, found.value, found.etag)
-    taken.add(work)
-    taker.next_table(work, env.clock.now())
+    taken_over_by_etl_02(env)
     assert [(run.job.table, run.job.agent) for run in env.runs] == [
         ("sales", "etl-01"),
         ("sales", "etl-02"),
