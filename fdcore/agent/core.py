@@ -43,6 +43,7 @@ from fdcore.agent.work import Holdings, Work
 from fdcore.clock import Clock
 from fdcore.errors import DuplicateAgent, MailboxFileError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.mailbox.counting import charged_to
 from fdcore.mailbox.index import MailboxIndex
 
 log = logging.getLogger("fdcore.agent")
@@ -179,7 +180,8 @@ class Agent:
         than ``3/4 x stale_after + grace_seconds`` later. A heartbeat needs the agent's own
         steps: an agent whose loop hangs writes none, and is judged lost as before.
         """
-        self.presence.heartbeat(self.clock.now(), self.stopping)
+        with charged_to(self.mailbox.storage, None):  # the agent's, not the table's
+            self.presence.heartbeat(self.clock.now(), self.stopping)
         return not self.stopping
 
     def _reachable(self) -> None:
@@ -322,17 +324,21 @@ class Agent:
                 continue  # dropped while an earlier one moved
             if work.run is not None or work.result is not None:
                 running = None  # its table ends or is recorded: it may stop running
-            if not self.tables.poll_run(work, now):
+            # What the request's table costs in store operations: charged to its run record
+            with charged_to(self.mailbox.storage, work.operations):
+                movable = self.tables.poll_run(work, now)
+            if not movable:
                 continue  # its table still runs (stopping lets it finish), or it is not ours
             if not (self.stopping or work.running):
                 running = self.holdings.running if running is None else running
                 if running >= self.config.concurrency:
                     continue  # no worker free: it waits
             running = None
-            if self.stopping:
-                self._hand_back(work, now)
-            else:
-                self.tables.next_table(work, now)
+            with charged_to(self.mailbox.storage, work.operations):
+                if self.stopping:
+                    self._hand_back(work, now)
+                else:
+                    self.tables.next_table(work, now)
         return len(self.held) < before
 
     def _hand_back(self, work: Work, now: datetime) -> None:

@@ -39,6 +39,7 @@ from fdcore.errors import (
     UnreadableFile,
 )
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.counting import counted_by_kind
 
 log = logging.getLogger("fdcore.agent")
 
@@ -81,6 +82,10 @@ class Presence:
         self._extra: dict[str, object] = {}  # unknown fields of the record found at start
         self.skew = skew  # measured after each write of the record
         self.written: tuple[datetime, bool] | None = None  # (updated_at, stopping) that landed
+        # The store operations earlier processes under this name counted, and since when
+        # (from the record found at start): this process's own are added to them.
+        self._operations_before: dict[str, int] = {}
+        self._operations_since: datetime | None = None
 
     def heartbeat(self, now: datetime, stopping: bool, *, idle: bool = False) -> None:
         """Write the record if it is due: ``stale_after / 4`` old (``/ 2`` for a poll of an
@@ -169,6 +174,9 @@ class Presence:
         if found is None:
             return
         record = found.value
+        if record.operations is not None and record.operations_since is not None:
+            self._operations_before = dict(record.operations)
+            self._operations_since = record.operations_since
         # Judged before this process measured its clock. A writer that measured its clock far
         # off wrote the store's time: it is live by that reading too if our clock is as far off.
         until = record.updated_at + timedelta(seconds=record.stale_after)
@@ -212,6 +220,11 @@ class Presence:
             owner=self.config.owner,
             last_jobs=list(self.holdings.last_jobs),
         )
+        counted = counted_by_kind(self.mailbox.storage)
+        if counted is not None:
+            counted.update(self._operations_before)
+            record.operations = {kind: n for kind, n in sorted(counted.items()) if n}
+            record.operations_since = self._operations_since or record.started_at or at
         record.extra = dict(self._extra)
         return record
 

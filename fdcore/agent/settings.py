@@ -20,8 +20,8 @@ import attrs
 from fdcore.agent.declared import Invalid, OneOf, Span, default_of, setting
 from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
 from fdcore.contract.ids import validate_id
-from fdcore.contract.models import INCIDENT_KINDS
-from fdcore.durations import GRACE, Seconds, Whole, format_duration
+from fdcore.contract.models import INCIDENT_KINDS, MAX_COMPUTE_PER_HOUR
+from fdcore.durations import GRACE, Number, Seconds, Whole, format_duration
 from fdcore.errors import ConfigError, InvalidId
 from fdcore.plugins.manager import SLOT
 
@@ -90,6 +90,12 @@ class ScheduleTable:
     owner: str | None = setting(
         None, help="who to call about it (default: the agent's owner)", check=_owner
     )
+    run_as: str | None = setting(
+        None,
+        help="the identity its tables run as (default: [runner] run_as); the runner gets it"
+        " as FDCORE_RUN_AS",
+        check=_owner,
+    )
     timing: dict[str, str] = setting(
         factory=dict,
         help="exactly one timing key: an installed slot function (every, cron, daily, weekly"
@@ -118,6 +124,7 @@ class ScheduleConfig:
     shared: bool = default_of(ScheduleTable, "shared")
     options: Mapping[str, Any] = attrs.field(factory=dict)  # timezone, deadline
     owner: str | None = None  # None: the agent's owner
+    run_as: str | None = None  # None: the runner's run_as
 
 
 @attrs.frozen
@@ -289,6 +296,12 @@ class AgentTable:
         help="who to call about it (a person or team): shown by the views and incidents",
         check=_owner,
     )
+    compute_per_hour: float | None = setting(
+        None,
+        help="what the agent's machine costs, dollars an hour: prices its table runs' wall"
+        " time in fdcore cost",
+        check=Number(0, MAX_COMPUTE_PER_HOUR),
+    )
     poll_seconds: float = setting(
         5.0,
         help="seconds between polls (at most stale_after / 3)",
@@ -454,6 +467,7 @@ class AgentToml:
         return AgentConfig(
             name=agent.name,
             owner=agent.owner,
+            compute_per_hour=agent.compute_per_hour,
             environment=agent.environment,
             poll_seconds=float(agent.poll_seconds),
             stale_after=float(agent.stale_after),
@@ -494,6 +508,7 @@ def _schedule(table: ScheduleTable) -> ScheduleConfig:
         shared=table.shared,
         options={k: v for k, v in options.items() if v is not None},
         owner=table.owner,
+        run_as=table.run_as,
     )
 
 
@@ -508,6 +523,7 @@ class AgentConfig:
     name: str
     environment: str
     owner: str | None = _default(AgentTable, "owner")
+    compute_per_hour: float | None = _default(AgentTable, "compute_per_hour")
     poll_seconds: float = _default(AgentTable, "poll_seconds")
     stale_after: float = _default(AgentTable, "stale_after")
     concurrency: int = _default(AgentTable, "concurrency")

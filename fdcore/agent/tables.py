@@ -47,6 +47,7 @@ from fdcore.errors import (
 )
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.archive import archived_status, follow_to_archive
+from fdcore.mailbox.counting import CountingStore, charged_to
 
 log = logging.getLogger("fdcore.agent")
 
@@ -84,6 +85,9 @@ class Tables:
         # landed, so no poll will record the table again: they are written from here.
         self.unwritten: dict[str, RunRecord] = {}
         self.skew = skew  # this agent's clock against the store's
+        # Whether the store counts this agent's operations: each run record then carries its
+        # table's (Work.operations, charged by Agent._move_held_work)
+        self.counted = isinstance(mailbox.storage, CountingStore)
         # Tables whose lease a held request waits for in this step, with when the lease that
         # refused it runs out (lease time; None if not known); and whether this agent gave one
         # of them up after it was refused (the waiting request can start at once).
@@ -246,13 +250,23 @@ class Tables:
             fencing_token=work.lease.lease.generation,
             agent=self.agent,
             environment=self.mailbox.storage.url,
-            run_as=self.config.run_as,
+            run_as=self.configured_run_as(work),
         )
         work.table_started, work.table_ended = now, None
         try:
             work.run = self.start_table(job)
         except Exception as exc:  # a runner that cannot start fails the table, not the agent
             self._record(work, TableResult(False, f"could not start: {exc}"), now)
+
+    def configured_run_as(self, work: Work) -> str | None:
+        """The identity configured for the request's tables: its schedule's ``run_as`` (if
+        this agent has that schedule and it names one), else ``[runner] run_as``."""
+        ref = work.request.schedule
+        if ref is not None:
+            for schedule in self.config.schedules:
+                if schedule.id == ref.id and schedule.run_as is not None:
+                    return schedule.run_as
+        return self.config.run_as
 
     def _keep_lease(self, work: Work) -> None:
         """Renew a running table's lease in time, or stop the table before the lease runs out.
@@ -445,8 +459,10 @@ class Tables:
             exit_code=result.exit_code,
             output=output_tail(result.output) or None,
             stdout=output_tail(result.stdout) or None,
-            run_as=run_as(self.config.run_as),
+            run_as=run_as(self.configured_run_as(work)),
             release=release(),
+            operations=self._operations(work),
+            compute_per_hour=self.config.compute_per_hour,
         )
         # The first record stands: a retried status change must not move the table's end.
         key = run_key(work.id, attempt, table)
@@ -454,6 +470,16 @@ class Tables:
             self.unwritten[key] = self._within_bound(key, record)
             self.holdings.last_jobs.append(LastJob(work.id, table, outcome, record.ended_at))
         self.write_unwritten(raise_unavailable=True)
+
+    def _operations(self, work: Work) -> dict[str, int] | None:
+        """The table's store operations, its run record's create included (made uncharged:
+        :meth:`write_unwritten`); the request's count starts again for its next table."""
+        if not self.counted:
+            return None
+        work.operations["create"] += 1
+        operations = {kind: n for kind, n in sorted(work.operations.items()) if n}
+        work.operations.clear()
+        return operations
 
     def _within_bound(self, key: str, record: RunRecord) -> RunRecord:
         """``record`` within the size bound: its message cut short if long, then as much of the
@@ -483,9 +509,11 @@ class Tables:
         while self.unwritten:
             key, record = next(iter(self.unwritten.items()))
             try:
-                with contextlib.suppress(AlreadyExists):  # there already: a lost answer
-                    self.mailbox.create(key, record)
-                follow_to_archive(self.mailbox, record.request, key)
+                # charged to no table: the record counts its own create (_operations)
+                with charged_to(self.mailbox.storage, None):
+                    with contextlib.suppress(AlreadyExists):  # there already: a lost answer
+                        self.mailbox.create(key, record)
+                    follow_to_archive(self.mailbox, record.request, key)
             except (InvalidKey, ArchiveConflict, MailboxFileError) as exc:
                 # a file where the request's runs/ folder belongs; or an archived record of
                 # the same name that differs (the archive's stands)

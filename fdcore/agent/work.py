@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
+from collections import Counter, deque
 from datetime import datetime
 
 import attrs
@@ -35,6 +35,8 @@ class Work:
     table_started: datetime | None = None
     table_ended: datetime | None = None  # when the agent saw the table's run end
     result: TableResult | None = None  # a finished table's result until it is recorded
+    # The store operations made for its current table so far, by kind: its run record's cost
+    operations: Counter[str] = attrs.field(factory=Counter)
 
     @property
     def id(self) -> str:

@@ -15,6 +15,7 @@ import attrs
 
 from fdcore.contract.ids import validate_id
 from fdcore.durations import MAX_SECONDS
+from fdcore.pricing import KINDS
 
 __all__ = [
     "AUDIT_ACTIONS",
@@ -81,6 +82,31 @@ def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float)
 def _optional_skew(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not -MAX_SECONDS <= value <= MAX_SECONDS:
         raise ValueError(f"{attribute.name} must be within {MAX_SECONDS} seconds, got {value!r}")
+
+
+#: The most store operations of one kind a record may state (far beyond any agent's life).
+MAX_OPERATIONS = 10**15
+#: The highest compute rate a record may state, in dollars per hour.
+MAX_COMPUTE_PER_HOUR = 1e6
+
+
+def _operations(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Store operations by kind (fdcore.pricing's kinds), each a whole number, 0 or more."""
+    if value is None:
+        return
+    for kind, count in value.items():
+        if kind not in KINDS:
+            raise ValueError(f"{attribute.name}: {kind!r} is not an operation ({', '.join(KINDS)})")
+        if not 0 <= count <= MAX_OPERATIONS:
+            raise ValueError(f"{attribute.name}: {kind} must be in [0, {MAX_OPERATIONS}]")
+
+
+def _rate(_instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and not 0 <= value <= MAX_COMPUTE_PER_HOUR:
+        raise ValueError(
+            f"{attribute.name} must be in [0, {MAX_COMPUTE_PER_HOUR:g}] dollars an hour, "
+            f"got {value!r}"
+        )
 
 
 #: The most of a table runner's output a run record keeps (its last lines), in UTF-8 bytes.
@@ -256,6 +282,10 @@ class AgentRecord:
     owner: str | None = None  # who to call about it ([agent] owner)
     # its last few table runs, newest last (None: an agent that does not say)
     last_jobs: list[LastJob] | None = None
+    # The store operations this agent (every process under its name) made since
+    # ``operations_since``, by kind, up to this write (None: an agent that does not count them)
+    operations: dict[str, int] | None = attrs.field(default=None, validator=_operations)
+    operations_since: datetime | None = None
     extra: dict[str, Any] = _extra()
 
 
@@ -296,6 +326,11 @@ class RunRecord:
     run_as: str | None = None  # the identity it ran as ([runner] run_as, else user@host)
     # the release that ran it: {"fdcore": version, <plugin distribution>: version}
     release: dict[str, str] | None = None
+    # The store operations the agent made for this table (its lease, status changes and this
+    # record), by kind; None: an agent that does not count them (docs/operations.md)
+    operations: dict[str, int] | None = attrs.field(default=None, validator=_operations)
+    # the agent's compute rate when it ran ([agent] compute_per_hour, dollars an hour)
+    compute_per_hour: float | None = attrs.field(default=None, validator=_rate)
     extra: dict[str, Any] = _extra()
 
 

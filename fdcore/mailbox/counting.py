@@ -1,16 +1,21 @@
 """A store wrapper that counts the calls made to it: how a test or a benchmark proves what a
-reader costs in store operations, operation by operation, without timing it, and how a running
-agent tells its operator what it has cost since it started (``fdcore.cli.runtime``)."""
+reader costs in store operations, operation by operation, without timing it, how a running
+agent tells its operator what it has cost since it started (``fdcore.cli.runtime``), and how
+it charges each table run the operations made for it (:meth:`CountingStore.charged_to`)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
     "KIND_OF",
     "LISTS",
     "CountingStore",
+    "charged_to",
 ]
 
 #: The calls that list a folder (the rest read, write or check one key).
@@ -34,17 +39,35 @@ class CountingStore:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.calls: Counter[str] = Counter()
+        # The account this thread's calls are charged to besides (charged_to), by kind.
+        self._charged = threading.local()
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.inner, name)
         if name.startswith("_") or not callable(found):
             return found
 
+        kind = KIND_OF.get(name)
+
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
+            account: Counter[str] | None = getattr(self._charged, "account", None)
+            if account is not None and kind is not None:
+                account[kind] += 1
             return found(*args, **kwargs)
 
         return counted
+
+    @contextlib.contextmanager
+    def charged_to(self, account: Counter[str] | None) -> Iterator[None]:
+        """Within the block, this thread's billed calls are also counted by kind in
+        ``account`` (``None``: in none, as outside any block); other threads' are not."""
+        before = getattr(self._charged, "account", None)
+        self._charged.account = account
+        try:
+            yield
+        finally:
+            self._charged.account = before
 
     def lists(self) -> int:
         """Calls that listed a folder."""
@@ -63,3 +86,15 @@ class CountingStore:
     def beyond_lists(self) -> dict[str, int]:
         """Every other call, by name."""
         return {name: n for name, n in self.calls.items() if name not in LISTS and n}
+
+
+def charged_to(storage: object, account: Counter[str] | None) -> contextlib.AbstractContextManager[None]:
+    """:meth:`CountingStore.charged_to` of ``storage``; nothing for a store that is not counted."""
+    if isinstance(storage, CountingStore):
+        return storage.charged_to(account)
+    return contextlib.nullcontext()
+
+
+def counted_by_kind(storage: object) -> Counter[str] | None:
+    """What ``storage`` counted, by kind; None for a store that is not counted."""
+    return storage.by_kind() if isinstance(storage, CountingStore) else None

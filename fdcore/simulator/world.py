@@ -47,6 +47,7 @@ from fdcore.contract.models import AgentRecord, Lease, Request, RunRecord, State
 from fdcore.errors import NotFound, RequestError, StaleFencingToken
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.cancel import cancel_request
+from fdcore.mailbox.counting import CountingStore
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
 from fdcore.simulator.plan import AgentPlan, Arrival, Plan, RetentionPlan, installed_plugins
@@ -516,10 +517,12 @@ class World:
         def start_table(job: TableJob) -> TableRun:
             return self._start_table(host, job)
 
-        parts = self.parts(config, host.store, start_table)
+        # Counted as the runtime counts an agent process's calls: what its records say it cost
+        store = CountingStore(host.store)
+        parts = self.parts(config, store, start_table)
         host.agent = Agent(
             config,
-            Mailbox(host.store, ProblemLog(host.name)),
+            Mailbox(store, ProblemLog(host.name)),
             attrs.evolve(parts, claim=WatchedClaim(parts.claim, host)),
             host.clock,
             instance=f"{host.name}.{host.incarnation}",
