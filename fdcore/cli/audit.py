@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 from fdcore.cli.config import add_environment_flags
@@ -23,18 +24,23 @@ from fdcore.errors import ConfigError
 DEFAULT_LIMIT = 1000
 
 
-def _since(text: str) -> datetime:
-    """``--since``: an ISO 8601 time, or a duration back from now (``1h``, ``7d``)."""
-    try:
-        return parse_time(text)
-    except (ValueError, TypeError):
-        pass
-    try:
-        return datetime.now(timezone.utc) - timedelta(seconds=parse_duration(text))
-    except ValueError:
-        raise ConfigError(
-            "fdcore audit", "--since", f"expected an ISO 8601 time or a duration, got {text!r}"
-        ) from None
+def since_flag(command: str) -> Callable[[str], datetime]:
+    """``--since`` of ``command``: an ISO 8601 time, or a duration back from now (``1h``,
+    ``7d``); a ConfigError naming the command and the flag."""
+
+    def since(text: str) -> datetime:
+        try:
+            return parse_time(text)
+        except (ValueError, TypeError):
+            pass
+        try:
+            return datetime.now(timezone.utc) - timedelta(seconds=parse_duration(text))
+        except ValueError:
+            raise ConfigError(
+                command, "--since", f"expected an ISO 8601 time or a duration, got {text!r}"
+            ) from None
+
+    return since
 
 
 def _row(row: AuditRow) -> tuple[str, ...]:
@@ -54,7 +60,9 @@ class Audit:
         add_environment_flags(parser)
         parser.add_argument("--request", help="only the actions on this request")
         parser.add_argument(
-            "--since", type=_since, help="from this ISO 8601 time, or this long ago (1h, 7d)"
+            "--since",
+            type=since_flag("fdcore audit"),
+            help="from this ISO 8601 time, or this long ago (1h, 7d)",
         )
         add_flag(
             parser,

@@ -15,6 +15,7 @@ from fdcore.abc import Command
 from fdcore.cli import actions, commands, installed
 from fdcore.cli.audit import Audit
 from fdcore.cli.config_command import Config
+from fdcore.cli.cost import Cost
 from fdcore.cli.demo import Demo
 from fdcore.cli.doctor import Doctor
 from fdcore.cli.incidents import Incidents
@@ -33,6 +34,7 @@ def fdcore_commands() -> Sequence[Command]:
         *actions.COMMANDS,
         Audit(),
         Runs(),
+        Cost(),
         Wait(),
         Config(),
         Demo(),

@@ -15,6 +15,7 @@ implementation:
 - :mod:`.client`: :class:`Environment`, the typed face of all of the above for code
   (docs/python.md), and :class:`RequestHandle`, what its ``submit`` returns; its waits
   (:mod:`.wait`), state changes (:mod:`.changes`) and the store's watch (:mod:`.watch`);
+- :mod:`.cost`: what the table runs cost, priced and grouped (``CostReport``);
 - :mod:`.aio`: :class:`AsyncEnvironment`, the same as coroutines for asyncio code.
 """
 
@@ -32,6 +33,7 @@ from fdcore.environment.actions import (
 from fdcore.environment.aio import AsyncEnvironment, AsyncRequestHandle
 from fdcore.environment.changes import Change
 from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, RequestHandle
+from fdcore.environment.cost import COST_GROUPS, NOT_IN_ANY_RUN, CostReport, CostRow
 from fdcore.environment.queue import (
     ACTIVE_STATES,
     QueueFilter,
@@ -66,10 +68,12 @@ from fdcore.mailbox.submit import retry_request
 
 __all__ = [
     "ACTIVE_STATES",
+    "COST_GROUPS",
     "DEFAULT_GRACE",
     "DEFAULT_POLL",
     "FILE_BOUND_VARIABLE",
     "FINAL_STATES",
+    "NOT_IN_ANY_RUN",
     "AgentRow",
     "AsyncEnvironment",
     "AsyncRequestHandle",
@@ -78,6 +82,8 @@ __all__ = [
     "AuditRow",
     "Cancellation",
     "Change",
+    "CostReport",
+    "CostRow",
     "Environment",
     "Mailbox",
     "QueueFilter",

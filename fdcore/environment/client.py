@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import Generic, TypeVar
@@ -39,6 +39,7 @@ from fdcore.environment.actions import (
     operator_name,
 )
 from fdcore.environment.changes import Change, ChangeTracker
+from fdcore.environment.cost import CostedRun, CostReport, cost_report, runs_of
 from fdcore.environment.queue import QueueFilter, QueuePage, QueueReader, queue_page
 from fdcore.environment.views import (
     AgentRow,
@@ -53,10 +54,12 @@ from fdcore.environment.wait import RequestWait
 from fdcore.environment.watch import StoreWatch
 from fdcore.errors import FdcoreError, InvalidId, RequestError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.archive import find_request_files
 from fdcore.mailbox.audit import AuditLog, AuditPage, record
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import deadline_from, retry_request, submit
+from fdcore.pricing import PRICES, store_of
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 
@@ -421,6 +424,53 @@ class Environment:
         :class:`~fdcore.errors.StorageUnavailable`."""
         records, _ = self._queue.index.runs(validate_id(id, "request id"))
         return records
+
+    def cost(
+        self,
+        *,
+        by: str = "request",
+        since: datetime | None = None,
+        request: str | None = None,
+        store: str | None = None,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> CostReport:
+        """What the table runs cost (what ``fdcore cost`` prints): their store operations and
+        wall time, priced and grouped ``by`` run, request, schedule, owner or agent, most
+        expensive first; only runs ended at or after ``since``, or only ``request``'s runs
+        (live or archived). Without either, a last row ``not in any run`` holds what the
+        agents did outside every run (polls, heartbeats, claims), so the rows add up to what
+        the agents paid. Store operations are priced at ``prices[store]`` (default: the
+        built-in tables, :data:`fdcore.pricing.PRICES`; ``store`` defaults to the one the
+        environment's URL names), wall time at each run's agent's ``compute_per_hour``.
+
+        Raises ValueError for an unknown ``by`` or ``store``, a ``since`` without a time zone,
+        or no ``store`` for an environment whose URL names none (a local folder);
+        :class:`~fdcore.errors.InvalidId`, :class:`~fdcore.errors.StorageUnavailable`."""
+        chosen = store or store_of(self.url)
+        if chosen is None:
+            raise ValueError(
+                f"{self.url} names no store with a price table: give store= one of "
+                + ", ".join(prices or PRICES)
+            )
+        if since is not None and since.utcoffset() is None:
+            raise ValueError(f"since {since.isoformat()} has no time zone: give one")
+        runs: Iterable[CostedRun]
+        if request is not None:
+            files = find_request_files(self.mailbox, validate_id(request, "request id"))
+            schedule = files.request.schedule if files and files.request else None
+            found = files.runs if files is not None else ()
+            runs = [CostedRun(request, schedule.id if schedule else None, r) for r in found]
+        else:
+            runs = runs_of(self.mailbox, self._queue.rows(include_archived=True), self.table_runs)
+        return cost_report(
+            self.mailbox,
+            runs,
+            by=by,
+            store=chosen,
+            prices=prices,
+            since=since,
+            whole_fleet=request is None,
+        )
 
     @property
     def lost_agents_unknown(self) -> str | None:

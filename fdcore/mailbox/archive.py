@@ -114,11 +114,7 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         retry = mailbox.retry(request_id)
         runs_prefix = f"{RUNS}{request_id}/"
     cancel, cancel_problem = mailbox.read_or_problem(Cancel, cancel_at)
-    runs = []
-    for key in _limited(mailbox.storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
-        found = mailbox.read_or_report(RunRecord, key)
-        if found is not None:
-            runs.append(found.value)
+    runs = read_runs(mailbox, runs_prefix)
     return RequestFiles(
         request_id,
         request.value if request else None,
@@ -129,6 +125,17 @@ def find_request_files(mailbox: Mailbox, request_id: str) -> RequestFiles | None
         cancel_problem=cancel_problem,
         retry=retry.value if retry else None,
     )
+
+
+def read_runs(mailbox: Mailbox, runs_prefix: str) -> list[RunRecord]:
+    """The run records under ``runs_prefix`` (a request's runs folder, live or archived), at
+    most :data:`MAX_RUNS_PER_REQUEST`; a malformed one is reported and left out."""
+    runs = []
+    for key in _limited(mailbox.storage.list(runs_prefix), MAX_RUNS_PER_REQUEST):
+        found = mailbox.read_or_report(RunRecord, key)
+        if found is not None:
+            runs.append(found.value)
+    return runs
 
 
 def archived_ids(mailbox: Mailbox) -> Iterator[str]:

@@ -88,7 +88,9 @@ class CountingStore:
         return {name: n for name, n in self.calls.items() if name not in LISTS and n}
 
 
-def charged_to(storage: object, account: Counter[str] | None) -> contextlib.AbstractContextManager[None]:
+def charged_to(
+    storage: object, account: Counter[str] | None
+) -> contextlib.AbstractContextManager[None]:
     """:meth:`CountingStore.charged_to` of ``storage``; nothing for a store that is not counted."""
     if isinstance(storage, CountingStore):
         return storage.charged_to(account)

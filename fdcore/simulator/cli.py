@@ -10,10 +10,11 @@ from pathlib import Path
 import attrs
 
 from fdcore.durations import Whole, add_flag
+from fdcore.errors import ConfigError
 from fdcore.pricing import load_prices
 from fdcore.simulator.options import add_options, scenario_from_args
 from fdcore.simulator.report import Report
-from fdcore.simulator.simulation import simulate
+from fdcore.simulator.simulation import keep_mailbox, simulate_world
 from fdcore.terminal import Progress
 
 
@@ -22,11 +23,17 @@ def _simulate(args: argparse.Namespace) -> int:
         logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
     scenarios = [scenario_from_args(args, args.seed + n) for n in range(args.runs)]
     prices = load_prices(args.prices) if args.prices is not None else None
+    if args.mailbox is not None and args.runs > 1:
+        raise ConfigError(
+            "fdcore simulate", "--mailbox", "keeps one run's mailbox: not with --runs"
+        )
     reports = []
     progress = Progress()  # on a terminal only: piped output is the reports alone
     for n, scenario in enumerate(scenarios, 1):
         progress.update(f"simulating seed {scenario.seed} ({n} of {len(scenarios)})...")
-        report = simulate(scenario)
+        world, report = simulate_world(scenario)
+        if args.mailbox is not None:
+            keep_mailbox(world, args.mailbox)
         if prices is not None:
             report = attrs.evolve(report, prices=prices)
         progress.done()
@@ -88,6 +95,12 @@ class Simulate:
             type=Path,
             metavar="FILE",
             help="a TOML file of store prices replacing the built-in ones (docs/operations.md)",
+        )
+        parser.add_argument(
+            "--mailbox",
+            type=Path,
+            metavar="DIR",
+            help="keep the run's mailbox in this new local folder (for fdcore cost, queue, ...)",
         )
         add_options(parser)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+from fdcore.errors import ConfigError
 from fdcore.simulator.invariants import (
     AgentsNeverRaise,
     ArchivedWhole,
@@ -91,3 +93,23 @@ def simulate(
     """Run one seeded world and report on it (the options as :func:`simulate_world`'s)."""
     _world, report = simulate_world(scenario, checkers=checkers, parts=parts, schedules=schedules)
     return report
+
+
+def keep_mailbox(world: World, folder: Path) -> int:
+    """Copy the world's mailbox, as the run left it, into a new local-folder environment at
+    ``folder`` (created; refused if it holds anything), for the commands to read (``fdcore
+    cost``, ``fdcore queue``). Returns the number of files copied."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ConfigError("fdcore simulate", "--mailbox", f"{folder} is not an empty folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = installed_plugins().open_storage(str(folder), create=True, setting="--mailbox")
+    copied = 0
+    try:
+        for key in sorted(world.store.list("")):
+            blob = world.store.read(key)
+            if blob is not None:
+                target.create(key, blob.data)
+                copied += 1
+    finally:
+        target.close()
+    return copied
