@@ -60,13 +60,16 @@ class CostRow:
 
     @property
     def dollars(self) -> float:
+        """Store and compute together."""
         return self.store_dollars + self.compute_dollars
 
     @property
     def total_operations(self) -> int:
+        """Its store operations of every kind."""
         return sum(self.operations.values())
 
     def to_json(self) -> dict[str, Any]:
+        """The row as ``fdcore cost --json`` prints it in ``rows``."""
         return {
             "key": self.key,
             "runs": self.runs,
@@ -93,6 +96,7 @@ class CostReport:
     total: CostRow
 
     def to_json(self) -> dict[str, Any]:
+        """The report as ``fdcore cost --json`` prints it."""
         return {
             "by": self.by,
             "store": self.store,
