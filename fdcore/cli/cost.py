@@ -12,7 +12,6 @@ from fdcore.cli.audit import since_flag
 from fdcore.cli.config import add_environment_flags
 from fdcore.cli.output import format_table
 from fdcore.environment import COST_GROUPS, CostReport, CostRow, Environment
-from fdcore.errors import ConfigError
 from fdcore.pricing import KINDS, PRICES, load_prices
 
 #: The columns of ``--csv``, one line per row of the report.
@@ -58,7 +57,11 @@ def _text(report: CostReport) -> str:
                 f"{row.dollars:.4f}",
             )
         )
-    notes = [f"store operations at {report.store} prices"]
+    notes = [
+        f"store operations at {report.store} prices"
+        if report.store
+        else "store operations not priced (a local folder): --store prices them as on one"
+    ]
     if report.since is not None:
         notes.append("runs ended since then; what no run made is counted from the agents' start")
     if report.total.uncounted:
@@ -98,12 +101,7 @@ class Cost:
     def run(self, args: argparse.Namespace) -> int:
         prices = load_prices(args.prices) if args.prices is not None else None
         with Environment.open(args.env) as environment:
-            try:
-                report = environment.cost(
-                    by=args.by, since=args.since, store=args.store, prices=prices
-                )
-            except ValueError as exc:
-                raise ConfigError("fdcore cost", "--store", str(exc)) from None
+            report = environment.cost(by=args.by, since=args.since, store=args.store, prices=prices)
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
         elif args.csv:

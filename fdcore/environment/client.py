@@ -59,7 +59,7 @@ from fdcore.mailbox.audit import AuditLog, AuditPage, record
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import deadline_from, retry_request, submit
-from fdcore.pricing import PRICES, store_of
+from fdcore.pricing import store_of
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 
@@ -441,17 +441,12 @@ class Environment:
         agents did outside every run (polls, heartbeats, claims), so the rows add up to what
         the agents paid. Store operations are priced at ``prices[store]`` (default: the
         built-in tables, :data:`fdcore.pricing.PRICES`; ``store`` defaults to the one the
-        environment's URL names), wall time at each run's agent's ``compute_per_hour``.
+        environment's URL names, and a local folder's are not priced), wall time at each
+        run's agent's ``compute_per_hour``.
 
-        Raises ValueError for an unknown ``by`` or ``store``, a ``since`` without a time zone,
-        or no ``store`` for an environment whose URL names none (a local folder);
-        :class:`~fdcore.errors.InvalidId`, :class:`~fdcore.errors.StorageUnavailable`."""
+        Raises ValueError for an unknown ``by`` or ``store`` or a ``since`` without a time
+        zone; :class:`~fdcore.errors.InvalidId`, :class:`~fdcore.errors.StorageUnavailable`."""
         chosen = store or store_of(self.url)
-        if chosen is None:
-            raise ValueError(
-                f"{self.url} names no store with a price table: give store= one of "
-                + ", ".join(prices or PRICES)
-            )
         if since is not None and since.utcoffset() is None:
             raise ValueError(f"since {since.isoformat()} has no time zone: give one")
         runs: Iterable[CostedRun]

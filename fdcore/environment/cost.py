@@ -90,7 +90,7 @@ class CostReport:
     start, not by time), and their total."""
 
     by: str
-    store: str  # the price table used (fdcore.pricing.PRICES)
+    store: str | None  # the price table used (fdcore.pricing.PRICES); None: not priced
     since: datetime | None
     rows: list[CostRow]
     total: CostRow
@@ -134,29 +134,35 @@ def cost_report(
     runs: Iterable[CostedRun],
     *,
     by: str,
-    store: str,
+    store: str | None,
     prices: Mapping[str, Mapping[str, float]] | None = None,
     since: datetime | None = None,
     whole_fleet: bool = True,
 ) -> CostReport:
-    """Price ``runs`` at ``prices[store]`` (default: the built-in tables) grouped ``by`` one of
-    :data:`COST_GROUPS`, only those ended at or after ``since``; with ``whole_fleet`` (every
-    run of the environment) and no ``since``, the :data:`NOT_IN_ANY_RUN` row from the agents'
-    records."""
+    """Price ``runs`` at ``prices[store]`` (default: the built-in tables; no ``store``: their
+    operations unpriced) grouped ``by`` one of :data:`COST_GROUPS`, only those ended at or
+    after ``since``; with ``whole_fleet`` (every run of the environment) and no ``since``, the
+    :data:`NOT_IN_ANY_RUN` row from the agents' records."""
     if by not in COST_GROUPS:
         raise ValueError(f"by must be one of {', '.join(COST_GROUPS)}, got {by!r}")
-    table = (prices or PRICES).get(store)
+    table = dict.fromkeys(KINDS, 0.0) if store is None else (prices or PRICES).get(store)
     if table is None:
         raise ValueError(f"store must be one of {', '.join(prices or PRICES)}, got {store!r}")
     every = list(runs)
-    agents = {found.value.name: found.value for found in _agent_records(mailbox)}
+    fleet = whole_fleet and since is None
+    # the agents' records: whom a run is charged to, and what no run made
+    agents = (
+        {found.value.name: found.value for found in _agent_records(mailbox)}
+        if fleet or by == "owner"
+        else {}
+    )
     chosen = [run for run in every if since is None or run.record.ended_at >= since]
     grouped: dict[str, list[CostedRun]] = {}
     for run in chosen:
         grouped.setdefault(_key(run, by, agents), []).append(run)
     priced = [_row(key, group, table) for key, group in grouped.items()]
     priced.sort(key=lambda row: (-row.dollars, row.key))
-    if whole_fleet and since is None:
+    if fleet:
         outside = _outside_runs(agents.values(), every)
         if outside is not None:
             priced.append(_priced(NOT_IN_ANY_RUN, 0, 0.0, outside, 0.0, 0, table))

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.templating import Jinja2Templates
 
 from fdcore.contract.codec import to_dict
-from fdcore.environment import AuditRow, QueueFilter, RequestStory
+from fdcore.environment import AuditRow, CostReport, QueueFilter, RequestStory
 from fdcore.errors import InvalidId, MailboxFileError, RequestNotFound, StorageUnavailable
 from fdcore_monitor.actions import TOKEN_HEADER, Actions
 from fdcore_monitor.metrics import REQUEST_STATES, oldest_waiting_seconds, registry
@@ -160,9 +160,10 @@ class Pages:
             return PlainTextResponse(f"fdcore monitor: {story[1]}", status_code=story[0])
         now = datetime.now(timezone.utc)
         svg = timeline_svg(story.attempts, story.runs, now)
-        context = {"story": story, "timeline": svg, "now": now, "audit": None}
+        context = {"story": story, "timeline": svg, "now": now, "audit": None, "cost": None}
         if request.query_params.get("fragment") != "1":  # outside the live part: read once
             context["audit"] = self._audit(story, now)
+            context["cost"] = self._cost(story)
         return self.render("request", request, context)
 
     def _audit(self, story: RequestStory, now: datetime) -> list[AuditRow] | None:
@@ -177,6 +178,14 @@ class Pages:
         except StorageUnavailable:
             return None
         return page.rows
+
+    def _cost(self, story: RequestStory) -> CostReport | None:
+        """What the request's table runs cost (``fdcore cost``'s figures for it); None if its
+        files could not be read."""
+        try:
+            return self.source.environment.cost(request=story.id, by="run")
+        except (StorageUnavailable, MailboxFileError):
+            return None
 
     def api_request(self, request: Request) -> Response:
         story = self._story(request)

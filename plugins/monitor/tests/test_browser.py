@@ -115,6 +115,12 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
         )
         assert states and set(states) == {"waiting"}, states
 
+        # a finished request's cost: its runs' store operations, as the agents counted them
+        page.goto(f"{monitor.url}requests/r0")
+        counted = page.inner_text("#cost-operations")
+        assert int(counted.split()[0]) >= 2 * len(TABLES), counted  # each run's record, lease
+        assert page.inner_text("#cost-total").startswith("$")
+
         # a request not finished yet: its timeline grows a block as each table ends
         for request in ("r4", "r5", "r6", "r7"):
             page.goto(f"{monitor.url}requests/{request}")

@@ -434,3 +434,24 @@ def test_the_audit_trail_is_read_at_page_load_not_at_each_refresh(history: Any) 
             re.S,
         )
         assert "Audit trail" not in http.get("/requests/w1?fragment=1").text
+
+
+def test_a_request_page_shows_what_its_runs_cost_read_at_page_load(history: Any) -> None:
+    from fdcore.contract.layout import run_key
+
+    found = history.mailbox.runs("ok1")
+    for n, record in enumerate(found):  # as a counting agent with a compute rate writes them
+        record.operations = {"read": 4, "create": 1, "replace": 2 + n}
+        record.compute_per_hour = 36.0
+        key = run_key(record.request, record.attempt, record.table)
+        blob = history.mailbox.storage.read(key)
+        history.mailbox.replace(key, record, blob.etag)
+    report = Environment(history.mailbox).cost(request="ok1", by="run")
+    operations = 7 * len(found) + sum(range(len(found)))
+    assert report.total.total_operations == operations
+    with client(history) as http:
+        page = http.get("/requests/ok1").text
+        assert f'<dd id="cost-operations">{operations} (' in page
+        assert f'<dd id="cost-total">${report.total.dollars:.6f}</dd>' in page
+        assert report.total.compute_dollars > 0  # 36 $/h over the runs' wall time
+        assert "Cost" not in http.get("/requests/ok1?fragment=1").text
