@@ -7,15 +7,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 import threading
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli import cost as cost_command
+from fdcore.cli.fleet import AgentFleet
 from fdcore.cli.main import main
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import agent_key, run_key
@@ -291,3 +295,56 @@ def test_simulate_keeps_a_mailbox_only_in_a_new_folder(
         report = environment.cost(store="onelake")
     assert isinstance(report, CostReport) and report.total.runs >= 2
     assert all(isinstance(row, CostRow) for row in report.rows)
+
+
+@pytest.mark.processes
+def test_a_real_agents_runs_carry_their_cost_and_add_up_to_its_count(
+    fdcore_fleet: AgentFleet,
+) -> None:
+    fleet, url = fdcore_fleet, fdcore_fleet.environment
+    fleet.env["FDCORE_TEST_TABLE_SECONDS"] = "0.5"
+    agent = {"poll_seconds": 0.5, "stale_after": 5, "owner": "team-a", "compute_per_hour": 36}
+    runner = {"kind": "python", "function": "fdcore.testing.tables:sleep_table"}
+    fleet.add("etl-01", {"agent": agent, "runner": runner}).start()
+    with Environment.open(url) as environment:
+        handle = environment.submit(["sales", "stock"], id="r1")
+        try:
+            assert handle.wait(timeout=60).state == "succeeded"
+        finally:
+            assert fleet.stop_all() == {"etl-01": 0}  # a clean stop: its last record counts all
+        report = environment.cost(by="run", store="s3")
+        record = environment.mailbox.agent("etl-01")
+    assert record is not None and record.value.operations is not None
+    runs = {row.key: row for row in report.rows}
+    assert set(runs) == {"r1/1/sales", "r1/1/stock", NOT_IN_ANY_RUN}
+    for key in ("r1/1/sales", "r1/1/stock"):
+        assert runs[key].operations["create"] >= 1 and runs[key].seconds >= 0.5
+        assert runs[key].compute_dollars == pytest.approx(runs[key].seconds / 100)
+    assert runs[NOT_IN_ANY_RUN].operations["list"] > 0  # its polls
+    counted = record.value.operations
+    assert dict(report.total.operations) == {kind: counted.get(kind, 0) for kind in PRICES["s3"]}
+    by_owner = fdcore_cost(url, "--by", "owner")
+    assert [row["key"] for row in by_owner["rows"]] == ["team-a", NOT_IN_ANY_RUN]
+
+
+def fdcore_cost(url: str, *flags: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fdcore.cli",
+            "cost",
+            "--env",
+            url,
+            "--store",
+            "s3",
+            "--json",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
