@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 
@@ -30,6 +30,7 @@ from fdcore.environment.client import (
     Environment,
     Handle,
 )
+from fdcore.environment.cost import CostReport
 from fdcore.environment.queue import QueueFilter, QueuePage
 from fdcore.environment.views import AgentRow, QueueRow, RequestStory, ScheduleRow
 from fdcore.environment.wait import RequestWait
@@ -262,6 +263,21 @@ class AsyncEnvironment:
         """The audit trail (:meth:`Environment.audit <fdcore.environment.Environment.audit>`)."""
         return await asyncio.to_thread(
             self.environment.audit, since=since, request=request, limit=limit, archived=archived
+        )
+
+    async def cost(
+        self,
+        *,
+        by: str = "request",
+        since: datetime | None = None,
+        request: str | None = None,
+        store: str | None = None,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> CostReport:
+        """What the table runs cost (:meth:`Environment.cost
+        <fdcore.environment.Environment.cost>`)."""
+        return await asyncio.to_thread(
+            self.environment.cost, by=by, since=since, request=request, store=store, prices=prices
         )
 
     async def acknowledge(self, incident: str, *, by: str) -> Incident:
