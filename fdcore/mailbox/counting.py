@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
@@ -48,26 +47,23 @@ class CountingStore:
             return found
 
         kind = KIND_OF.get(name)
+        calls, charged = self.calls, self._charged
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            account: Counter[str] | None = getattr(self._charged, "account", None)
+            calls[name] += 1
+            account: Counter[str] | None = getattr(charged, "account", None)
             if account is not None and kind is not None:
                 account[kind] += 1
             return found(*args, **kwargs)
 
+        # kept: the next call finds it without coming here (a simulated day makes millions)
+        setattr(self, name, counted)
         return counted
 
-    @contextlib.contextmanager
-    def charged_to(self, account: Counter[str] | None) -> Iterator[None]:
+    def charged_to(self, account: Counter[str] | None) -> _Charged:
         """Within the block, this thread's billed calls are also counted by kind in
         ``account`` (``None``: in none, as outside any block); other threads' are not."""
-        before = getattr(self._charged, "account", None)
-        self._charged.account = account
-        try:
-            yield
-        finally:
-            self._charged.account = before
+        return _Charged(self._charged, account)
 
     def lists(self) -> int:
         """Calls that listed a folder."""
@@ -86,6 +82,24 @@ class CountingStore:
     def beyond_lists(self) -> dict[str, int]:
         """Every other call, by name."""
         return {name: n for name, n in self.calls.items() if name not in LISTS and n}
+
+
+class _Charged:
+    """:meth:`CountingStore.charged_to`'s block (a class: agents enter one per held request
+    at every step)."""
+
+    __slots__ = ("account", "before", "local")
+
+    def __init__(self, local: threading.local, account: Counter[str] | None) -> None:
+        self.local, self.account = local, account
+        self.before: Counter[str] | None = None
+
+    def __enter__(self) -> None:
+        self.before = getattr(self.local, "account", None)
+        self.local.account = self.account
+
+    def __exit__(self, *exc: object) -> None:
+        self.local.account = self.before
 
 
 def charged_to(
