@@ -133,6 +133,38 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert not upward, "\n".join(upward)
 
 
+#: (package, package it imports nothing from): the public face keeps to the contract and the
+#: mailbox, never the agent's internals. One line per rule.
+APART: tuple[tuple[str, str], ...] = (("fdcore.environment", "fdcore.agent"),)
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def imports_between(edges: dict[str, set[str]], package: str, other: str) -> list[str]:
+    return [
+        f"{name} imports {target}"
+        for name, targets in sorted(edges.items())
+        if within(name, package)
+        for target in sorted(targets)
+        if within(target, other)
+    ]
+
+
+@pytest.mark.parametrize(("package", "other"), APART)
+def test_a_package_imports_nothing_from_one_kept_apart(package: str, other: str) -> None:
+    found = imports_between(graph(), package, other)
+    assert not found, "\n".join(found)
+
+
+def test_the_apart_check_sees_an_import() -> None:
+    edges = {"fdcore.environment.views": {"fdcore.agent.schedules", "fdcore.contract"}}
+    assert imports_between(edges, "fdcore.environment", "fdcore.agent") == [
+        "fdcore.environment.views imports fdcore.agent.schedules"
+    ]
+
+
 #: What ``fdcore/__init__.py`` loads on first use of a name (PEP 562 ``__getattr__``), never
 #: while ``import fdcore`` runs: ``from fdcore import Environment``.
 FACADE_ON_USE = {"fdcore.environment", "fdcore.errors"}

@@ -19,7 +19,6 @@ import attrs
 
 from fdcore.agent.declared import structure, tables
 from fdcore.agent.settings import (
-    MAX_ATTEMPTS,
     AgentConfig,
     AgentToml,
     ScheduleTable,
@@ -30,7 +29,6 @@ from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 from fdcore.tomlfile import read_toml
 
 __all__ = [
-    "MAX_ATTEMPTS",
     "add_environment_flags",
     "declared_config",
     "load_config",

@@ -1,8 +1,9 @@
 """An environment as its operators see it: its agents, queue, schedules, requests and
 incidents, and what they may do to it. The public face under the commands and the monitor.
 
-Layer 10, between the simulator and the command line: it reads through the mailbox, the agent's
-schedules and the incident book, and nothing here parses arguments, prints or sleeps. Plugins
+Layer 10, between the simulator and the command line: it reads through the mailbox, the contract's
+schedule rules and the incident book, never the agent's internals; nothing here parses arguments,
+prints or sleeps. Plugins
 and scripts import from this package only (the names in ``__all__``); its modules are its
 implementation:
 

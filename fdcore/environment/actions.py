@@ -12,8 +12,7 @@ from contextvars import ContextVar
 from datetime import datetime
 
 from fdcore.abc import TakeoverPolicy
-from fdcore.agent.settings import check_file_bound
-from fdcore.contract.codec import MAX_FILE_BYTES
+from fdcore.contract.limits import MAX_FILE_BYTES, check_file_bound
 from fdcore.contract.models import Incident
 from fdcore.environment.named import Target, from_agent_toml, resolve
 from fdcore.errors import ConfigError, PluginError

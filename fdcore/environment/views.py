@@ -16,7 +16,6 @@ from typing import Any
 import attrs
 
 from fdcore.abc import HostSlots, TakeoverPolicy
-from fdcore.agent.schedules import schedule_conflicts, tables_text
 from fdcore.contract.codec import format_time, to_dict
 from fdcore.contract.layout import agent_key
 from fdcore.contract.models import (
@@ -29,6 +28,7 @@ from fdcore.contract.models import (
     State,
     Status,
 )
+from fdcore.contract.schedules import schedule_conflicts, tables_text
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import known_request
 from fdcore.plugins.manager import HOST, load_plugins
@@ -333,7 +333,7 @@ def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
 
 def schedule_warnings(agents: list[AgentRow]) -> list[str]:
     """What operators must hear about schedule copies across agents (see
-    :func:`fdcore.agent.schedules.schedule_conflicts`)."""
+    :func:`fdcore.contract.schedules.schedule_conflicts`)."""
     return list(schedule_conflicts(_copies(agents)).values())
 
 
