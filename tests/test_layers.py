@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fdcore.abc",),
     ("fdcore.plugins",),
     ("fdcore.mailbox",),
-    ("fdcore.builtin",),
+    ("fdcore.builtin", "fdcore.table"),
     ("fdcore.conformance",),
     ("fdcore.agent",),
     ("fdcore.incidents",),
@@ -51,7 +51,7 @@ FACADE = ("fdcore", "fdcore.__main__")
 #: What plugins and users may import (docs/architecture.md, "Public API"; docs/plugins.md): the
 #: facade's ``hookimpl``, the protocols, errors, mailbox contract, durations, the retry policy of
 #: stores behind a network, the webhook POST of notifiers, the views of an environment's mailbox,
-#: and the test kit. Everything else is internal.
+#: a table process's fenced write, and the test kit. Everything else is internal.
 PUBLIC_API = (
     "fdcore.abc",
     "fdcore.errors",
@@ -60,6 +60,7 @@ PUBLIC_API = (
     "fdcore.retry",
     "fdcore.webhook",
     "fdcore.environment",
+    "fdcore.table",
     "fdcore.testing",
 )
 #: The packages the repository's plugin distributions ship (their tests may use more).
