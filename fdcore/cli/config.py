@@ -23,7 +23,7 @@ from fdcore.agent.settings import (
     AgentToml,
     ScheduleTable,
 )
-from fdcore.environment import operator_file_bound
+from fdcore.environment.actions import operator_file_bound
 from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 from fdcore.tomlfile import read_toml
