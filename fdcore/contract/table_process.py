@@ -92,11 +92,12 @@ class Variable:
         return value
 
 
-def variable(name: str, kind: Kind = "text", low: int | None = None, **kwargs: Any) -> Any:
-    """A field of :class:`TableVariables` carried by variable ``name`` (``default`` if it may be
-    missing), with its kind and bounds."""
-    high = kwargs.pop("high", None)
-    return attrs.field(metadata={"variable": Variable(name, kind, low, high)}, **kwargs)
+def variable(
+    name: str, kind: Kind = "text", low: int | None = None, high: int | None = None, **field: Any
+) -> Any:
+    """A field of :class:`TableVariables` carried by variable ``name``, with its kind and bounds;
+    ``field`` are attrs's (a ``default`` or ``factory`` when an older runner may not set it)."""
+    return attrs.field(metadata={"variable": Variable(name, kind, low, high)}, **field)
 
 
 def _declared(field: attrs.Attribute[Any]) -> Variable:
@@ -119,8 +120,7 @@ class TableVariables:
     max_file_bytes: int = variable(
         "FDCORE_MAX_FILE_BYTES",
         "whole",
-        FILE_BYTES_RANGE[0],
-        high=FILE_BYTES_RANGE[1],
+        *FILE_BYTES_RANGE,
         default=MAX_FILE_BYTES,
     )
     run_as: str | None = variable("FDCORE_RUN_AS", default=None)  # ``[runner] run_as``
