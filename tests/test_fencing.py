@@ -181,7 +181,7 @@ def test_a_table_process_told_a_bound_out_of_range_fails_naming_it(tmp_path: Pat
     assert result is not None and not result.succeeded
     assert result.output.splitlines()[-1] == (
         "fdcore.errors.ConfigError: environment variable FDCORE_MAX_FILE_BYTES: "
-        "must be 4096..67108864, got 12"
+        "must be 4096..67108864 bytes, got 12"
     )
     assert storage.read("tables/sales.json") is None
 

@@ -72,8 +72,8 @@ def test_a_process_of_an_older_runner_reads_the_defaults() -> None:
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("FDCORE_MAX_FILE_BYTES", "12", "must be 4096..67108864, got 12"),
-        ("FDCORE_MAX_FILE_BYTES", "1e6", "expected a whole number, got '1e6'"),
+        ("FDCORE_MAX_FILE_BYTES", "12", "must be 4096..67108864 bytes, got 12"),
+        ("FDCORE_MAX_FILE_BYTES", "1e6", "expected an integer, got '1e6'"),
         ("FDCORE_FENCING_TOKEN", "-1", "must be at least 0, got -1"),
         ("FDCORE_ATTEMPT", "0", "must be at least 1, got 0"),
         ("FDCORE_AGENT", "", "is empty"),

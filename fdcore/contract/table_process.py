@@ -47,6 +47,7 @@ class Variable:
     kind: Kind = "text"
     low: int | None = None  # a whole number's least value
     high: int | None = None  # a whole number's greatest value (None: no bound)
+    unit: str = ""  # what a whole number counts, for its error
 
     def read(self, text: str) -> Any:
         """The value ``text`` gives, or a ConfigError naming the variable."""
@@ -59,11 +60,12 @@ class Variable:
         try:
             value = int(text)
         except ValueError:
-            raise self.error(f"expected a whole number, got {text[:40]!r}") from None
+            raise self.error(f"expected an integer, got {text!r}") from None
         if (self.low is not None and value < self.low) or (
             self.high is not None and value > self.high
         ):
-            raise self.error(f"must be {self._range()}, got {value}")
+            unit = f" {self.unit}" if self.unit else ""
+            raise self.error(f"must be {self._range()}{unit}, got {value}")
         return value
 
     def write(self, value: Any) -> str | None:
@@ -93,11 +95,16 @@ class Variable:
 
 
 def variable(
-    name: str, kind: Kind = "text", low: int | None = None, high: int | None = None, **field: Any
+    name: str,
+    kind: Kind = "text",
+    low: int | None = None,
+    high: int | None = None,
+    unit: str = "",
+    **field: Any,
 ) -> Any:
     """A field of :class:`TableVariables` carried by variable ``name``, with its kind and bounds;
     ``field`` are attrs's (a ``default`` or ``factory`` when an older runner may not set it)."""
-    return attrs.field(metadata={"variable": Variable(name, kind, low, high)}, **field)
+    return attrs.field(metadata={"variable": Variable(name, kind, low, high, unit)}, **field)
 
 
 def _declared(field: attrs.Attribute[Any]) -> Variable:
@@ -121,6 +128,7 @@ class TableVariables:
         "FDCORE_MAX_FILE_BYTES",
         "whole",
         *FILE_BYTES_RANGE,
+        unit="bytes",
         default=MAX_FILE_BYTES,
     )
     run_as: str | None = variable("FDCORE_RUN_AS", default=None)  # ``[runner] run_as``
