@@ -16,7 +16,7 @@ import contextlib
 import functools
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -24,6 +24,7 @@ import attrs
 
 from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
+from fdcore.contract.table_process import DEFAULT_LEASES, table_environ
 from fdcore.errors import (
     EnvironmentNotFound,
     InvalidKey,
@@ -628,7 +629,7 @@ class TableJob:
     fencing_token: int  # the table lease's generation
     agent: str
     environment: str  # the environment URL
-    leases: str = "mailbox"  # the lease provider's name: a fenced write checks the token there
+    leases: str = DEFAULT_LEASES  # the lease provider's name: a fenced write checks the token there
     # the operator's bound of a mailbox file (``[agent] max_file_bytes``): a fenced write reads
     # and writes within it
     max_file_bytes: int = MAX_FILE_BYTES
@@ -636,19 +637,14 @@ class TableJob:
     # so the lane stays held while the process runs (it never outlives its agent)
     inherit: tuple[int, ...] = ()
     run_as: str | None = None  # ``[runner] run_as``: the identity it runs as (FDCORE_RUN_AS)
+    # the agent's ``[storage]``: a table process opens the environment as its agent does
+    storage_backend: str | None = None
+    storage_options: Mapping[str, str] = attrs.field(factory=dict, hash=False)
 
     def environ(self) -> dict[str, str]:
-        """The variables a command runner puts in the table process's environment."""
-        return ({"FDCORE_RUN_AS": self.run_as} if self.run_as else {}) | {
-            "FDCORE_REQUEST": self.request,
-            "FDCORE_TABLE": self.table,
-            "FDCORE_ATTEMPT": str(self.attempt),
-            "FDCORE_FENCING_TOKEN": str(self.fencing_token),
-            "FDCORE_AGENT": self.agent,
-            "FDCORE_ENVIRONMENT": self.environment,
-            "FDCORE_LEASES": self.leases,
-            "FDCORE_MAX_FILE_BYTES": str(self.max_file_bytes),
-        }
+        """The variables a command runner puts in the table process's environment
+        (:mod:`fdcore.contract.table_process` declares them)."""
+        return table_environ(self)
 
 
 @attrs.frozen

@@ -9,7 +9,7 @@ import pytest
 
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.models import Cancel
-from fdcore.environment import request_story
+from fdcore.environment.views import request_story
 from fdcore.errors import RequestError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archive_files, find_request_files

@@ -14,7 +14,8 @@ from fdcore.cli.main import main
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import audit_key
 from fdcore.contract.models import AuditEvent, State
-from fdcore.environment import AuditPage, AuditRow, Environment, operator_name
+from fdcore.environment import AuditPage, AuditRow, Environment
+from fdcore.environment.actions import operator_name
 from fdcore.errors import RequestError
 from fdcore.mailbox.audit import AuditLog, archive_old_events, new_event_id, record, time_of_id
 from fdcore.mailbox.submit import submit

@@ -15,7 +15,7 @@ from fdcore.cli.config import load_config
 from fdcore.cli.main import main
 from fdcore.contract.codec import parse_time
 from fdcore.contract.models import State
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.errors import ConfigError, PluginError
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import Plugins, load_plugins

@@ -24,19 +24,21 @@ from fdcore.environment import (
     FILE_BOUND_VARIABLE,
     Environment,
     ScheduleRow,
-    acknowledge_incident,
-    agent_rows,
     describe_attempts,
-    lost_agent_policy,
-    open_mailbox,
-    operator_file_bound,
-    operator_name,
     schedule_rows,
     schedule_warnings,
     shared_by,
     with_host_folder,
     with_host_slots,
 )
+from fdcore.environment.actions import (
+    acknowledge_incident,
+    lost_agent_policy,
+    open_mailbox,
+    operator_file_bound,
+    operator_name,
+)
+from fdcore.environment.views import agent_rows
 from fdcore.errors import ConfigError, EnvironmentNotFound
 from fdcore.incidents.book import Finding, IncidentBook, report
 from fdcore.mailbox.submit import submit

@@ -38,7 +38,7 @@ from retention_racing import ArchiveWatch, RetentionRacer, claims
 
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.mailbox.archive import archived_ids, find_request_files
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import double_writers

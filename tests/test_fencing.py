@@ -21,8 +21,9 @@ from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.models import Lease
 from fdcore.errors import PluginError, StaleFencingToken
-from fdcore.mailbox.fencing import fenced_write, fenced_write_from_env
+from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import RUNNER, load_plugins
+from fdcore.table import fenced_write_from_env
 
 NOW = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)
 
@@ -166,7 +167,28 @@ def test_a_command_table_writes_fenced_through_the_mailbox_leases(tmp_path: Path
     held = MailboxLeases(storage).acquire("sales", "etl-01", "r1", 1, 60.0, NOW)
     assert held is not None
     job = TableJob("r1", "sales", 1, held.lease.generation, "etl-01", url, leases="mailbox")
-    script = "from fdcore.mailbox.fencing import fenced_write_from_env as w; w({'by': 'table'})"
+    assert run_writer(job) == TableResult(True)
+    assert written(storage, "sales") == {"fencing_token": held.lease.generation, "by": "table"}
+
+
+def test_a_table_process_told_a_bound_out_of_range_fails_naming_it(tmp_path: Path) -> None:
+    url = (tmp_path / "env").as_uri()
+    storage = load_plugins().open_storage(url)
+    held = MailboxLeases(storage).acquire("sales", "etl-01", "r1", 1, 60.0, NOW)
+    assert held is not None
+    job = TableJob("r1", "sales", 1, held.lease.generation, "etl-01", url, max_file_bytes=12)
+    result = run_writer(job)
+    assert result is not None and not result.succeeded
+    assert result.output.splitlines()[-1] == (
+        "fdcore.errors.ConfigError: environment variable FDCORE_MAX_FILE_BYTES: "
+        "must be 4096..67108864 bytes, got 12"
+    )
+    assert storage.read("tables/sales.json") is None
+
+
+def run_writer(job: TableJob) -> TableResult | None:
+    """Run ``job`` as the command runner does, the process writing through the public helper."""
+    script = "from fdcore.table import fenced_write_from_env as w; w({'by': 'table'})"
     run = (
         load_plugins()
         .get(RUNNER, "command")
@@ -175,5 +197,4 @@ def test_a_command_table_writes_fenced_through_the_mailbox_leases(tmp_path: Path
     deadline = time.monotonic() + 30
     while (result := run.poll()) is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert result == TableResult(True)
-    assert written(storage, "sales") == {"fencing_token": held.lease.generation, "by": "table"}
+    return result

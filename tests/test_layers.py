@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fdcore.abc",),
     ("fdcore.plugins",),
     ("fdcore.mailbox",),
-    ("fdcore.builtin",),
+    ("fdcore.builtin", "fdcore.table"),
     ("fdcore.conformance",),
     ("fdcore.agent",),
     ("fdcore.incidents",),
@@ -51,7 +51,7 @@ FACADE = ("fdcore", "fdcore.__main__")
 #: What plugins and users may import (docs/architecture.md, "Public API"; docs/plugins.md): the
 #: facade's ``hookimpl``, the protocols, errors, mailbox contract, durations, the retry policy of
 #: stores behind a network, the webhook POST of notifiers, the views of an environment's mailbox,
-#: and the test kit. Everything else is internal.
+#: a table process's fenced write, and the test kit. Everything else is internal.
 PUBLIC_API = (
     "fdcore.abc",
     "fdcore.errors",
@@ -60,6 +60,7 @@ PUBLIC_API = (
     "fdcore.retry",
     "fdcore.webhook",
     "fdcore.environment",
+    "fdcore.table",
     "fdcore.testing",
 )
 #: The packages the repository's plugin distributions ship (their tests may use more).
@@ -131,6 +132,38 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
         if target not in FACADE and layer_of(target) > layer_of(name)
     ]
     assert not upward, "\n".join(upward)
+
+
+#: (package, package it imports nothing from): the public face keeps to the contract and the
+#: mailbox, never the agent's internals. One line per rule.
+APART: tuple[tuple[str, str], ...] = (("fdcore.environment", "fdcore.agent"),)
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def imports_between(edges: dict[str, set[str]], package: str, other: str) -> list[str]:
+    return [
+        f"{name} imports {target}"
+        for name, targets in sorted(edges.items())
+        if within(name, package)
+        for target in sorted(targets)
+        if within(target, other)
+    ]
+
+
+@pytest.mark.parametrize(("package", "other"), APART)
+def test_a_package_imports_nothing_from_one_kept_apart(package: str, other: str) -> None:
+    found = imports_between(graph(), package, other)
+    assert not found, "\n".join(found)
+
+
+def test_the_apart_check_sees_an_import() -> None:
+    edges = {"fdcore.environment.views": {"fdcore.agent.schedules", "fdcore.contract"}}
+    assert imports_between(edges, "fdcore.environment", "fdcore.agent") == [
+        "fdcore.environment.views imports fdcore.agent.schedules"
+    ]
 
 
 #: What ``fdcore/__init__.py`` loads on first use of a name (PEP 562 ``__getattr__``), never

@@ -19,7 +19,7 @@ from fdcore.contract.models import (
     State,
     output_tail,
 )
-from fdcore.environment import request_story
+from fdcore.environment.views import request_story
 from fdcore.errors import (
     InvalidId,
     MailboxFileError,

@@ -22,8 +22,9 @@ from fdcore.contract.models import Outcome, RunRecord, State, Status
 from fdcore.errors import MailboxFileError
 from fdcore.incidents.objectives import look_at_objectives
 from fdcore.mailbox.access import Mailbox
-from fdcore.mailbox.fencing import fenced_write, fenced_write_from_env
+from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import load_plugins
+from fdcore.table import fenced_write_from_env
 
 BOUND = 8192
 NOW = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)

@@ -10,7 +10,7 @@ import pytest
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.models import State
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import assert_no_double_writers
 from fdcore.testing.tables import table_writes

@@ -18,7 +18,8 @@ from starlette.testclient import TestClient
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.models import State
-from fdcore.environment import Environment, operator_name
+from fdcore.environment import Environment
+from fdcore.environment.actions import operator_name
 from fdcore.testing.assertions import holder
 
 POLL = 0.5

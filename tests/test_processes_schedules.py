@@ -14,7 +14,7 @@ import pytest
 
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.testing.assertions import assert_each_table_succeeded_once
 
 pytestmark = pytest.mark.processes

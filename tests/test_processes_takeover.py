@@ -13,7 +13,7 @@ import pytest
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.models import Outcome, State
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import (
     assert_each_table_succeeded_once,

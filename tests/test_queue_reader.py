@@ -1,4 +1,4 @@
-"""The queue read through one reader kept between looks (fdcore.environment.QueueReader):
+"""The queue read through one reader kept between looks (fdcore.environment.queue.QueueReader):
 ``fdcore queue --watch`` reads each request file and final status once, whatever the frames."""
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from fdcore.cli import commands
 from fdcore.cli.main import main
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import Attempt, Outcome, State, Status
-from fdcore.environment import Mailbox, QueueFilter, QueueReader, cancel_request, queue_page
+from fdcore.environment import QueueFilter, queue_page
+from fdcore.environment.queue import QueueReader
+from fdcore.mailbox.access import Mailbox
+from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
 from fdcore.testing.counting import CountingStore

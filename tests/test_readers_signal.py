@@ -12,8 +12,9 @@ import pytest
 
 from fdcore.contract.layout import request_key, status_key
 from fdcore.contract.models import Attempt, Outcome, Request, State, Status
-from fdcore.environment import Mailbox, QueueReader
 from fdcore.environment.changes import ChangeTracker
+from fdcore.environment.queue import QueueReader
+from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.signal import FULL_LOOK_SECONDS, ChangeSignal
 from fdcore.mailbox.submit import submit

@@ -35,7 +35,7 @@ from fdcore.contract.models import (
     State,
     Status,
 )
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids, find_request_files

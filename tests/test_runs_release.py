@@ -11,7 +11,8 @@ from fdcore.abc import TableJob
 from fdcore.agent.release import release
 from fdcore.cli import runs
 from fdcore.cli.main import main
-from fdcore.environment import Environment, operator_name, run_story
+from fdcore.environment import Environment, run_story
+from fdcore.environment.actions import operator_name
 from fdcore.mailbox.submit import submit
 from fdcore.testing.memory_fleet import START, MemoryFleet
 

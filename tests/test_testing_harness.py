@@ -13,7 +13,7 @@ import pytest
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.models import State
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.testing import storage_suite

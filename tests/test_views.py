@@ -10,6 +10,7 @@ import pytest
 
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.main import main
+from fdcore.contract.codec import format_time
 from fdcore.contract.layout import agent_key, request_key, status_key
 from fdcore.contract.models import (
     AgentRecord,
@@ -21,6 +22,8 @@ from fdcore.contract.models import (
     State,
     Status,
 )
+from fdcore.environment import QueueFilter, queue_page
+from fdcore.environment.queue import queue_rows
 from fdcore.mailbox.access import Mailbox
 
 NOW = datetime.now(timezone.utc)  # for fields whose age does not matter
@@ -139,3 +142,59 @@ def test_queue_shows_shared_by_and_attempts(capsys: pytest.CaptureFixture[str]) 
         {"number": 1, "agent": "etl-01", "outcome": "lost"},
         {"number": 2, "agent": "etl-02", "outcome": "running"},
     ]
+
+
+def test_queue_json_shows_each_attempt_by_number_agent_and_outcome(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One typed attempt under the queue and the story; ``queue --json`` keeps its three keys,
+    ``show --json`` its six, and a status of an older agent (no attempt list) the one it
+    implies."""
+    mailbox = environment(record("etl-01", info(True)))
+    for request_id, status in (
+        (
+            "r-new",
+            Status(
+                request="r-new",
+                state=State.FAILED,
+                agent="etl-01",
+                updated_at=NOW,
+                attempt=1,
+                attempts=[
+                    Attempt(
+                        number=1,
+                        agent="etl-01",
+                        started_at=NOW,
+                        ended_at=NOW,
+                        outcome=Outcome.FAILED,
+                        message="sales: exit code 2",
+                    )
+                ],
+            ),
+        ),
+        ("r-old", Status(request="r-old", state=State.RUNNING, agent="etl-01", updated_at=NOW)),
+    ):
+        mailbox.create(
+            request_key(request_id), Request(id=request_id, entities=["sales"], created_at=NOW)
+        )
+        mailbox.create(status_key(request_id), status)
+    out, _ = run(capsys, "queue", "--env", mailbox.storage.url, "--json")
+    rows = {row["id"]: row["attempts"] for row in json.loads(out)["requests"]}
+    assert rows == {
+        "r-new": [{"number": 1, "agent": "etl-01", "outcome": "failed"}],
+        "r-old": [{"number": 1, "agent": "etl-01", "outcome": "running"}],
+    }
+    out, _ = run(capsys, "show", "r-new", "--env", mailbox.storage.url, "--json")
+    when = format_time(NOW)
+    assert json.loads(out)["attempts"] == [
+        {
+            "number": 1,
+            "agent": "etl-01",
+            "started_at": when,
+            "ended_at": when,
+            "outcome": "failed",
+            "message": "sales: exit code 2",
+        }
+    ]
+    page = queue_page(queue_rows(mailbox), QueueFilter(agent="etl-01"), 0, 10)
+    assert sorted(row.id for row in page.rows) == ["r-new", "r-old"] and page.agents == ["etl-01"]

@@ -84,7 +84,16 @@ def build_components(
     def start(job: TableJob) -> TableRun:
         # The table's fenced write checks its token with the lease provider this agent uses,
         # and reads within the agent's bound.
-        return run(attrs.evolve(job, leases=config.leases, max_file_bytes=config.max_file_bytes))
+        # It opens the environment with the agent's [storage] options (never secrets).
+        return run(
+            attrs.evolve(
+                job,
+                leases=config.leases,
+                max_file_bytes=config.max_file_bytes,
+                storage_backend=config.storage_backend,
+                storage_options=dict(config.storage_options),
+            )
+        )
 
     gate = _host_gate(config, plugins)
     if gate is not None:

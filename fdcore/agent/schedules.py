@@ -25,14 +25,13 @@ from fdcore.agent.settings import AgentConfig, ScheduleConfig
 from fdcore.contract.ids import is_valid_id
 from fdcore.contract.layout import request_key
 from fdcore.contract.models import Request, ScheduleInfo, ScheduleRef
+from fdcore.contract.schedules import ALL_TABLES
 from fdcore.errors import AlreadyExists, ConfigError, FileTooLarge, MailboxFileError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.signal import announce
 from fdcore.plugins.manager import SLOT, Plugins
 
 log = logging.getLogger("fdcore.schedules")
-
-ALL_TABLES = "all"  # the one "table" of a schedule whose entities list is empty
 
 
 @attrs.define
@@ -56,14 +55,6 @@ class Schedule:
     def request_id(self, slot: Slot, agent: str) -> str:
         base = f"sched-{self.config.id}-{slot.id}"
         return base if self.config.shared else f"{base}-{agent}"
-
-
-def tables_text(entities: list[str] | None) -> str:
-    """A schedule's tables as every view shows them: ``unknown`` where its record does not say
-    (an older agent's), never every table; ``all`` for an empty list."""
-    if entities is None:
-        return "unknown"
-    return ",".join(entities) or ALL_TABLES
 
 
 def fingerprint(config: ScheduleConfig, when: str) -> str:
@@ -145,32 +136,6 @@ def create_due_requests(
     if created:
         announce(mailbox)  # the other agents look at once, not at their next full listing
     return created
-
-
-def schedule_conflicts(copies: dict[str, list[tuple[str, ScheduleInfo]]]) -> dict[str, str]:
-    """Schedule id -> what operators must hear about its copies across agents (name, copy).
-
-    "Scheduled in two places": an unshared schedule held by two agents runs on both. "Shared
-    schedule differs": copies of a shared schedule disagree (timing, tables), so the agents would
-    make different requests. A properly shared schedule raises neither. ``fdcore schedules``
-    prints these as warnings; incident evaluation opens ``schedule_conflict`` for them.
-    """
-    conflicts = {}
-    for schedule_id, held in sorted(copies.items()):
-        names = ", ".join(name for name, _ in held)
-        if len(held) > 1 and not any(info.shared for _, info in held):
-            conflicts[schedule_id] = (
-                f"Scheduled in two places: schedule {schedule_id} is not shared but is held by "
-                f"{names}; each of them runs it (set shared = true on every copy)"
-            )
-        elif len({info.fingerprint for _, info in held}) > 1:
-            versions = "; ".join(
-                f"{name}: {'shared' if info.shared else 'not shared'}, {info.when}, "
-                f"tables {tables_text(info.entities)}"
-                for name, info in held
-            )
-            conflicts[schedule_id] = f"Shared schedule differs: schedule {schedule_id}: {versions}"
-    return conflicts
 
 
 def _exists(mailbox: Mailbox, key: str) -> bool:

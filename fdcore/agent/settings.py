@@ -20,6 +20,7 @@ import attrs
 from fdcore.agent.declared import Invalid, OneOf, Span, default_of, setting
 from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
 from fdcore.contract.ids import validate_id
+from fdcore.contract.limits import MAX_ATTEMPTS, check_file_bound
 from fdcore.contract.models import INCIDENT_KINDS, MAX_COMPUTE_PER_HOUR
 from fdcore.durations import GRACE, Number, Seconds, Whole, format_duration
 from fdcore.errors import ConfigError, InvalidId
@@ -29,8 +30,6 @@ MIN_POLL_SECONDS = 0.01
 MIN_STALE_AFTER = 0.1
 POLLS_PER_STALE = 3  # a heartbeat may be missed twice before its agent looks lost
 POLLS_PER_LEASE = 3  # a lease is renewed at half its time, and at least one poll before that
-#: The most attempts a request may be given ([pipeline] max_attempts, ``submit --max-attempts``).
-MAX_ATTEMPTS = 1000
 MAX_CONCURRENCY = 1024
 MIN_RETENTION_EVERY = 60.0
 MAX_RETENTION_BATCH = 10_000
@@ -265,14 +264,6 @@ def _polls_within_stale(instance: Any, _attribute: Any, stale: float) -> None:
             f"must be at most stale_after / {POLLS_PER_STALE} ({stale / POLLS_PER_STALE:g}),"
             f" got {poll:g}: a busy agent would look lost",
         )
-
-
-def check_file_bound(source: str, key: str | None, value: object) -> int:
-    """A mailbox read's size bound: within FILE_BYTES_RANGE (a bigger file is never read)."""
-    low, high = FILE_BYTES_RANGE
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ConfigError(source, key, f"must be {low}..{high} bytes, got {value!r}")
-    return value
 
 
 def _file_bound(_instance: object, attribute: attrs.Attribute[Any], value: int) -> None:

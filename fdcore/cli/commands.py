@@ -13,7 +13,6 @@ from typing import Any
 
 from fdcore.abc import Command
 from fdcore.cli.config import (
-    MAX_ATTEMPTS,
     add_environment_flags,
     load_config,
     naming_the_file,
@@ -25,6 +24,7 @@ from fdcore.cli.wait import add_submit_flags, after_submit, check_submit_flags
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
+from fdcore.contract.limits import MAX_ATTEMPTS
 from fdcore.durations import GRACE, Seconds, Whole, add_flag, check_duration, parse_duration
 from fdcore.environment import (
     AgentRow,

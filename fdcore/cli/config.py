@@ -19,18 +19,16 @@ import attrs
 
 from fdcore.agent.declared import structure, tables
 from fdcore.agent.settings import (
-    MAX_ATTEMPTS,
     AgentConfig,
     AgentToml,
     ScheduleTable,
 )
-from fdcore.environment import operator_file_bound
+from fdcore.environment.actions import operator_file_bound
 from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
 from fdcore.tomlfile import read_toml
 
 __all__ = [
-    "MAX_ATTEMPTS",
     "add_environment_flags",
     "declared_config",
     "load_config",

@@ -25,7 +25,8 @@ from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.cli.fleet import AgentFleet, AgentProcess
 from fdcore.contract.models import Outcome
 from fdcore.durations import Seconds, Whole, add_flag
-from fdcore.environment import QueueRow, queue_rows
+from fdcore.environment import QueueRow
+from fdcore.environment.queue import queue_rows
 from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
@@ -207,7 +208,7 @@ def _report(mailbox: Mailbox, rows: list[QueueRow], codes: dict[str, int]) -> in
     scheduled = [row for row in rows if row.schedule is not None]
     runs = [record for row in rows for record in mailbox.runs(row.id)]
     done = Counter(row.agent for row in submitted if row.state == "succeeded")
-    moved = [row for row in rows if any(a["outcome"] == "lost" for a in row.attempts)]
+    moved = [row for row in rows if any(a.outcome == "lost" for a in row.attempts)]
     twice = [
         (row.id, table)
         for row in rows

@@ -17,7 +17,7 @@ from fdcore.agent.retention import Tally, run_retention
 from fdcore.agent.settings import RetentionConfig
 from fdcore.cli.config import add_environment_flags
 from fdcore.durations import GRACE, Duration, add_flag, format_duration
-from fdcore.environment import open_mailbox, operator_name
+from fdcore.environment.actions import open_mailbox, operator_name
 
 
 def _settings(args: argparse.Namespace) -> RetentionConfig:

@@ -1,10 +1,12 @@
 """An environment as its operators see it: its agents, queue, schedules, requests and
 incidents, and what they may do to it. The public face under the commands and the monitor.
 
-Layer 10, between the simulator and the command line: it reads through the mailbox, the agent's
-schedules and the incident book, and nothing here parses arguments, prints or sleeps. Plugins
-and scripts import from this package only (the names in ``__all__``); its modules are its
-implementation:
+Layer 10, between the simulator and the command line: it reads through the mailbox, the
+contract's schedule rules and the incident book, never the agent's internals; nothing here parses
+arguments, prints or sleeps. Plugins and scripts import from this package only (the names in
+``__all__``: :class:`Environment`, its handles, and the views and results it gives); its modules
+are its implementation, and what takes a :class:`~fdcore.mailbox.access.Mailbox` stays there,
+for the command line:
 
 - :mod:`.views`: the rows (``AgentRow``, ``QueueRow``, ``ScheduleRow``, ``RequestStory``) the
   commands print, their ``--json`` and the monitor show;
@@ -21,15 +23,7 @@ implementation:
 
 from __future__ import annotations
 
-from fdcore.environment.actions import (
-    FILE_BOUND_VARIABLE,
-    acknowledge_incident,
-    incidents,
-    lost_agent_policy,
-    open_mailbox,
-    operator_file_bound,
-    operator_name,
-)
+from fdcore.environment.actions import FILE_BOUND_VARIABLE
 from fdcore.environment.aio import AsyncEnvironment, AsyncRequestHandle
 from fdcore.environment.changes import Change
 from fdcore.environment.client import DEFAULT_GRACE, DEFAULT_POLL, Environment, RequestHandle
@@ -38,9 +32,7 @@ from fdcore.environment.queue import (
     ACTIVE_STATES,
     QueueFilter,
     QueuePage,
-    QueueReader,
     queue_page,
-    queue_rows,
     unfinished,
 )
 from fdcore.environment.views import (
@@ -50,9 +42,7 @@ from fdcore.environment.views import (
     RequestStory,
     RunStory,
     ScheduleRow,
-    agent_rows,
     describe_attempts,
-    request_story,
     run_story,
     schedule_rows,
     schedule_warnings,
@@ -61,10 +51,8 @@ from fdcore.environment.views import (
     with_host_slots,
 )
 from fdcore.environment.wait import FINAL_STATES
-from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.audit import AuditPage, AuditRow
-from fdcore.mailbox.cancel import Cancellation, cancel_request
-from fdcore.mailbox.submit import retry_request
+from fdcore.mailbox.cancel import Cancellation
 
 __all__ = [
     "ACTIVE_STATES",
@@ -85,28 +73,15 @@ __all__ = [
     "CostReport",
     "CostRow",
     "Environment",
-    "Mailbox",
     "QueueFilter",
     "QueuePage",
-    "QueueReader",
     "QueueRow",
     "RequestHandle",
     "RequestStory",
     "RunStory",
     "ScheduleRow",
-    "acknowledge_incident",
-    "agent_rows",
-    "cancel_request",
     "describe_attempts",
-    "incidents",
-    "lost_agent_policy",
-    "open_mailbox",
-    "operator_file_bound",
-    "operator_name",
     "queue_page",
-    "queue_rows",
-    "request_story",
-    "retry_request",
     "run_story",
     "schedule_rows",
     "schedule_warnings",

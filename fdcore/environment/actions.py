@@ -12,9 +12,9 @@ from contextvars import ContextVar
 from datetime import datetime
 
 from fdcore.abc import TakeoverPolicy
-from fdcore.agent.settings import check_file_bound
-from fdcore.contract.codec import MAX_FILE_BYTES
+from fdcore.contract.limits import MAX_FILE_BYTES
 from fdcore.contract.models import Incident
+from fdcore.contract.table_process import variables
 from fdcore.environment.named import Target, from_agent_toml, resolve
 from fdcore.errors import ConfigError, PluginError
 from fdcore.incidents.book import IncidentBook, acknowledge
@@ -33,9 +33,11 @@ __all__ = [
     "operator_name",
 ]
 
+#: The variable the runner hands a table process its agent's bound in, read the same way here.
+_FILE_BOUND = variables()["max_file_bytes"]
 #: Sets the mailbox file size bound for the commands, the monitor, and agents whose agent.toml
 #: does not set ``[agent] max_file_bytes``.
-FILE_BOUND_VARIABLE = "FDCORE_MAX_FILE_BYTES"
+FILE_BOUND_VARIABLE = _FILE_BOUND.name
 
 
 def operator_file_bound() -> int:
@@ -44,12 +46,8 @@ def operator_file_bound() -> int:
     text = os.environ.get(FILE_BOUND_VARIABLE)
     if text is None:
         return MAX_FILE_BYTES
-    source = f"environment variable {FILE_BOUND_VARIABLE}"
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(source, None, f"expected an integer, got {text!r}") from None
-    return check_file_bound(source, None, value)
+    bound: int = _FILE_BOUND.read(text)
+    return bound
 
 
 #: Where an environment's URL is given, for the error of a URL no installed plugin opens: the

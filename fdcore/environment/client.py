@@ -19,9 +19,9 @@ from types import TracebackType
 from typing import Generic, TypeVar
 
 from fdcore.abc import TakeoverPolicy
-from fdcore.agent.settings import MAX_ATTEMPTS
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
+from fdcore.contract.limits import MAX_ATTEMPTS
 from fdcore.contract.models import (
     AUDIT_ACTIONS,
     AUDIT_ORIGINS,

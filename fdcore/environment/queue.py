@@ -209,7 +209,7 @@ class QueueFilter:
         return (
             self._state(row)
             and self._schedule(row)
-            and (not self.agent or any(a["agent"] == self.agent for a in row.attempts))
+            and (not self.agent or any(a.agent == self.agent for a in row.attempts))
             and (not self.text or self.text.lower() in row.id.lower())
         )
 
@@ -252,5 +252,5 @@ def queue_page(rows: list[QueueRow], where: QueueFilter, offset: int, limit: int
         offset=offset,
         counts=dict(Counter(row.state for row in rows)),
         schedules=sorted({row.schedule for row in rows if row.schedule}),
-        agents=sorted({a["agent"] for row in rows for a in row.attempts}),
+        agents=sorted({a.agent for row in rows for a in row.attempts}),
     )

@@ -16,7 +16,6 @@ from typing import Any
 import attrs
 
 from fdcore.abc import HostSlots, TakeoverPolicy
-from fdcore.agent.schedules import schedule_conflicts, tables_text
 from fdcore.contract.codec import format_time, to_dict
 from fdcore.contract.layout import agent_key
 from fdcore.contract.models import (
@@ -29,6 +28,7 @@ from fdcore.contract.models import (
     State,
     Status,
 )
+from fdcore.contract.schedules import schedule_conflicts, tables_text
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import known_request
 from fdcore.plugins.manager import HOST, load_plugins
@@ -184,13 +184,40 @@ def agent_rows(
 
 
 @attrs.frozen
+class AttemptStory:
+    """One agent's attempt at a request, from its status: what the queue and a request's story
+    show of it."""
+
+    number: int
+    agent: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    outcome: str
+    message: str | None
+
+    def to_json(self, *, brief: bool = False) -> dict[str, Any]:
+        """The attempt as ``fdcore show --json`` prints it in ``attempts`` (docs/agents.md);
+        ``brief``: as ``fdcore queue --json`` does, its number, agent and outcome alone."""
+        if brief:
+            return {"number": self.number, "agent": self.agent, "outcome": self.outcome}
+        return {
+            "number": self.number,
+            "agent": self.agent,
+            "started_at": format_time(self.started_at) if self.started_at else None,
+            "ended_at": format_time(self.ended_at) if self.ended_at else None,
+            "outcome": self.outcome,
+            "message": self.message,
+        }
+
+
+@attrs.frozen
 class QueueRow:
     """One request as ``fdcore queue`` shows it: its state, agent, attempts and schedule slot."""
 
     id: str
     state: str  # a status state, or "waiting" (no status yet), or "unreadable"
     agent: str | None
-    attempts: list[dict[str, Any]]  # [{"number", "agent", "outcome"}]
+    attempts: list[AttemptStory]
     schedule: str | None
     slot: str | None
     created_at: datetime | None
@@ -208,7 +235,7 @@ class QueueRow:
             "id": self.id,
             "state": self.state,
             "agent": self.agent,
-            "attempts": self.attempts,
+            "attempts": [attempt.to_json(brief=True) for attempt in self.attempts],
             "schedule": self.schedule,
             "slot": self.slot,
             "created_at": format_time(self.created_at) if self.created_at else None,
@@ -224,10 +251,10 @@ def describe_attempts(row: QueueRow, agents: dict[str, str]) -> str:
     """``etl-01 lost, etl-02 running``: each attempt's agent and how it ended."""
     parts = []
     for attempt in row.attempts:
-        outcome = attempt["outcome"]
-        if outcome == "running" and agents.get(attempt["agent"]) == "lost":
+        outcome = attempt.outcome
+        if outcome == "running" and agents.get(attempt.agent) == "lost":
             outcome = "lost?"  # its agent is lost; nobody has taken it over yet
-        parts.append(f"{attempt['agent']} {outcome}")
+        parts.append(f"{attempt.agent} {outcome}")
     return ", ".join(parts)
 
 
@@ -246,19 +273,11 @@ def queue_row(
         state = "waiting"
     else:
         state = status.state.value
-    attempts = [
-        {"number": a.number, "agent": a.agent, "outcome": a.outcome.value}
-        for a in (status.attempts if status else [])
-    ]
-    if status is not None and status.agent and not attempts:
-        # A status from an older agent keeps no attempt list: show the one it implies.
-        outcome = status.state.value if status.state.final else "running"
-        attempts = [{"number": status.attempt, "agent": status.agent, "outcome": outcome}]
     return QueueRow(
         id=request_id,
         state=state,
         agent=status.agent if status else None,
-        attempts=attempts,
+        attempts=attempts_of(status),
         schedule=request.schedule.id if request and request.schedule else None,
         slot=request.schedule.slot if request and request.schedule else None,
         created_at=request.created_at if request else None,
@@ -333,7 +352,7 @@ def schedule_rows(agents: list[AgentRow]) -> list[ScheduleRow]:
 
 def schedule_warnings(agents: list[AgentRow]) -> list[str]:
     """What operators must hear about schedule copies across agents (see
-    :func:`fdcore.agent.schedules.schedule_conflicts`)."""
+    :func:`fdcore.contract.schedules.schedule_conflicts`)."""
     return list(schedule_conflicts(_copies(agents)).values())
 
 
@@ -406,29 +425,6 @@ def run_story(run: RunRecord) -> RunStory:
         run_as=run.run_as,
         release=run.release,
     )
-
-
-@attrs.frozen
-class AttemptStory:
-    """One agent's attempt at the request, from its status."""
-
-    number: int
-    agent: str
-    started_at: datetime | None
-    ended_at: datetime | None
-    outcome: str
-    message: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        """The attempt as ``fdcore show --json`` prints it in ``attempts`` (docs/agents.md)."""
-        return {
-            "number": self.number,
-            "agent": self.agent,
-            "started_at": format_time(self.started_at) if self.started_at else None,
-            "ended_at": format_time(self.ended_at) if self.ended_at else None,
-            "outcome": self.outcome,
-            "message": self.message,
-        }
 
 
 @attrs.frozen
@@ -517,7 +513,7 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
         state=status.state.value if status else "waiting",
         agent=status.agent if status else None,
         tables_done=list(status.tables_done) if status else [],
-        attempts=_attempts(status),
+        attempts=attempts_of(status),
         runs=[run_story(run) for run in runs],
         cancel=cancel,
         retried_as=retry.retry if retry else None,
@@ -527,7 +523,8 @@ def request_story(mailbox: Mailbox, request_id: str) -> RequestStory:
     )
 
 
-def _attempts(status: Status | None) -> list[AttemptStory]:
+def attempts_of(status: Status | None) -> list[AttemptStory]:
+    """Each attempt ``status`` records, oldest first."""
     if status is None:
         return []
     if not status.attempts and status.agent:

@@ -22,7 +22,6 @@ from typing import TypeVar
 
 import attrs
 
-from fdcore.agent.schedules import schedule_conflicts
 from fdcore.agent.settings import Objective
 from fdcore.contract.models import (
     AGENT_OFFLINE,
@@ -37,6 +36,7 @@ from fdcore.contract.models import (
     State,
     Status,
 )
+from fdcore.contract.schedules import schedule_conflicts
 from fdcore.errors import StorageUnavailable
 from fdcore.incidents.book import Finding, IncidentBook, report, resolve_cleared
 from fdcore.incidents.objectives import look_at_objectives

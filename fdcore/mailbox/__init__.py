@@ -6,8 +6,7 @@ once; :mod:`.submit` queues a request; :mod:`.fencing` is the table writer's fen
 Layer 4: imports the layers below (errors, contract, abc, plugins).
 
 Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); plugins read the
-files through :mod:`fdcore.contract`. One function here is for table processes:
-:func:`.fencing.fenced_write_from_env` (docs/agents.md).
+files through :mod:`fdcore.contract`; a table process writes through :mod:`fdcore.table`.
 """
 
 __all__: list[str] = []

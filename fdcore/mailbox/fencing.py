@@ -8,6 +8,9 @@ A table runner is handed the table lease's generation (``FDCORE_FENCING_TOKEN``)
 2. no write with a newer token has landed (the output file remembers the highest token written,
    and is replaced only with ``If-Match``, so the check and the write are one atomic step).
 
+A table process started by the command runner calls :func:`fdcore.table.fenced_write_from_env`,
+which reads the table, the token and the rest from its variables.
+
 What fencing cannot cover: side effects in systems that do not check the token (an email sent, a
 row written to a database that ignores it). See docs/takeover.md.
 """
@@ -15,7 +18,6 @@ row written to a database that ignores it). See docs/takeover.md.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from fdcore.abc import Storage, TableLeases
@@ -29,9 +31,6 @@ from fdcore.errors import (
     StaleFencingToken,
 )
 from fdcore.mailbox.access import Mailbox
-from fdcore.plugins.manager import LEASES, Plugins, load_plugins
-
-DEFAULT_LEASES = "mailbox"  # a table process started without FDCORE_LEASES
 
 
 def fenced_write(
@@ -71,30 +70,3 @@ def fenced_write(
             return storage.replace(key, body, found.etag)
         except (AlreadyExists, PreconditionFailed, NotFound):
             continue  # another write landed between our read and write: check again
-
-
-def fenced_write_from_env(
-    payload: dict[str, Any], storage: Storage | None = None, plugins: Plugins | None = None
-) -> str:
-    """:func:`fenced_write` for a table process started by the command runner.
-
-    The environment, its lease provider, the table, the token and the agent's bound of a mailbox
-    file come from the ``FDCORE_*`` variables the runner set; the storage and the provider are
-    found through ``plugins`` (default: the installed ones).
-    """
-    plugins = plugins or load_plugins()
-    if storage is None:
-        # A table process writes into its agent's environment, never a new one.
-        storage = plugins.open_storage(os.environ["FDCORE_ENVIRONMENT"], create=False)
-    provider = plugins.get(LEASES, os.environ.get("FDCORE_LEASES", DEFAULT_LEASES))
-    # Set by the runner from the agent's [agent] max_file_bytes (a process from before it: the
-    # default).
-    bound = int(os.environ.get("FDCORE_MAX_FILE_BYTES", MAX_FILE_BYTES))
-    return fenced_write(
-        storage,
-        provider.open(storage, {"max_file_bytes": bound}),
-        os.environ["FDCORE_TABLE"],
-        int(os.environ["FDCORE_FENCING_TOKEN"]),
-        payload,
-        bound,
-    )

@@ -7,8 +7,8 @@ ever had two writers at once (:func:`fdcore.testing.assertions.double_writers`).
 
 The ``fdcore_fleet`` fixture sets the agents up for them (:func:`log_table_writes`). They read
 their settings from the agent's environment: ``FDCORE_TEST_LOG`` (the log's folder),
-``FDCORE_TEST_STORAGE_OPTIONS`` (the backend's options, JSON), ``FDCORE_TEST_TABLE_SECONDS`` and
-``FDCORE_TEST_TABLE_MIN_SECONDS`` (how long a table works).
+``FDCORE_TEST_TABLE_SECONDS`` and ``FDCORE_TEST_TABLE_MIN_SECONDS`` (how long a table works); the
+environment's ``[storage]`` options come with the job, as its agent has them.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from fdcore.plugins.manager import LEASES, load_plugins
 
 __all__ = [
     "LOG_VARIABLE",
-    "STORAGE_OPTIONS_VARIABLE",
     "TableWrite",
     "kill_agent",
     "log_table_writes",
@@ -42,19 +41,26 @@ __all__ = [
 ]
 
 LOG_VARIABLE = "FDCORE_TEST_LOG"
-STORAGE_OPTIONS_VARIABLE = "FDCORE_TEST_STORAGE_OPTIONS"
+
+
+Where = tuple[str, str | None, tuple[tuple[str, str], ...]]  # URL, backend, [storage] options
+
+
+def _where(job: TableJob) -> Where:
+    return job.environment, job.storage_backend, tuple(sorted(job.storage_options.items()))
 
 
 @functools.cache
-def _storage(url: str) -> Storage:
-    options = json.loads(os.environ.get(STORAGE_OPTIONS_VARIABLE, "{}"))
-    return load_plugins().open_storage(url, options, create=False)
+def _storage(where: Where) -> Storage:
+    """The job's environment, opened as its agent opened it (once per process)."""
+    url, backend, options = where
+    return load_plugins().open_storage(url, dict(options), backend, create=False)
 
 
 @functools.cache
-def _leases(url: str, provider: str) -> TableLeases:
+def _leases(where: Where, provider: str) -> TableLeases:
     """The environment's table leases, from the provider the agent uses (``job.leases``)."""
-    return load_plugins().get(LEASES, provider).open(_storage(url), {})
+    return load_plugins().get(LEASES, provider).open(_storage(where), {})
 
 
 def _log(job: TableJob, **fields: object) -> None:
@@ -99,8 +105,8 @@ def _write_riding_out_outages(job: TableJob, patience: float = 60.0) -> None:
     while True:
         try:
             fenced_write(
-                _storage(job.environment),
-                _leases(job.environment, job.leases),
+                _storage(_where(job)),
+                _leases(_where(job), job.leases),
                 job.table,
                 job.fencing_token,
                 {"request": job.request, "agent": job.agent},
@@ -147,7 +153,6 @@ def log_table_writes(fleet: AgentFleet, folder: Path) -> None:
     """Have the fleet's agents log the writes of these table functions under ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     fleet.env[LOG_VARIABLE] = str(folder)
-    fleet.env[STORAGE_OPTIONS_VARIABLE] = json.dumps(fleet.storage)
 
 
 def table_writes(fleet: AgentFleet) -> list[TableWrite]:

@@ -13,7 +13,7 @@ from fdcore_hostslots.host import Host
 
 from fdcore.cli.fleet import AgentFleet, wait_until
 from fdcore.contract.models import State
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.mailbox.submit import submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.processes]

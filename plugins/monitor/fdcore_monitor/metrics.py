@@ -46,7 +46,7 @@ def attempt_counts(rows: Iterable[QueueRow]) -> tuple[int, int]:
     """(takeovers, lost attempts): attempts that followed a lost one, and lost attempts."""
     takeovers = lost = 0
     for row in rows:
-        outcomes = [attempt["outcome"] for attempt in row.attempts]
+        outcomes = [attempt.outcome for attempt in row.attempts]
         lost += outcomes.count(Outcome.LOST.value)
         takeovers += sum(1 for before in outcomes[:-1] if before == Outcome.LOST.value)
     return takeovers, lost

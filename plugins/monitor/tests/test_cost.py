@@ -20,7 +20,8 @@ from starlette.testclient import TestClient
 
 from fdcore.contract.layout import agent_key, run_key, status_key
 from fdcore.contract.models import AgentRecord, Attempt, Outcome, RunRecord, State, Status
-from fdcore.environment import Environment, Mailbox
+from fdcore.environment import Environment
+from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import load_plugins
 from fdcore.testing.counting import CountingStore

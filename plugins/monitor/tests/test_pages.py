@@ -21,7 +21,8 @@ from starlette.testclient import TestClient
 
 from fdcore.cli.main import main
 from fdcore.contract.models import State
-from fdcore.environment import AttemptStory, Environment, RunStory, request_story
+from fdcore.environment import AttemptStory, Environment, RunStory
+from fdcore.environment.views import request_story
 from fdcore.incidents.book import IncidentBook
 
 TOKEN = "s3cret-token"

@@ -14,7 +14,7 @@ from fdcore_onelake.testing import Azurite
 
 from fdcore.cli.fleet import AgentFleet
 from fdcore.contract.models import Outcome
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.testing.assertions import assert_no_double_writers
 from fdcore.testing.scenarios import outage_mid_run, takeover_after_sigkill
 from fdcore.testing.tables import table_writes

@@ -14,7 +14,7 @@ import pytest
 from fdcore_s3.testing import S3Emulator
 
 from fdcore.cli.fleet import AgentFleet, wait_until
-from fdcore.environment import queue_rows
+from fdcore.environment.queue import queue_rows
 from fdcore.mailbox.submit import submit
 from fdcore.testing.assertions import assert_each_table_succeeded_once, assert_no_double_writers
 from fdcore.testing.scenarios import drained, outage_mid_run, takeover_after_sigkill

@@ -1,0 +1,25 @@
+"""The contract's bounds on what an operator sets: the most attempts a request may be given, and
+the size bound of a mailbox file every reader and writer keeps to.
+
+The agent (``[pipeline] max_attempts``, ``[agent] max_file_bytes``), the commands
+(``submit --max-attempts``, ``$FDCORE_MAX_FILE_BYTES``), :class:`fdcore.environment.Environment`
+and a table process (:mod:`.table_process`) check their values here.
+"""
+
+from __future__ import annotations
+
+from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
+from fdcore.errors import ConfigError
+
+__all__ = ["FILE_BYTES_RANGE", "MAX_ATTEMPTS", "MAX_FILE_BYTES", "check_file_bound"]
+
+#: The most attempts a request may be given ([pipeline] max_attempts, ``submit --max-attempts``).
+MAX_ATTEMPTS = 1000
+
+
+def check_file_bound(source: str, key: str | None, value: object) -> int:
+    """A mailbox read's size bound: within FILE_BYTES_RANGE (a bigger file is never read)."""
+    low, high = FILE_BYTES_RANGE
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(source, key, f"must be {low}..{high} bytes, got {value!r}")
+    return value
