@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from conformance_workers import environment_value
 
-from fdcore.conformance.probes import ProbeContext, UrlStorageFactory, _run_crew
+from fdcore.conformance.crew import run_crew
+from fdcore.conformance.probes import ProbeContext, UrlStorageFactory
 
 NAME = "FDCORE_TEST_RACE_CREDENTIAL"
 
@@ -22,6 +23,6 @@ def test_race_workers_see_the_environment_set_after_their_server_started(
 ) -> None:
     ctx = ProbeContext(factory=UrlStorageFactory(tmp_path.as_uri()), multiprocess=True)
     monkeypatch.delenv(NAME, raising=False)
-    assert _run_crew(ctx, 2, environment_value, NAME) == [None, None]  # its server starts here
+    assert run_crew(ctx, 2, environment_value, NAME) == [None, None]  # its server starts here
     monkeypatch.setenv(NAME, "made-up")
-    assert _run_crew(ctx, 2, environment_value, NAME) == ["made-up", "made-up"]
+    assert run_crew(ctx, 2, environment_value, NAME) == ["made-up", "made-up"]
