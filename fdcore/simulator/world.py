@@ -28,7 +28,7 @@ import contextlib
 import gc
 import heapq
 import itertools
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -43,13 +43,14 @@ from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS, agent_key, cancel_key, request_key, status_key
-from fdcore.contract.models import AgentRecord, Lease, Request, RunRecord, State, Status
+from fdcore.contract.models import Request, State
 from fdcore.errors import NotFound, RequestError, StaleFencingToken
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.counting import CountingStore
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
+from fdcore.simulator.decoder import TraceDecoder
 from fdcore.simulator.plan import AgentPlan, Arrival, Plan, RetentionPlan, installed_plugins
 from fdcore.simulator.retention import RetentionProcess
 from fdcore.simulator.scenario import EPOCH, seconds
@@ -57,11 +58,8 @@ from fdcore.simulator.store import FaultyStore
 from fdcore.simulator.trace import (
     CancelsSeen,
     Crash,
-    LeaseState,
-    LeaseTaken,
     Pause,
     PollRecord,
-    RunLogWrite,
     ScheduleCreate,
     Start,
     StatusWrite,
@@ -81,21 +79,6 @@ DUE_MARGIN = 0.001
 #: Actions between two ``gc.freeze()`` of a run: it keeps its trace and every agent's index, ever
 #: larger, and each full collection would walk all of them again (a tenth of a 100-agent run).
 FREEZE_EVERY = 5_000
-
-
-OPERATOR = "operator"
-
-#: What the world decodes of a landed write, by folder (fences/ hold the lease as it was).
-_WRITTEN: dict[str, type[Status | Lease | RunRecord]] = {
-    "status": Status,
-    "leases": Lease,
-    "fences": Lease,
-    "runs": RunRecord,
-}  # the writer of a status an operator's cancel wrote
-
-
-def _holding(lease: LeaseState) -> tuple[str, int, str, int]:
-    return (lease.request, lease.attempt, lease.holder, lease.incarnation)
 
 
 def default_parts(config: AgentConfig, storage: Storage, start_table: StartTable) -> Components:
@@ -233,7 +216,7 @@ class SimulatedAgent:
         return self.agent is not None and self.paused is None
 
     def _tap(self, key: str, data: bytes | None) -> None:
-        self.world.tap(self, key, data)
+        self.world.decoder.agent_wrote(self, key, data)
 
     def _listed_cancels(self, keys: list[str]) -> None:
         requests = frozenset(key[len(CANCELS) : -len(".json")] for key in keys)
@@ -270,13 +253,11 @@ class World:
         bound = plan.agent_config("agent-1", self.store.url).max_file_bytes
         self.mailbox = Mailbox(self.store, max_file_bytes=bound)
         self.trace = Trace(poison=set(plan.poison))
+        self.decoder = TraceDecoder(self)
         self.stats: Counter[str] = Counter()
         self.poll_operations: Counter[str] = Counter()  # the agents' store operations in polls
         self.agent_errors: list[tuple[float, str]] = []
         self.active: dict[str, StatusWrite] = {}  # latest status of unfinished requests
-        # (request, attempt, holder, incarnation) -> the tables whose lease, as last written,
-        # names it: what a status write vouches for, without a walk over every table
-        self._leased: defaultdict[tuple[str, int, str, int], set[str]] = defaultdict(set)
         self.finished = 0
         self._ended: set[str] = set()  # requests counted in ``finished``
         self.arrived = 0
@@ -293,7 +274,7 @@ class World:
         if self.scenario.retention_runs:
             store = FaultyStore(
                 self.store,
-                self._retention_tap,
+                self.decoder.retention_wrote,
                 plan.retention_process.store,
                 self.scenario.error_rate,
                 self.scenario.ambiguous,
@@ -395,7 +376,7 @@ class World:
         if ended and (before is None or not before.final):
             # Nobody held it: the command itself ended it (an agent's write would be tapped).
             assert done.status is not None
-            self._tap_status(None, seq, done.status)
+            self.decoder.status(None, seq, done.status)
 
     def request_created(self, host: SimulatedAgent, key: str, data: bytes, outcome: str) -> None:
         """An agent tried to create a request: a schedule's (the world submits the others)."""
@@ -426,6 +407,19 @@ class World:
         if made.affinity:
             self.trace.affinity[request] = made.affinity
         self.trace.schedule_writes[request] += 1
+
+    def status_landed(self, write: StatusWrite) -> None:
+        """A status write landed (the decoder traced it): the run's progress moves with it."""
+        request = write.request
+        if not write.final:
+            self.active[request] = write
+            return
+        self.active.pop(request, None)
+        if request not in self._ended:
+            self._ended.add(request)
+            self.finished += 1
+            if self.scenario.archive_after and not self.scenario.retention_keep:
+                self.at(self._archive_time(request), self._archive, request)
 
     def _archive_time(self, request: str) -> float:
         """When the retention job removes a finished request: ``archive_after`` later, and for a
@@ -484,24 +478,6 @@ class World:
             retention.step()
         if not retention.running:
             self.at(self.now + self.plan.retention_process.next_run(), self._retention_start)
-
-    def _retention_tap(self, key: str, data: bytes | None) -> None:
-        """A write of the retention process landed: its copies, and its deletes of live files."""
-        seq = self.next_seq()
-        if key.startswith("archive/"):
-            self._tap_archive(seq, "retention", key, data)
-            return
-        folder, _, name = key.partition("/")
-        if data is None and folder in ("status", "requests"):
-            self.trace.removals.append((self.now, "retention", folder, name[: -len(".json")]))
-
-    def _tap_archive(self, seq: int, writer: str, key: str, data: bytes | None) -> None:
-        """Archived history is written once: a later write that changes it is kept to judge."""
-        first = self.trace.archive.get(key)
-        if first is None and data is not None:
-            self.trace.archive[key] = data
-        elif first is not None and data != first:
-            self.trace.archive_replaced.append((seq, self.now, writer, key))
 
     # -- agents: start, poll, crash, pause -------------------------------------------------------
 
@@ -817,185 +793,3 @@ class World:
         host.runs.pop(id(run), None)
         # The runtime wakes its agent when a run ends: record it and move on at once.
         self.at(self.now, self._react, host, run.incarnation)
-
-    # -- the trace -------------------------------------------------------------------------------
-
-    def tap(self, host: SimulatedAgent, key: str, data: bytes | None) -> None:
-        """A write by ``host``'s agent landed (``data`` None: a delete): keep what checkers need."""
-        seq = self.next_seq()
-        if key.startswith("archive/"):
-            # retention's copies (the live files they copy were traced when written): kept only
-            # to tell whether archived history is ever replaced
-            self._tap_archive(seq, host.name, key, data)
-            return
-        if data is None:
-            if key.startswith(("status/", "requests/")):
-                self._tap_removal(host, key)
-            return
-        folder = key.partition("/")[0]
-        if folder == "agents":
-            self._tap_record(host, seq, key, data)
-        elif folder in ("status", "leases", "fences", "runs"):
-            # a schedule's request is traced in request_created
-            written = self.mailbox.decode(_WRITTEN[folder], key, data)
-            if written.request.startswith("sched-"):
-                self.trace.schedule_writes[written.request] += 1
-            if isinstance(written, Status):
-                self._tap_status(host, seq, written)
-            elif isinstance(written, RunRecord):
-                self._tap_run(host, seq, key, data, written)
-            elif folder == "leases":
-                self._tap_lease(host, seq, written)
-
-    def _tap_record(self, host: SimulatedAgent, seq: int, key: str, data: bytes) -> None:
-        """Every poll writes the agent's record: the key says whose it is."""
-        if key != host.record_key:
-            return
-        beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
-        beats.append((seq, self.now))
-        # As written: by its clock, or in the store's time once it measured its clock far off
-        # (fdcore.agent.skew).
-        updated_at = seconds(self.mailbox.decode(AgentRecord, key, data).updated_at)
-        writes = self.trace.record_writes.setdefault(host.name, [])
-        writes.append((seq, self.now, updated_at))
-
-    def _tap_run(
-        self, host: SimulatedAgent, seq: int, key: str, data: bytes, run: RunRecord
-    ) -> None:
-        if self.trace.run_records.get(key) == data:
-            return  # the same record again, after retention moved the first: not a second
-        self.trace.run_records.setdefault(key, data)
-        lease = self.trace.leases.get(run.table)
-        self.trace.run_log.append(
-            RunLogWrite(
-                seq=seq,
-                time=self.now,
-                writer=host.name,
-                incarnation=host.incarnation,
-                request=run.request,
-                table=run.table,
-                attempt=run.attempt,
-                generation=run.generation,
-                lease_generation=lease.generation if lease else None,
-                outcome=run.outcome.value,
-                vouched=(
-                    run.request,
-                    run.attempt,
-                    run.table,
-                    run.generation,
-                    host.name,
-                    host.incarnation,
-                )
-                in self.trace.held_at_status,
-            )
-        )
-
-    def _tap_status(self, host: SimulatedAgent | None, seq: int, status: Status) -> None:
-        """A status write landed: an agent's, or (``host`` None) an operator's cancel."""
-        request = status.request
-        write = StatusWrite(
-            seq=seq,
-            time=self.now,
-            writer=host.name if host else OPERATOR,
-            incarnation=host.incarnation if host else 0,
-            request=request,
-            state=status.state.value,
-            agent=status.agent,
-            attempt=status.attempt,
-            attempts=tuple((a.number, a.agent, a.outcome.value) for a in status.attempts),
-            message=status.message,
-            tables_done=tuple(status.tables_done),
-        )
-        self.trace.status.setdefault(request, []).append(write)
-        if host is not None:
-            holding = (request, write.attempt, host.name, host.incarnation)
-            for table in self._leased.get(holding, ()):
-                generation = self.trace.leases[table].generation
-                self.trace.held_at_status.add(
-                    (request, write.attempt, table, generation, host.name, host.incarnation)
-                )
-        before = self.trace.latest.get(request)
-        self.trace.latest[request] = write
-        if host is not None and before is None and write.agent == host.name:
-            host.claimed = True
-        if not write.final:
-            self.active[request] = write
-            return
-        self.active.pop(request, None)
-        self.trace.ended.setdefault(request, seq)
-        if request not in self._ended:
-            self._ended.add(request)
-            self.finished += 1
-            if self.scenario.archive_after and not self.scenario.retention_keep:
-                self.at(self._archive_time(request), self._archive, request)
-
-    def _finished_by_holder(self, lease: LeaseState) -> bool:
-        """The lease's request ended in its holder's attempt (succeeded or failed by it): its
-        final status freed the lease (docs/takeover.md), as a release would."""
-        latest = self.trace.latest.get(lease.request)
-        return (
-            latest is not None
-            and latest.final
-            and latest.agent == lease.holder
-            and latest.attempt == lease.attempt
-            and latest.outcome(lease.attempt) in ("succeeded", "failed")
-        )
-
-    def _tap_removal(self, host: SimulatedAgent, key: str) -> None:
-        """An agent deleted a request or a status: only retention may, and only of a request
-        that is final, with its status last (checked by ArchivedWhole)."""
-        folder, _, name = key.partition("/")
-        request = name[: -len(".json")]
-        latest = self.trace.latest.get(request)
-        writes = self.trace.status.get(request, [])
-        if (
-            folder == "status"
-            and latest is not None
-            and (latest.writer, latest.incarnation) == (host.name, host.incarnation)
-            and len(writes) > 1
-            and writes[-2].final
-        ):
-            # Its own status over a request that had ended, withdrawn: a claim or expiry that
-            # landed after retention moved the request (create_status). The end stands.
-            self.trace.withdrawn.add(latest.seq)
-            self.trace.latest[request] = writes[-2]
-            self.active.pop(request, None)
-            return
-        if not self.scenario.retention_keep or latest is None or not latest.final:
-            self.agent_errors.append((self.now, f"{host.name} deleted {key}"))
-            return
-        self.trace.removals.append((self.now, host.name, folder, request))
-
-    def _lease_clock(self, name: str) -> float:
-        """The time agent ``name`` writes and judges its leases by now: its clock, or the
-        store's once it measured its clock far off (:meth:`fdcore.agent.tables.Tables.lease_now`).
-        """
-        host = next(host for host in self.hosts if host.name == name)
-        if host.agent is None:
-            return self.now + host.skew  # crashed: its lease is no live holder's
-        return seconds(host.agent.tables.lease_now())
-
-    def _tap_lease(self, host: SimulatedAgent, seq: int, written: Lease) -> None:
-        table = written.table
-        lease = LeaseState(
-            generation=written.generation,
-            holder=written.holder,
-            request=written.request,
-            attempt=written.attempt,
-            released=written.released,
-            expires_at=seconds(written.expires_at),
-            incarnation=host.incarnation,
-        )
-        before = self.trace.leases.get(table)
-        if (
-            before
-            and not before.released
-            and before.holder != lease.holder
-            and not self._finished_by_holder(before)
-        ):
-            clock = self._lease_clock(before.holder)
-            self.trace.leases_taken.append(LeaseTaken(seq, self.now, table, before, lease, clock))
-        self.trace.leases[table] = lease
-        if before is not None:
-            self._leased[_holding(before)].discard(table)
-        self._leased[_holding(lease)].add(table)
