@@ -8,26 +8,30 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fdcore.errors import ConfigError
-from fdcore.simulator.invariants import (
-    AgentsNeverRaise,
-    ArchivedWhole,
-    CancelsHonoured,
-    Checker,
-    EveryRequestFinal,
-    FinalStaysFinal,
-    LeaseHeldUntilItRunsOut,
+from fdcore.simulator.invariants import Checker
+from fdcore.simulator.invariants_liveness import (
     LostRequestsFail,
-    NoStrandedRequests,
     NoTakeoverFromLiveAgent,
-    OneWriterPerTable,
     OwnAttemptsNotLost,
     PausedAgentStops,
     RecordInTime,
+    TakeoverInTime,
+)
+from fdcore.simulator.invariants_requests import (
+    AgentsNeverRaise,
+    ArchivedWhole,
+    CancelsHonoured,
+    EveryRequestFinal,
+    FinalStaysFinal,
+    NoStrandedRequests,
+    SucceedsOnce,
+)
+from fdcore.simulator.invariants_tables import (
+    LeaseHeldUntilItRunsOut,
+    OneWriterPerTable,
     RunLogComplete,
     RunsOncePerRequest,
-    SucceedsOnce,
     TableOncePerAttempt,
-    TakeoverInTime,
 )
 from fdcore.simulator.plan import Plan, installed_plugins, plan_schedules
 from fdcore.simulator.report import Report, build_report
