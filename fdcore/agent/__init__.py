@@ -2,10 +2,11 @@
 
 :mod:`.settings` holds what an agent is told, :mod:`.components` resolves the plugins it names,
 :mod:`.schedules` turns due slots into requests, and :mod:`.core` is the agent
-(:class:`~fdcore.agent.core.Agent`), whose poll composes four parts over the requests it holds
+(:class:`~fdcore.agent.core.Agent`), whose poll composes six parts over the requests it holds
 (:mod:`.work`): :mod:`.presence` (its own status record), :mod:`.tables` (each held request's
-tables under their leases), :mod:`.status_changes` (every write to a request's status) and
-:mod:`.discovery` (finding requests to claim, resume, take over or expire). Nothing here sleeps,
+tables under their leases), :mod:`.status_changes` (every write to a request's status),
+:mod:`.discovery` (finding requests to claim, resume, take over or expire), :mod:`.cancels`
+(operators' cancels) and :mod:`.retention` (finished requests to the archive). Nothing here sleeps,
 starts threads or reads the wall clock: the runtime shell (:mod:`fdcore.cli.runtime`) and the
 simulator drive it.
 

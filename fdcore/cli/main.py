@@ -18,7 +18,7 @@ from fdcore.environment.actions import URL_SETTING
 from fdcore.errors import FdcoreError, PluginError
 from fdcore.plugins.manager import COMMAND, Plugins, load_plugins
 
-Command = Callable[[argparse.Namespace], int]
+RunCommand = Callable[[argparse.Namespace], int]
 
 
 def build_parser(plugins: Plugins | None = None) -> argparse.ArgumentParser:
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.verbose:  # a cloud SDK's chatter ("Found endpoint ...") only under -v
             for sdk in SDK_LOGGERS:
                 logging.getLogger(sdk).setLevel(logging.WARNING)
-        run: Command = args.run
+        run: RunCommand = args.run
         code = run(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         return code

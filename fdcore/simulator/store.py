@@ -86,7 +86,7 @@ class FaultyStore:
         self.ambiguous_writes = 0  # raised after the write applied
         self.poll_operations = 0  # since the poll began
         self.poll_errors = 0
-        self.poll_seconds = 0.0  # virtual time the poll's operations took
+        self.latency_spent = 0.0  # virtual time the poll's operations took
         self.lost_status_writes: list[str] = []  # status replaces refused on the etag this poll
         # told each listing of operators' cancels: what the agent learns was cancelled
         self.listed_cancels: Callable[[list[str]], None] | None = None
@@ -97,7 +97,7 @@ class FaultyStore:
     def begin_poll(self) -> None:
         self.poll_operations = 0
         self.poll_errors = 0
-        self.poll_seconds = 0.0
+        self.latency_spent = 0.0
         self.lost_status_writes = []
 
     def _count(self, kind: str) -> str | None:
@@ -108,7 +108,7 @@ class FaultyStore:
         self.poll_operations += 1
         if self.latency:
             # Heavy-tailed (lognormal, mean 1): now and then one call is many times slower.
-            self.poll_seconds += self.latency * self.rng.lognormvariate(-0.5, 1.0)
+            self.latency_spent += self.latency * self.rng.lognormvariate(-0.5, 1.0)
         if self.error_rate and self.rng.random() < self.error_rate:
             self.errors += 1
             self.poll_errors += 1

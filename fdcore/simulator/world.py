@@ -541,7 +541,7 @@ class World:
         except Exception as exc:  # the agent must never raise out of a poll: report it
             failure = exc
         host.polling = False
-        elapsed = store.poll_seconds  # what the poll's store calls took: delays the next one
+        elapsed = store.latency_spent  # what the poll's store calls took: delays the next one
         host.busy_until = self.now + elapsed
         self.trace.polls.append(
             PollRecord(
@@ -600,7 +600,7 @@ class World:
             self._crash(host, "exception")
             return
         self.stats["reactions"] += 1
-        host.busy_until = self.now + host.store.poll_seconds
+        host.busy_until = self.now + host.store.latency_spent
         for checker in self.checkers:
             checker.after_reaction(self, host)
         self._wake_when_due(host)

@@ -39,7 +39,6 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import BlobClient, BlobServiceClient
 
-import fdcore.retry as settle
 from fdcore.abc import (
     ENVIRONMENT_MARKER,
     MARKER_CONTENT,
@@ -56,7 +55,16 @@ from fdcore.errors import (
     StorageUnavailable,
     UnreadableFile,
 )
-from fdcore.retry import Failure, RetryPolicy, StoredVersion
+from fdcore.retry import (
+    Failure,
+    RetryPolicy,
+    StoredVersion,
+    holds,
+    new_write_id,
+    refused_create,
+    refused_delete,
+    refused_replace,
+)
 from fdcore_onelake.credentials import Credential, default_azure_credential, resolve_credential
 from fdcore_onelake.urls import Location, parse_location, redact
 
@@ -369,7 +377,7 @@ class OneLakeStorage:
     def unchanged(self, key: str, etag: str) -> bool:
         """:class:`fdcore.abc.ChangeCheck`: one HEAD instead of a download of up to the bound."""
         name = self._name(key)
-        return self._run("read", key, lambda _: settle.holds(self._version(name), etag))
+        return self._run("read", key, lambda _: holds(self._version(name), etag))
 
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the service's ``Last-Modified`` of the last blob this
@@ -378,7 +386,7 @@ class OneLakeStorage:
 
     def create(self, key: str, data: bytes) -> str:
         name = self._name(key)
-        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
+        write_id = new_write_id(key, data, MAX_VALUE_BYTES)
 
         def attempt(maybe_landed: bool) -> str:
             try:
@@ -389,13 +397,13 @@ class OneLakeStorage:
                 refusal = _describe(exc)
             if not maybe_landed:  # no earlier try could have written it: no HEAD needed
                 raise AlreadyExists(key, "already exists")
-            return settle.refused_create(key, write_id, self._version(name), refusal)
+            return refused_create(key, write_id, self._version(name), refusal)
 
         return self._run("create", key, attempt)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         name = self._name(key)
-        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
+        write_id = new_write_id(key, data, MAX_VALUE_BYTES)
 
         def attempt(_: bool) -> str:
             try:
@@ -413,7 +421,7 @@ class OneLakeStorage:
                     raise
                 refusal = _describe(exc)
             # 412: stale etag, or (on some services) no blob
-            return settle.refused_replace(key, etag, write_id, self._version(name), refusal)
+            return refused_replace(key, etag, write_id, self._version(name), refusal)
 
         return self._run("replace", key, attempt)
 
@@ -435,7 +443,7 @@ class OneLakeStorage:
                 else:
                     raise
                 refusal = _describe(exc)
-            settle.refused_delete(key, etag, maybe_landed, current, refusal)
+            refused_delete(key, etag, maybe_landed, current, refusal)
 
         self._run("delete", key, attempt)
 

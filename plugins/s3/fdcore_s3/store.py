@@ -36,7 +36,6 @@ from botocore.exceptions import (
     NoCredentialsError,
 )
 
-import fdcore.retry as settle
 from fdcore.abc import (
     ENVIRONMENT_MARKER,
     MARKER_CONTENT,
@@ -46,7 +45,16 @@ from fdcore.abc import (
     validate_prefix,
 )
 from fdcore.errors import InvalidKey, NotFound, StorageError, StorageUnavailable, UnreadableFile
-from fdcore.retry import Failure, RetryPolicy, StoredVersion
+from fdcore.retry import (
+    Failure,
+    RetryPolicy,
+    StoredVersion,
+    holds,
+    new_write_id,
+    refused_create,
+    refused_delete,
+    refused_replace,
+)
 from fdcore_s3.location import Location
 
 T = TypeVar("T")
@@ -290,7 +298,7 @@ class S3Storage:
     def unchanged(self, key: str, etag: str) -> bool:
         """:class:`fdcore.abc.ChangeCheck`: one HEAD instead of a download."""
         name = self._name(key)
-        return self._run("read", key, lambda _: settle.holds(self._version(name), etag))
+        return self._run("read", key, lambda _: holds(self._version(name), etag))
 
     def last_write_time(self) -> datetime | None:
         """:class:`fdcore.abc.StoreClock`: the ``Date`` of the store's answer to our last write."""
@@ -298,7 +306,7 @@ class S3Storage:
 
     def create(self, key: str, data: bytes) -> str:
         name = self._name(key)
-        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
+        write_id = new_write_id(key, data, MAX_VALUE_BYTES)
 
         def attempt(_: bool) -> str:
             try:
@@ -307,13 +315,13 @@ class S3Storage:
                 if _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            return settle.refused_create(key, write_id, self._version(name), refusal)
+            return refused_create(key, write_id, self._version(name), refusal)
 
         return self._run("create", key, attempt)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         name = self._name(key)
-        write_id = settle.new_write_id(key, data, MAX_VALUE_BYTES)
+        write_id = new_write_id(key, data, MAX_VALUE_BYTES)
 
         def attempt(_: bool) -> str:
             try:
@@ -324,7 +332,7 @@ class S3Storage:
                 if _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            return settle.refused_replace(key, etag, write_id, self._version(name), refusal)
+            return refused_replace(key, etag, write_id, self._version(name), refusal)
 
         return self._run("replace", key, attempt)
 
@@ -348,7 +356,7 @@ class S3Storage:
                 if _code(exc) not in MISSING_KEY and _status(exc) not in CONDITION_FAILED:
                     raise
                 refusal = _describe(exc)
-            settle.refused_delete(key, etag, maybe_landed, self._version(name), refusal)
+            refused_delete(key, etag, maybe_landed, self._version(name), refusal)
 
         self._run("delete", key, attempt)
 
