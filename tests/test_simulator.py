@@ -506,7 +506,7 @@ def test_a_checker_plugs_in_as_one_more_object() -> None:
         def __init__(self) -> None:
             self.polls = 0
 
-        def after_poll(self, world: World, host: SimulatedAgent) -> None:
+        def after_poll(self, world: World, agent: SimulatedAgent) -> None:
             self.polls += 1
 
         def finish(self, world: World) -> list[Violation]:

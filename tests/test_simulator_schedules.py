@@ -75,8 +75,8 @@ def test_three_agents_share_a_schedule_through_crashes_restarts_pauses_and_skew(
     # One fingerprint for the shared schedule on every agent's status record.
     mailbox = Mailbox(world.store)
     fingerprints = set()
-    for host in world.hosts:
-        record = mailbox.read(AgentRecord, f"agents/{host.name}.json")
+    for agent in world.agents:
+        record = mailbox.read(AgentRecord, f"agents/{agent.name}.json")
         assert record is not None
         fingerprints |= {s.fingerprint for s in record.value.schedules if s.id == "s1"}
     assert len(fingerprints) == 1

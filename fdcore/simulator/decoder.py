@@ -37,13 +37,13 @@ def _holding(lease: LeaseState) -> tuple[str, int, str, int]:
 
 
 class Writer(Protocol):
-    """The simulated agent whose write landed (:class:`~fdcore.simulator.world.Writer`)."""
+    """The simulated agent whose write landed (:class:`~fdcore.simulator.world.SimulatedAgent`)."""
 
     name: str
     incarnation: int
     record_key: str
     skew: float
-    agent: Agent | None
+    process: Agent | None  # the Agent process running under its name now
     claimed: bool  # within its current poll: a request newly claimed
 
 
@@ -58,7 +58,7 @@ class WorldView(Protocol):
     agent_errors: list[tuple[float, str]]
 
     @property
-    def hosts(self) -> Sequence[Writer]: ...
+    def agents(self) -> Sequence[Writer]: ...
 
     def next_seq(self) -> int: ...
 
@@ -93,46 +93,46 @@ class TraceDecoder:
         elif first is not None and data != first:
             self.trace.archive_replaced.append((seq, self.world.now, writer, key))
 
-    def agent_wrote(self, host: Writer, key: str, data: bytes | None) -> None:
-        """A write by ``host``'s agent landed (``data`` None: a delete): keep what checkers need."""
+    def agent_wrote(self, agent: Writer, key: str, data: bytes | None) -> None:
+        """A write by ``agent`` landed (``data`` None: a delete): keep what checkers need."""
         seq = self.world.next_seq()
         if key.startswith("archive/"):
             # retention's copies (the live files they copy were traced when written): kept only
             # to tell whether archived history is ever replaced
-            self._archive(seq, host.name, key, data)
+            self._archive(seq, agent.name, key, data)
             return
         if data is None:
             if key.startswith(("status/", "requests/")):
-                self._removal(host, key)
+                self._removal(agent, key)
             return
         folder = key.partition("/")[0]
         if folder == "agents":
-            self._record(host, seq, key, data)
+            self._record(agent, seq, key, data)
         elif folder in ("status", "leases", "fences", "runs"):
             # a schedule's request is traced in request_created
             written = self.world.mailbox.decode(_WRITTEN[folder], key, data)
             if written.request.startswith("sched-"):
                 self.trace.schedule_writes[written.request] += 1
             if isinstance(written, Status):
-                self.status(host, seq, written)
+                self.status(agent, seq, written)
             elif isinstance(written, RunRecord):
-                self._run(host, seq, key, data, written)
+                self._run(agent, seq, key, data, written)
             elif folder == "leases":
-                self._lease(host, seq, written)
+                self._lease(agent, seq, written)
 
-    def _record(self, host: Writer, seq: int, key: str, data: bytes) -> None:
+    def _record(self, agent: Writer, seq: int, key: str, data: bytes) -> None:
         """Every poll writes the agent's record: the key says whose it is."""
-        if key != host.record_key:
+        if key != agent.record_key:
             return
-        beats = self.trace.heartbeats.setdefault((host.name, host.incarnation), [])
+        beats = self.trace.heartbeats.setdefault((agent.name, agent.incarnation), [])
         beats.append((seq, self.world.now))
         # As written: by its clock, or in the store's time once it measured its clock far off
         # (fdcore.agent.skew).
         updated_at = seconds(self.world.mailbox.decode(AgentRecord, key, data).updated_at)
-        writes = self.trace.record_writes.setdefault(host.name, [])
+        writes = self.trace.record_writes.setdefault(agent.name, [])
         writes.append((seq, self.world.now, updated_at))
 
-    def _run(self, host: Writer, seq: int, key: str, data: bytes, run: RunRecord) -> None:
+    def _run(self, agent: Writer, seq: int, key: str, data: bytes, run: RunRecord) -> None:
         if self.trace.run_records.get(key) == data:
             return  # the same record again, after retention moved the first: not a second
         self.trace.run_records.setdefault(key, data)
@@ -141,8 +141,8 @@ class TraceDecoder:
             RunLogWrite(
                 seq=seq,
                 time=self.world.now,
-                writer=host.name,
-                incarnation=host.incarnation,
+                writer=agent.name,
+                incarnation=agent.incarnation,
                 request=run.request,
                 table=run.table,
                 attempt=run.attempt,
@@ -154,21 +154,21 @@ class TraceDecoder:
                     run.attempt,
                     run.table,
                     run.generation,
-                    host.name,
-                    host.incarnation,
+                    agent.name,
+                    agent.incarnation,
                 )
                 in self.trace.held_at_status,
             )
         )
 
-    def status(self, host: Writer | None, seq: int, status: Status) -> None:
-        """A status write landed: an agent's, or (``host`` None) an operator's cancel."""
+    def status(self, agent: Writer | None, seq: int, status: Status) -> None:
+        """A status write landed: an agent's, or (``agent`` None) an operator's cancel."""
         request = status.request
         write = StatusWrite(
             seq=seq,
             time=self.world.now,
-            writer=host.name if host else OPERATOR,
-            incarnation=host.incarnation if host else 0,
+            writer=agent.name if agent else OPERATOR,
+            incarnation=agent.incarnation if agent else 0,
             request=request,
             state=status.state.value,
             agent=status.agent,
@@ -178,15 +178,15 @@ class TraceDecoder:
             tables_done=tuple(status.tables_done),
         )
         self.trace.status.setdefault(request, []).append(write)
-        if host is not None:
-            holding = (request, write.attempt, host.name, host.incarnation)
+        if agent is not None:
+            holding = (request, write.attempt, agent.name, agent.incarnation)
             for table in self.leased.get(holding, ()):
                 generation = self.trace.leases[table].generation
                 self.trace.held_at_status.add(
-                    (request, write.attempt, table, generation, host.name, host.incarnation)
+                    (request, write.attempt, table, generation, agent.name, agent.incarnation)
                 )
-        if host is not None and request not in self.trace.latest and write.agent == host.name:
-            host.claimed = True
+        if agent is not None and request not in self.trace.latest and write.agent == agent.name:
+            agent.claimed = True
         self.trace.latest[request] = write
         if write.final:
             self.trace.ended.setdefault(request, seq)
@@ -204,7 +204,7 @@ class TraceDecoder:
             and latest.outcome(lease.attempt) in ("succeeded", "failed")
         )
 
-    def _removal(self, host: Writer, key: str) -> None:
+    def _removal(self, agent: Writer, key: str) -> None:
         """An agent deleted a request or a status: only retention may, and only of a request
         that is final, with its status last (checked by ArchivedWhole)."""
         folder, _, name = key.partition("/")
@@ -214,7 +214,7 @@ class TraceDecoder:
         if (
             folder == "status"
             and latest is not None
-            and (latest.writer, latest.incarnation) == (host.name, host.incarnation)
+            and (latest.writer, latest.incarnation) == (agent.name, agent.incarnation)
             and len(writes) > 1
             and writes[-2].final
         ):
@@ -225,20 +225,20 @@ class TraceDecoder:
             self.world.active.pop(request, None)
             return
         if not self.world.scenario.retention_keep or latest is None or not latest.final:
-            self.world.agent_errors.append((self.world.now, f"{host.name} deleted {key}"))
+            self.world.agent_errors.append((self.world.now, f"{agent.name} deleted {key}"))
             return
-        self.trace.removals.append((self.world.now, host.name, folder, request))
+        self.trace.removals.append((self.world.now, agent.name, folder, request))
 
     def _lease_clock(self, name: str) -> float:
         """The time agent ``name`` writes and judges its leases by now: its clock, or the
         store's once it measured its clock far off (:meth:`fdcore.agent.tables.Tables.lease_now`).
         """
-        host = next(host for host in self.world.hosts if host.name == name)
-        if host.agent is None:
-            return self.world.now + host.skew  # crashed: its lease is no live holder's
-        return seconds(host.agent.tables.lease_now())
+        agent = next(agent for agent in self.world.agents if agent.name == name)
+        if agent.process is None:
+            return self.world.now + agent.skew  # crashed: its lease is no live holder's
+        return seconds(agent.process.tables.lease_now())
 
-    def _lease(self, host: Writer, seq: int, written: Lease) -> None:
+    def _lease(self, agent: Writer, seq: int, written: Lease) -> None:
         table = written.table
         lease = LeaseState(
             generation=written.generation,
@@ -247,7 +247,7 @@ class TraceDecoder:
             attempt=written.attempt,
             released=written.released,
             expires_at=seconds(written.expires_at),
-            incarnation=host.incarnation,
+            incarnation=agent.incarnation,
         )
         before = self.trace.leases.get(table)
         if (

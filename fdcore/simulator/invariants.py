@@ -38,10 +38,10 @@ class Checker:
     invariant = ""
     title = ""
 
-    def after_poll(self, world: World, host: SimulatedAgent) -> None:
+    def after_poll(self, world: World, agent: SimulatedAgent) -> None:
         """Called after every agent poll that did not raise (state is consistent here)."""
 
-    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
+    def after_reaction(self, world: World, agent: SimulatedAgent) -> None:
         """Called after every reaction between polls (:meth:`Agent.react`) that did not raise."""
 
     def after_change(self, world: World) -> None:

@@ -254,33 +254,33 @@ class PausedAgentStops(Checker):
         # (agent, process, request) -> when its status update failed on the etag
         self.failed_updates: dict[tuple[str, int, str], float] = {}
 
-    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
-        self.after_poll(world, host)  # a reaction's status writes are judged as a poll's
+    def after_reaction(self, world: World, agent: SimulatedAgent) -> None:
+        self.after_poll(world, agent)  # a reaction's status writes are judged as a poll's
 
-    def after_poll(self, world: World, host: SimulatedAgent) -> None:
-        agent = host.agent
-        assert agent is not None
-        for request in host.store.lost_status_writes:
-            self.failed_updates.setdefault((host.name, host.incarnation, request), world.now)
+    def after_poll(self, world: World, agent: SimulatedAgent) -> None:
+        process = agent.process
+        assert process is not None
+        for request in agent.store.lost_status_writes:
+            self.failed_updates.setdefault((agent.name, agent.incarnation, request), world.now)
         for key, failed in list(self.failed_updates.items()):
-            if key[:2] != (host.name, host.incarnation):
+            if key[:2] != (agent.name, agent.incarnation):
                 continue
             request = key[2]
-            work = agent.held.get(request)
+            work = process.held.get(request)
             latest = world.trace.latest.get(request)
             if (
                 work is None
                 or latest is None
-                or (latest.agent == host.name and latest.attempt == work.status.attempt)
+                or (latest.agent == agent.name and latest.attempt == work.status.attempt)
             ):
                 del self.failed_updates[key]  # let go, or still its own (a lost answer)
-            elif not host.store.poll_errors:
+            elif not agent.store.poll_errors:
                 del self.failed_updates[key]
                 self.live.append(
                     Violation(
                         self.invariant,
                         world.now,
-                        f"{who(host.name, host.incarnation)} still holds {request} (attempt "
+                        f"{who(agent.name, agent.incarnation)} still holds {request} (attempt "
                         f"{work.status.attempt}) after its status update failed at "
                         f"t={failed:.1f}s; the status names {latest.agent} attempt "
                         f"{latest.attempt}",

@@ -44,30 +44,30 @@ class NoStrandedRequests(Checker):
         self.roomy: set[str] = set()  # live agents with a free worker
         self.full: set[str] = set()  # live agents with every worker busy and a request waiting
 
-    def after_poll(self, world: World, host: SimulatedAgent) -> None:
-        self._took(host)
+    def after_poll(self, world: World, agent: SimulatedAgent) -> None:
+        self._took(agent)
         self._judge(world)
 
-    def after_reaction(self, world: World, host: SimulatedAgent) -> None:
-        self.after_poll(world, host)
+    def after_reaction(self, world: World, agent: SimulatedAgent) -> None:
+        self.after_poll(world, agent)
 
     def after_change(self, world: World) -> None:
         self.loads.clear()
         self.roomy.clear()
         self.full.clear()
-        for host in world.hosts:
-            self._took(host)
+        for agent in world.agents:
+            self._took(agent)
         self._judge(world)
 
-    def _took(self, host: SimulatedAgent) -> None:
-        """Note the load ``host``'s agent has now (none if it is not live)."""
-        name = host.name
+    def _took(self, agent: SimulatedAgent) -> None:
+        """Note the load ``agent`` has now (none if it is not live)."""
+        name = agent.name
         self.roomy.discard(name)
         self.full.discard(name)
-        if not (host.live and host.agent):
+        if not (agent.live and agent.process):
             self.loads.pop(name, None)
             return
-        load = self.loads[name] = host.agent.load()
+        load = self.loads[name] = agent.process.load()
         if load.running + load.waiting < load.concurrency:
             self.roomy.add(name)
         elif load.waiting and load.running >= load.concurrency:
@@ -76,12 +76,12 @@ class NoStrandedRequests(Checker):
     def _judge(self, world: World) -> None:
         if not self.roomy or not self.full:
             return
-        for host in world.hosts:  # in the fleet's order, as the requests were always noted
-            if host.name in self.full and self.roomy - {host.name}:
-                assert host.agent is not None
-                for request, work in host.agent.held.items():
+        for agent in world.agents:  # in the fleet's order, as the requests were always noted
+            if agent.name in self.full and self.roomy - {agent.name}:
+                assert agent.process is not None
+                for request, work in agent.process.held.items():
                     if not work.running:
-                        self.stranded.setdefault(request, (world.now, host.name))
+                        self.stranded.setdefault(request, (world.now, agent.name))
 
     def finish(self, world: World) -> list[Violation]:
         if not self.enforced:

@@ -265,12 +265,12 @@ def build_report(
     folders: Counter[str] = Counter()
     by_request: Counter[str] = Counter()
     errors = ambiguous = 0
-    for host in world.hosts:
-        operations.update(host.store.operations)
-        folders.update(host.store.writes)
-        by_request.update(host.store.request_writes)
-        errors += host.store.errors
-        ambiguous += host.store.ambiguous_writes
+    for agent in world.agents:
+        operations.update(agent.store.operations)
+        folders.update(agent.store.writes)
+        by_request.update(agent.store.request_writes)
+        errors += agent.store.errors
+        ambiguous += agent.store.ambiguous_writes
     store = {kind: operations[kind] for kind in ("read", "list", *WRITES)}
     store["total"] = sum(operations.values())
     store["errors"] = errors

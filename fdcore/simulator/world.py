@@ -95,9 +95,9 @@ class Watcher(Protocol):
     """What the world calls while it runs (every :class:`fdcore.simulator.invariants.Checker`
     has these hooks): state is consistent at each call."""
 
-    def after_poll(self, world: World, host: SimulatedAgent) -> None: ...
+    def after_poll(self, world: World, agent: SimulatedAgent) -> None: ...
 
-    def after_reaction(self, world: World, host: SimulatedAgent) -> None: ...
+    def after_reaction(self, world: World, agent: SimulatedAgent) -> None: ...
 
     def after_change(self, world: World) -> None: ...
 
@@ -127,10 +127,10 @@ class VirtualClock:
 class SimRun:
     """A simulated table run: ends at a virtual time, then writes its table fenced."""
 
-    def __init__(self, host: SimulatedAgent, job: TableJob, started: float, end: float) -> None:
-        self.host = host
+    def __init__(self, agent: SimulatedAgent, job: TableJob, started: float, end: float) -> None:
+        self.agent = agent
         self.job = job
-        self.incarnation = host.incarnation
+        self.incarnation = agent.incarnation
         self.started = started
         self.end = end
         self.remaining = 0.0  # while frozen by a pause
@@ -144,8 +144,8 @@ class SimRun:
     def cancel(self) -> None:
         if self.state == "running":
             self.state = "cancelled"
-            self.host.runs.pop(id(self), None)
-            self.host.world.stats["runs cancelled"] += 1
+            self.agent.runs.pop(id(self), None)
+            self.agent.world.stats["runs cancelled"] += 1
 
 
 class WatchedClaim:
@@ -155,23 +155,23 @@ class WatchedClaim:
     comes before claims: a "no" then means the poll's room went to such requests.
     """
 
-    def __init__(self, inner: ClaimPolicy, host: SimulatedAgent) -> None:
+    def __init__(self, inner: ClaimPolicy, agent: SimulatedAgent) -> None:
         self.inner = inner
         self.name = inner.name
-        self.host = host
+        self.agent = agent
 
     def may_claim(self, load: AgentLoad) -> bool:
         allowed = self.inner.may_claim(load)
-        host = self.host
-        if not allowed and host.polling and not host.claimed:
-            host.room_spent = True
+        agent = self.agent
+        if not allowed and agent.polling and not agent.claimed:
+            agent.room_spent = True
         return allowed
 
 
 class SimulatedAgent:
     """One agent name as the simulation runs it: its clock skew, store view and seeded streams
     (its :class:`~fdcore.simulator.plan.AgentPlan`), and the :class:`Agent` process running
-    under that name now (``agent``; a new one after each crash, ``incarnation`` counts them)."""
+    under that name now (``process``; a new one after each crash, ``incarnation`` counts them)."""
 
     def __init__(self, world: World, plan: AgentPlan) -> None:
         scenario = world.scenario
@@ -193,7 +193,7 @@ class SimulatedAgent:
         self.store.listed_cancels = self._listed_cancels
         self.clock = VirtualClock(world, self.skew)
         self.record_key = agent_key(self.name)
-        self.agent: Agent | None = None
+        self.process: Agent | None = None
         self.incarnation = 0
         self.polls = 0  # in this incarnation
         self.paused: Pause | None = None
@@ -213,7 +213,7 @@ class SimulatedAgent:
     @property
     def live(self) -> bool:
         """Running and being polled (not crashed, not paused)."""
-        return self.agent is not None and self.paused is None
+        return self.process is not None and self.paused is None
 
     def _tap(self, key: str, data: bytes | None) -> None:
         self.world.decoder.agent_wrote(self, key, data)
@@ -266,8 +266,8 @@ class World:
         self.deadlines: dict[str, float] = {}  # schedule request -> deadline, virtual seconds
         self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._order = 0
-        self.hosts = [SimulatedAgent(self, agent) for agent in plan.agents]
-        self.trace.skews = {host.name: host.skew for host in self.hosts}
+        self.agents = [SimulatedAgent(self, agent_plan) for agent_plan in plan.agents]
+        self.trace.skews = {agent.name: agent.skew for agent in self.agents}
         self.retention: RetentionProcess | None = None
         self._retention_run = 0  # the number of the run under way (its ticks carry it)
         self._kill_countdown: int | None = None  # its store calls left before it is killed
@@ -284,8 +284,8 @@ class World:
             )
             grace = self.scenario.grace_seconds
             self.retention = RetentionProcess(store, self.scenario.retention_runs_keep, grace)
-            for host in self.hosts:
-                host.store.before = self._interleave
+            for agent in self.agents:
+                agent.store.before = self._interleave
 
     # -- the event loop ----------------------------------------------------------------------
 
@@ -303,10 +303,10 @@ class World:
             self.at(arrival.time, self._arrive, arrival)
         for when, request in self.plan.cancels:
             self.at(when, self._cancel, request)
-        for host in self.hosts:
-            self.at(host.plan.first_poll(), self._restart, host)
-            self._next_pause(host, 0.0)
-            self._next_starving(host, 0.0)
+        for agent in self.agents:
+            self.at(agent.plan.first_poll(), self._restart, agent)
+            self._next_pause(agent, 0.0)
+            self._next_starving(agent, 0.0)
         if self.retention is not None:
             self.at(self.plan.retention_process.next_run(), self._retention_start)
         # Nobody else froze objects: the run may freeze its own and thaw them all at its end.
@@ -378,16 +378,16 @@ class World:
             assert done.status is not None
             self.decoder.status(None, seq, done.status)
 
-    def request_created(self, host: SimulatedAgent, key: str, data: bytes, outcome: str) -> None:
+    def request_created(self, agent: SimulatedAgent, key: str, data: bytes, outcome: str) -> None:
         """An agent tried to create a request: a schedule's (the world submits the others)."""
         made = self.mailbox.decode(Request, key, data)
         request = made.id
         create = ScheduleCreate(
             seq=self.next_seq(),
             time=self.now,
-            agent=host.name,
-            incarnation=host.incarnation,
-            clock=host.clock.now(),
+            agent=agent.name,
+            incarnation=agent.incarnation,
+            clock=agent.clock.now(),
             request=key[len("requests/") : -len(".json")],
             schedule=made.schedule.id if made.schedule else None,
             slot=made.schedule.slot if made.schedule else None,
@@ -481,284 +481,284 @@ class World:
 
     # -- agents: start, poll, crash, pause -------------------------------------------------------
 
-    def _restart(self, host: SimulatedAgent) -> None:
+    def _restart(self, agent: SimulatedAgent) -> None:
         """Start (or restart after a crash) the agent's process: a new Agent, same name."""
-        host.incarnation += 1
-        host.polls = 0
-        host.busy_until = 0.0  # a new process: the old one's store calls died with it
-        host.waited = False
-        config = self.plan.agent_config(host.name, self.store.url)
-        self.trace.starts.append(Start(self.next_seq(), self.now, host.name, host.incarnation))
+        agent.incarnation += 1
+        agent.polls = 0
+        agent.busy_until = 0.0  # a new process: the old one's store calls died with it
+        agent.waited = False
+        config = self.plan.agent_config(agent.name, self.store.url)
+        self.trace.starts.append(Start(self.next_seq(), self.now, agent.name, agent.incarnation))
 
         def start_table(job: TableJob) -> TableRun:
-            return self._start_table(host, job)
+            return self._start_table(agent, job)
 
         # Counted as the runtime counts an agent process's calls: what its records say it cost
-        store = CountingStore(host.store)
+        store = CountingStore(agent.store)
         parts = self.parts(config, store, start_table)
-        host.agent = Agent(
+        agent.process = Agent(
             config,
-            Mailbox(store, ProblemLog(host.name)),
-            attrs.evolve(parts, claim=WatchedClaim(parts.claim, host)),
-            host.clock,
-            instance=f"{host.name}.{host.incarnation}",
+            Mailbox(store, ProblemLog(agent.name)),
+            attrs.evolve(parts, claim=WatchedClaim(parts.claim, agent)),
+            agent.clock,
+            instance=f"{agent.name}.{agent.incarnation}",
             previous_process_gone=lambda record: True,  # the simulator killed it
             contain_errors=False,  # a bug must fail the simulation that found it
             schedules=self.schedules(config),  # a new process: it remembers no slot
         )
-        self._poll_chain(host, self.now)
-        crash_after = host.plan.crash_after()
+        self._poll_chain(agent, self.now)
+        crash_after = agent.plan.crash_after()
         if crash_after is not None:
-            self.at(self.now + crash_after, self._crash_fault, host, host.incarnation)
+            self.at(self.now + crash_after, self._crash_fault, agent, agent.incarnation)
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _poll_chain(self, host: SimulatedAgent, when: float) -> None:
-        host.poll_token += 1
-        self.at(when, self._poll, host, host.poll_token)
+    def _poll_chain(self, agent: SimulatedAgent, when: float) -> None:
+        agent.poll_token += 1
+        self.at(when, self._poll, agent, agent.poll_token)
 
-    def _poll(self, host: SimulatedAgent, token: int) -> None:
-        agent = host.agent
-        if token != host.poll_token or agent is None or host.paused is not None:
+    def _poll(self, agent: SimulatedAgent, token: int) -> None:
+        process = agent.process
+        if token != agent.poll_token or process is None or agent.paused is not None:
             return
-        if self.now < host.busy_until:  # still in a reaction's store calls: one thread
-            self.at(host.busy_until, self._poll, host, token)
+        if self.now < agent.busy_until:  # still in a reaction's store calls: one thread
+            self.at(agent.busy_until, self._poll, agent, token)
             return
-        if self._waits_for_cpu(host):
-            self.at(host.busy_until, self._poll, host, token)
+        if self._waits_for_cpu(agent):
+            self.at(agent.busy_until, self._poll, agent, token)
             return
-        store = host.store
+        store = agent.store
         store.begin_poll()
         operations_before = dict(store.operations)
-        free_before = agent.components.claim.may_claim(agent.load())
-        stale_held = self._stale_held(host.name, agent)
-        held_before = bool(agent.held)
+        free_before = process.components.claim.may_claim(process.load())
+        stale_held = self._stale_held(agent.name, process)
+        held_before = bool(process.held)
         seq_start = self.next_seq()
         failure: Exception | None = None
-        host.polling, host.claimed, host.room_spent = True, False, False
+        agent.polling, agent.claimed, agent.room_spent = True, False, False
         try:
-            agent.poll()
-        except Exception as exc:  # the agent must never raise out of a poll: report it
+            process.poll()
+        except Exception as exc:  # the process must never raise out of a poll: report it
             failure = exc
-        host.polling = False
+        agent.polling = False
         elapsed = store.latency_spent  # what the poll's store calls took: delays the next one
-        host.busy_until = self.now + elapsed
+        agent.busy_until = self.now + elapsed
         self.trace.polls.append(
             PollRecord(
                 seq_start=seq_start,
                 seq_end=self.next_seq(),
                 time=self.now,
-                agent=host.name,
-                incarnation=host.incarnation,
-                first=host.polls == 0,
-                clock=self.now + host.skew,
+                agent=agent.name,
+                incarnation=agent.incarnation,
+                first=agent.polls == 0,
+                clock=self.now + agent.skew,
                 errors=store.poll_errors,
                 free_before=free_before,
-                room_spent=host.room_spent,
+                room_spent=agent.room_spent,
                 lost_status_writes=tuple(store.lost_status_writes),
                 stale_held=stale_held,
                 held_before=held_before,
             )
         )
-        host.polls += 1
+        agent.polls += 1
         self.stats["polls"] += 1
         for kind, count in store.operations.items():
             self.poll_operations[kind] += count - operations_before.get(kind, 0)
         if failure is not None:
             self.agent_errors.append(
-                (self.now, f"{host.name} raised {type(failure).__name__}: {failure}")
+                (self.now, f"{agent.name} raised {type(failure).__name__}: {failure}")
             )
-            self._crash(host, "exception")
+            self._crash(agent, "exception")
             return
         for checker in self.checkers:
-            checker.after_poll(self, host)
-        self.at(self.now + elapsed + host.plan.poll_interval(), self._poll, host, token)
-        self._wake_when_due(host)
+            checker.after_poll(self, agent)
+        self.at(self.now + elapsed + agent.plan.poll_interval(), self._poll, agent, token)
+        self._wake_when_due(agent)
 
-    def _react(self, host: SimulatedAgent, incarnation: int, due: float | None = None) -> None:
+    def _react(self, agent: SimulatedAgent, incarnation: int, due: float | None = None) -> None:
         """What the runtime does between polls (:meth:`Agent.react`): a run ended, a slot is due.
 
-        Atomic in virtual time like a poll; the store latency it meets keeps the agent busy, as
+        Atomic in virtual time like a poll; the store latency it meets keeps the process busy, as
         the runtime's one thread is: a poll or reaction falling due meanwhile waits for it.
         """
-        if due is not None and host.due_wake == due:
-            host.due_wake = None
-        agent = host.agent
-        if agent is None or host.incarnation != incarnation or host.paused is not None:
+        if due is not None and agent.due_wake == due:
+            agent.due_wake = None
+        process = agent.process
+        if process is None or agent.incarnation != incarnation or agent.paused is not None:
             return
-        if self.now < host.busy_until:  # the agent's one thread is still in its last step
-            self.at(host.busy_until, self._react, host, incarnation)
+        if self.now < agent.busy_until:  # the process's one thread is still in its last step
+            self.at(agent.busy_until, self._react, agent, incarnation)
             return
-        if self._waits_for_cpu(host):
-            self.at(host.busy_until, self._react, host, incarnation)
+        if self._waits_for_cpu(agent):
+            self.at(agent.busy_until, self._react, agent, incarnation)
             return
-        host.store.begin_poll()
+        agent.store.begin_poll()
         try:
-            agent.react()
-        except Exception as exc:  # the agent must never raise out of a step: report it
-            self.agent_errors.append((self.now, f"{host.name} raised {type(exc).__name__}: {exc}"))
-            self._crash(host, "exception")
+            process.react()
+        except Exception as exc:  # the process must never raise out of a step: report it
+            self.agent_errors.append((self.now, f"{agent.name} raised {type(exc).__name__}: {exc}"))
+            self._crash(agent, "exception")
             return
         self.stats["reactions"] += 1
-        host.busy_until = self.now + host.store.latency_spent
+        agent.busy_until = self.now + agent.store.latency_spent
         for checker in self.checkers:
-            checker.after_reaction(self, host)
-        self._wake_when_due(host)
+            checker.after_reaction(self, agent)
+        self._wake_when_due(agent)
 
-    def _wake_when_due(self, host: SimulatedAgent) -> None:
-        """Have the agent react at its schedules' next due slot, as the runtime wakes it."""
-        agent = host.agent
-        if agent is None:
+    def _wake_when_due(self, agent: SimulatedAgent) -> None:
+        """Have the process react at its schedules' next due slot, as the runtime wakes it."""
+        process = agent.process
+        if process is None:
             return
-        due = agent.next_due(host.clock.now())
+        due = process.next_due(agent.clock.now())
         if due is None:
             return
-        # The agent's clock runs ``skew`` ahead of the world's: its due time comes that early.
-        when = (due - EPOCH).total_seconds() - host.skew + DUE_MARGIN
-        if host.due_wake != when:
-            host.due_wake = when
-            self.at(max(when, self.now), self._react, host, host.incarnation, when)
+        # The process's clock runs ``skew`` ahead of the world's: its due time comes that early.
+        when = (due - EPOCH).total_seconds() - agent.skew + DUE_MARGIN
+        if agent.due_wake != when:
+            agent.due_wake = when
+            self.at(max(when, self.now), self._react, agent, agent.incarnation, when)
 
-    def _stale_held(self, name: str, agent: Agent) -> tuple[str, ...]:
-        """Requests the agent holds in memory whose status names another agent or attempt."""
+    def _stale_held(self, name: str, process: Agent) -> tuple[str, ...]:
+        """Requests the process holds in memory whose status names another process or attempt."""
         latest = self.trace.latest
         return tuple(
             request
-            for request, work in agent.held.items()
+            for request, work in process.held.items()
             if (status := latest.get(request)) is not None
             and (status.agent != name or status.attempt != work.status.attempt)
         )
 
-    def _crash_fault(self, host: SimulatedAgent, incarnation: int) -> None:
-        if host.agent is not None and host.incarnation == incarnation:
-            self._crash(host, "fault")
+    def _crash_fault(self, agent: SimulatedAgent, incarnation: int) -> None:
+        if agent.process is not None and agent.incarnation == incarnation:
+            self._crash(agent, "fault")
 
-    def _crash(self, host: SimulatedAgent, cause: str) -> None:
+    def _crash(self, agent: SimulatedAgent, cause: str) -> None:
         """Drop the agent's process mid-work: its runs die with it; restart it later."""
-        if host.agent is None:
+        if agent.process is None:
             return
-        held = self._held_in_store(host)
-        for run in host.runs.values():
+        held = self._held_in_store(agent)
+        for run in agent.runs.values():
             run.state = "died"
             run.version += 1
-        self.stats["runs died"] += len(host.runs)
-        host.runs.clear()
-        host.agent = None
-        host.paused = None
-        host.poll_token += 1
+        self.stats["runs died"] += len(agent.runs)
+        agent.runs.clear()
+        agent.process = None
+        agent.paused = None
+        agent.poll_token += 1
         self.trace.crashes.append(
-            Crash(self.next_seq(), self.now, host.name, host.incarnation, cause, held)
+            Crash(self.next_seq(), self.now, agent.name, agent.incarnation, cause, held)
         )
         self.stats[f"crashes ({cause})"] += 1
-        self.at(self.now + host.plan.restart_after(), self._restart, host)
+        self.at(self.now + agent.plan.restart_after(), self._restart, agent)
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _held_in_store(self, host: SimulatedAgent) -> tuple[tuple[str, int], ...]:
+    def _held_in_store(self, agent: SimulatedAgent) -> tuple[tuple[str, int], ...]:
         """(request, attempt) of every unfinished request whose status names the agent."""
         return tuple(
             (request, write.attempt)
             for request, write in self.active.items()
-            if write.agent == host.name
+            if write.agent == agent.name
         )
 
-    def _waits_for_cpu(self, host: SimulatedAgent) -> bool:
+    def _waits_for_cpu(self, agent: SimulatedAgent) -> bool:
         """In a spell of CPU starvation, a step waits a while before it runs (once: True, and
         the agent is busy until then); its table runs go on meanwhile."""
-        if host.waited or self.now >= host.starved_until:
-            host.waited = False
+        if agent.waited or self.now >= agent.starved_until:
+            agent.waited = False
             return False
-        host.waited = True
-        host.busy_until = self.now + host.plan.step_wait()
+        agent.waited = True
+        agent.busy_until = self.now + agent.plan.step_wait()
         self.stats["steps starved"] += 1
         return True
 
-    def _next_starving(self, host: SimulatedAgent, after: float) -> None:
-        gap = host.plan.starve_after()
+    def _next_starving(self, agent: SimulatedAgent, after: float) -> None:
+        gap = agent.plan.starve_after()
         if gap is not None:
-            self.at(after + gap, self._starve, host)
+            self.at(after + gap, self._starve, agent)
 
-    def _starve(self, host: SimulatedAgent) -> None:
+    def _starve(self, agent: SimulatedAgent) -> None:
         """A spell of CPU starvation begins (a host saturated by other work): the agent lives
         on, but each of its steps comes late."""
-        host.starved_until = self.now + host.plan.starve_length()
+        agent.starved_until = self.now + agent.plan.starve_length()
         self.stats["starvation spells"] += 1
-        self._next_starving(host, host.starved_until)
+        self._next_starving(agent, agent.starved_until)
 
-    def _next_pause(self, host: SimulatedAgent, after: float) -> None:
-        gap = host.plan.pause_after()
+    def _next_pause(self, agent: SimulatedAgent, after: float) -> None:
+        gap = agent.plan.pause_after()
         if gap is not None:
-            self.at(after + gap, self._pause, host)
+            self.at(after + gap, self._pause, agent)
 
-    def _pause(self, host: SimulatedAgent) -> None:
+    def _pause(self, agent: SimulatedAgent) -> None:
         """Stop polling the agent (and freeze its runs) for a while: a stopped VM, a GC storm."""
-        if not host.live:
-            self._next_pause(host, self.now)
+        if not agent.live:
+            self._next_pause(agent, self.now)
             return
         pause = Pause(
             self.next_seq(),
             self.now,
-            self.now + host.plan.pause_length(),
-            host.name,
-            host.incarnation,
-            self._held_in_store(host),
+            self.now + agent.plan.pause_length(),
+            agent.name,
+            agent.incarnation,
+            self._held_in_store(agent),
         )
-        host.paused = pause
+        agent.paused = pause
         self.trace.pauses.append(pause)
         self.stats["pauses"] += 1
-        for run in host.runs.values():
+        for run in agent.runs.values():
             run.remaining = run.end - self.now
             run.version += 1
-        self.at(pause.end, self._resume, host, pause)
+        self.at(pause.end, self._resume, agent, pause)
         for checker in self.checkers:
             checker.after_change(self)
 
-    def _resume(self, host: SimulatedAgent, pause: Pause) -> None:
-        if host.paused is not pause:
+    def _resume(self, agent: SimulatedAgent, pause: Pause) -> None:
+        if agent.paused is not pause:
             return  # it crashed while paused
-        host.paused = None
+        agent.paused = None
         pause.resume_seq = self.next_seq()
-        for run in host.runs.values():
+        for run in agent.runs.values():
             run.end = self.now + run.remaining
             self.at(run.end, self._end_run, run, run.version)
-        self._poll_chain(host, self.now)
-        self._next_pause(host, self.now)
+        self._poll_chain(agent, self.now)
+        self._next_pause(agent, self.now)
         for checker in self.checkers:
             checker.after_change(self)
 
     # -- table runs ------------------------------------------------------------------------------
 
-    def _start_table(self, host: SimulatedAgent, job: TableJob) -> SimRun:
-        duration = self.plan.table_seconds(job.request, job.table) / host.speed
-        run = SimRun(host, job, self.now, self.now + duration)
+    def _start_table(self, agent: SimulatedAgent, job: TableJob) -> SimRun:
+        duration = self.plan.table_seconds(job.request, job.table) / agent.speed
+        run = SimRun(agent, job, self.now, self.now + duration)
         status = self.trace.latest.get(job.request)
         self.trace.table_starts.append(
             TableStart(
                 seq=self.next_seq(),
                 time=self.now,
-                agent=host.name,
-                incarnation=host.incarnation,
+                agent=agent.name,
+                incarnation=agent.incarnation,
                 request=job.request,
                 table=job.table,
                 attempt=job.attempt,
                 recorded_done=status is not None and job.table in status.tables_done,
             )
         )
-        host.runs[id(run)] = run
+        agent.runs[id(run)] = run
         self.trace.first_start.setdefault(job.request, self.now)
         self.stats["runs started"] += 1
         if job.request in self.trace.poison:
-            run.end = self.now + duration * host.plan.poison_share()
+            run.end = self.now + duration * agent.plan.poison_share()
         self.at(run.end, self._end_run, run, run.version)
         return run
 
     def _end_run(self, run: SimRun, version: int) -> None:
         if run.version != version or run.state != "running":
             return
-        host = run.host
+        agent = run.agent
         job = run.job
         if job.request in self.trace.poison:
-            self._crash(host, "poison")  # the table takes its agent down with it
+            self._crash(agent, "poison")  # the table takes its agent down with it
             return
         lease = self.trace.leases.get(job.table)
         payload = {"request": job.request, "agent": job.agent, "attempt": job.attempt}
@@ -778,7 +778,7 @@ class World:
                 time=self.now,
                 table=job.table,
                 token=job.fencing_token,
-                agent=host.name,
+                agent=agent.name,
                 incarnation=run.incarnation,
                 request=job.request,
                 attempt=job.attempt,
@@ -790,6 +790,6 @@ class World:
             )
         )
         run.state = "ended"
-        host.runs.pop(id(run), None)
+        agent.runs.pop(id(run), None)
         # The runtime wakes its agent when a run ends: record it and move on at once.
-        self.at(self.now, self._react, host, run.incarnation)
+        self.at(self.now, self._react, agent, run.incarnation)
