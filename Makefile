@@ -12,12 +12,7 @@ PLUGIN_PACKAGES := $(sort $(filter-out %.egg-info,$(wildcard plugins/*/fdcore_*)
 # install it on their own, alone with the core (contrib/plugin-template/tests/conftest.py).
 TEMPLATE_PACKAGE := contrib/plugin-template/fdcore_plugin_template
 # contrib/webhook (fdcore-webhook) likewise: type-checked, tested from its folder, not installed.
-# contrib/hostslots and contrib/admission are installed, unlike the template: they change
-# nothing until an agent.toml sets [agent] host, their names (slots, lanes, `fdcore host`) clash
-# with no other plugin, and the hookspec tests need an installed implementation of every hook.
-CONTRIB := contrib/hostslots contrib/admission
-CONTRIB_PACKAGES := contrib/webhook/fdcore_webhook contrib/hostslots/fdcore_hostslots \
-	contrib/admission/fdcore_admission
+CONTRIB_PACKAGES := contrib/webhook/fdcore_webhook
 STAMP := $(VENV)/.installed
 AZURITE_STAMP := tools/azurite/node_modules/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
@@ -32,17 +27,17 @@ LATEST_VENV := .venv-latest
 # Commits after this one have subjects of at most 72 characters (make lint checks them).
 SUBJECTS_SINCE := f2ea389
 
-.PHONY: setup azurite chromium hooks demo test lint typecheck pytest lock test-latest soak bench bench-report bench-history bench-fleet bench-peers clean
+.PHONY: setup azurite chromium hooks demo test lint typecheck pytest lock test-latest soak bench bench-report bench-history bench-fleet bench-peers guard-mutants clean
 
 setup: $(STAMP) azurite hooks
 
 # Every distribution builds with setuptools alone: installed once into the venv first, it spares
 # pip an isolated build environment per distribution (11 of them).
-$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS) $(CONTRIB)) Makefile $(CONSTRAINTS)
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) Makefile $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(PINS) 'setuptools>=70.1'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(PINS) --no-build-isolation \
-		-e '.[test]' $(foreach p,$(PLUGINS) $(CONTRIB),-e '$(p)[test]')
+		-e '.[test]' $(foreach p,$(PLUGINS),-e '$(p)[test]')
 	touch $@
 
 # The Azure Storage emulator the fdcore-onelake tests start, pinned by tools/azurite/package-lock.json.
@@ -173,6 +168,11 @@ $(PEERS_STAMP): $(STAMP) pyproject.toml
 
 bench-peers: setup $(PEERS_STAMP)
 	nice $(BIN)/python benchmarks/peers/peers.py $(PEERS_ARGS)
+
+# Each guard of fdcore-hostslots and fdcore-admission removed in turn, in a temporary copy of
+# the package: a test must fail for each (docs/host.md, "Measured"). A few minutes.
+guard-mutants: setup
+	$(BIN)/python tools/guard_mutants.py
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) tools/azurite/node_modules

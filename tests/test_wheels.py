@@ -108,7 +108,7 @@ def test_every_wheel_ships_py_typed(wheels: dict[Path, Path]) -> None:
         packages = {name.split("/")[0] for name in names if "/" in name}
         packages = {name for name in packages if not name.endswith(".dist-info")}
         missing += [f"{wheel.name}: {p}/py.typed" for p in packages if f"{p}/py.typed" not in names]
-    assert len(wheels) >= 11  # the core, the eight plugins, hostslots and admission
+    assert len(wheels) >= 11  # the core and the ten plugins
     assert not missing, "wheels without py.typed: " + ", ".join(missing)
 
 

@@ -1,6 +1,6 @@
 """The dispatcher: holds each waiting lane through the descriptor it was handed, and admits.
 
-The rules, each checked by contrib/admission/tests:
+The rules, each checked by plugins/admission/tests:
 
 - enqueue takes exactly one descriptor, open on the expected lane's lock file (same inode),
   only while the folder is in dispatcher mode, with an entry that has a queue start and a

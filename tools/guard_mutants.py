@@ -1,23 +1,28 @@
 """Remove each guard of hostslots and admission in turn and check that a test fails.
 
-``.venv/bin/python contrib/guard_mutants.py [NAME...]``: for each mutant (or those whose name
-contains a NAME), replace the guard's code in the checkout, run the package's tests (not the
-slow ones), restore the file, and print CAUGHT (a test failed) or MISSED. Exit 1 if any MISSED.
-The fleet test's guard (the agent's host gate) is checked by hand: see docs/host.md, "Measured".
+``make guard-mutants`` (or ``.venv/bin/python tools/guard_mutants.py [NAME...]``): for each
+mutant (or those whose name contains a NAME), copy the plugin's package to a temporary folder,
+replace the guard's code in the copy, run the package's tests (not the slow ones) with the copy
+first on ``PYTHONPATH``, and print CAUGHT (a test failed) or MISSED. Exit 1 if any MISSED. The
+checkout is never edited, so an interrupted run leaves nothing behind. The fleet test's guard
+(the agent's host gate) is checked by hand: see docs/host.md, "Measured".
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-H = "contrib/hostslots/fdcore_hostslots/host.py"
-D = "contrib/admission/fdcore_admission/dispatcher.py"
-E = "contrib/admission/fdcore_admission/environment.py"
-HT = "contrib/hostslots/tests"
-AT = "contrib/admission/tests"
+H = "plugins/hostslots/fdcore_hostslots/host.py"
+D = "plugins/admission/fdcore_admission/dispatcher.py"
+E = "plugins/admission/fdcore_admission/environment.py"
+HT = "plugins/hostslots/tests"
+AT = "plugins/admission/tests"
 MUTANTS = [
     ("token check", D, "if not isinstance(token, str) or token != row.token:", "if False:", AT),
     (
@@ -111,21 +116,40 @@ MUTANTS = [
 ]
 
 
+def run_mutant(path: str, old: str, new: str, tests: str) -> subprocess.CompletedProcess[str]:
+    """Run ``tests`` against a copy of ``path``'s package in which ``old`` reads ``new``."""
+    package = (ROOT / path).parent
+    with tempfile.TemporaryDirectory(prefix="fdcore-mutant-") as folder:
+        copy = pathlib.Path(folder) / package.name
+        shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        target = copy / (ROOT / path).relative_to(package)
+        target.write_text(target.read_text().replace(old, new))
+        environ = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([folder, os.environ.get("PYTHONPATH", "")]),
+        }
+        python = str(ROOT / ".venv/bin/python")
+        where = subprocess.run(
+            [python, "-c", f"import {package.name}; print({package.name}.__file__)"],
+            env=environ,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if not where.startswith(folder):
+            raise SystemExit(f"{package.name} imports from {where}, not the mutated copy")
+        command = [python, "-m", "pytest", "-q", "-x", tests, "-m", "not slow"]
+        return subprocess.run(command, cwd=ROOT, env=environ, capture_output=True, text=True)
+
+
 def main(only: list[str]) -> int:
     missed = 0
     for name, path, old, new, tests in MUTANTS:
         if only and not any(word in name for word in only):
             continue
-        file = ROOT / path
-        text = file.read_text()
-        if text.count(old) != 1:
+        if (ROOT / path).read_text().count(old) != 1:
             raise SystemExit(f"{name}: the guard's code is not found once in {path}; update me")
-        file.write_text(text.replace(old, new))
-        try:
-            command = [str(ROOT / ".venv/bin/pytest"), "-q", "-x", tests, "-m", "not slow"]
-            run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        finally:
-            file.write_text(text)
+        run = run_mutant(path, old, new, tests)
         lines = run.stdout.strip().splitlines()
         missed += run.returncode == 0
         print(f"{'CAUGHT' if run.returncode else 'MISSED'}  {name}: {lines[-1] if lines else ''}")
