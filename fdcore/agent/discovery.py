@@ -442,7 +442,8 @@ class Discovery:
         """A request held waiting (for a worker or its table's lease): True if still ours, else
         drop it (False).
 
-        One held through a pause may have been taken over meanwhile (finding 8).
+        One held through a pause may have been taken over meanwhile: the pause outlasted
+        ``stale_after + grace`` and another agent's attempt now owns the status.
         """
         waiting = self.holdings.work.get(request_id)
         if waiting is None:

@@ -40,7 +40,8 @@ class TakeoverInTime(Checker):
 
     A poll by an agent that still holds the request in memory (an attempt of its own from before
     a pause, which it gives up only at its next status update) counts as one that could: the
-    design promises the bound. ``allow_stale_holds`` skips such polls instead (finding 5).
+    design promises the bound. ``allow_stale_holds`` skips such polls instead, for a checker
+    that measures how long takeover takes past pauses rather than judging the bound.
     """
 
     invariant = "3"
