@@ -76,13 +76,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 # 169.0 with the idle heartbeat alone, budget 240; its queue waits unchanged); every invariant
 # held. And all six for the report's new keys alone (the starvation fault's options at their
 # defaults, "starvation spells", "steps starved" and "tables succeeded twice", all 0).
+# The five under when_free once more: a poll of an agent with no room lists nothing (it
+# reads the change signal), so fewer store operations (uneven: 2,419 -> 2,264, lists 961 ->
+# 702) and timings move; "faulty" (claim always) is unchanged; every invariant held.
 DIGESTS = {
     "faulty": "c8a29d13bbba3ef18d168395752e195cb2194cbb4edf5028aee8c00fdb157f4f",
-    "store-errors-skew": "e8fc8c7baf9e06eb862400a0959bbe64ef59c2c3a79f26fbc668a2119c7aca76",
-    "schedules": "28f27d8600eb2c95f8964ccdd5d3a5cd7158f53974fa18c740b0a277cc580040",
-    "retention-cancel": "19538b38457da5b0ee99afe3225537aa34d6c6f3bbf1e5cf8e2f1533ed1928e2",
-    "retention-process": "fb7bcc1db8452e2f4e19aa60d98abe19d39fef9c4f9c9173a131abe286edccfc",
-    "uneven": "3c81dd75fe6cb68e6f275f53815cf3d30eacf6f73d249b6ea879d4f947f57d79",
+    "store-errors-skew": "2e69362f6f52800b35ee0bf86976a881084ed9e95a07ce8961a250d1ac2ece58",
+    "schedules": "9cbd5b973e6c151d5dbcd8919915e398d3ffd9e5d55c5b9c15864ee2fc12bfe6",
+    "retention-cancel": "8210ef11fc3caf10956377849dbdbbbe71982e124c26c230bb80218ec3ddbbb4",
+    "retention-process": "30286236c03e2a4554b09feccc64b2cdf504eb158902b5c43e673b5b0f234c8a",
+    "uneven": "bcdc3153d50e2a4a5e15e5bf74e70d122ebd96244ac6ff8333b73113c195dbb9",
 }
 
 pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")

@@ -65,10 +65,11 @@ class Cancels:
             return
         cancelled = self.ids()
         for work in list(self.holdings.work.values()):
-            if work.id in cancelled:
-                cancel = self.read(work.id)
-                if cancel is not None:
-                    self._stop(work, cancel, now)
+            cancel = self.read(work.id) if work.id in cancelled else None
+            if cancel is not None:
+                self._stop(work, cancel, now)
+            else:
+                work.cancelled = False  # gone or unreadable: no cancel, so the request runs
 
     def end_unclaimed(self, request_id: str, now: datetime) -> bool:
         """True if the unclaimed request was cancelled: it ends so, and is not to be claimed."""
@@ -86,6 +87,7 @@ class Cancels:
     def _stop(self, work: Work, cancel: Cancel, now: datetime) -> None:
         # A table runs (or ran: an earlier stop was cut short by a store error) under its lease.
         running = work.run is not None or work.lease is not None
+        work.cancelled = True  # from here on no table of it starts, whatever the writes meet
         # Blocks for at most the runner's grace: SIGTERM, then SIGKILL to what is left.
         work.cancel_run()
         work.result = None  # a table that ended as the cancel came is not recorded done

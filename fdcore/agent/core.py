@@ -236,8 +236,13 @@ class Agent:
             # has written it again.
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
+        may_claim = self.components.claim.may_claim(self.load())
+        if (new_work or created) and not may_claim:
+            # Work reported while every worker is busy: the first to free looks at once
+            # (a full agent's poll does not list the requests to learn it; Discovery).
+            self.discovery.backlog = max(self.discovery.backlog, 1)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
-        if hint and self.components.claim.may_claim(self.load()):
+        if hint and may_claim:
             self.discovery.look_for_work(now)
             self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
             self._move_held_work(now)
@@ -322,6 +327,8 @@ class Agent:
         for work in sorted(self.held.values(), key=lambda w: (not w.running, w.status.updated_at)):
             if not self.holdings.holds(work):
                 continue  # dropped while an earlier one moved
+            if work.cancelled:
+                continue  # its stop is under way (Cancels): retried by the next poll, not run
             if work.run is not None or work.result is not None:
                 running = None  # its table ends or is recorded: it may stop running
             # What the request's table costs in store operations: charged to its run record

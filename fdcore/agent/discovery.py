@@ -109,6 +109,8 @@ class Discovery:
         of no open request and the change signal did not move (:meth:`_quiet`)."""
         if may_skip and self._quiet(now):
             return
+        if may_skip and self._swept and self._full():
+            return
         self._listings()
         self._follow_listings()
         # Listed: what the signal said moved is in the listing (a store error before here
@@ -137,6 +139,21 @@ class Discovery:
         if self.holdings.work or self._unclaimed or self._open_known():
             return False
         return self.quiet.may_skip(now.timestamp())
+
+    def _full(self) -> bool:
+        """Whether this agent's claim policy takes nothing now: then its poll lists nothing,
+        for a look could claim, take over or pick up nothing (each asks the policy first; its
+        own claims whose answers were lost are held again at its next look with room).
+
+        The change signal, one read, says whether work was announced since its last listing:
+        then the first worker that frees looks at once (``backlog``), as it would had the
+        poll listed the new request. Takeover stays within its bound: a poll without room is
+        not one that could move a lost agent's request (docs/takeover.md)."""
+        if self.components.claim.may_claim(self.holdings.load()):
+            return False
+        if self.quiet.signal.moved():
+            self.backlog = max(self.backlog, 1)
+        return True
 
     def _open_known(self) -> bool:
         """Whether a request this agent listed is not final, as far as it knows: a status whose

@@ -64,11 +64,14 @@ class Holder:
     record: AgentRecord | None = None  # as last read
     listed: Listed | None = None  # its version in the last listing
     lost_at: datetime | None = None  # the store's time it was first judged lost (while lost)
-    # The requests it may hold that it claimed before ``since`` (the last-modified of a version
-    # read): those its records read since then name. Whatever it claimed or took over after
-    # ``since`` has a status last written after it.
+    # The requests it may hold that it claimed before ``since`` (the last-modified of the
+    # version read before the last): those its records read since then name. Whatever it
+    # claimed or took over after ``since`` has a status last written after it. One read back:
+    # a claim whose answer the store lost is unknown to its holder until its next look holds
+    # it again, so the record it writes meanwhile does not name it.
     requests: set[str] = attrs.field(factory=set)
     since: datetime | None = None
+    read_at: datetime | None = None  # the last-modified of the version last read
     read: bool = False  # its record was read once (a read the store failed is tried again)
     # (record, listed, the record as listed): made once per version, not once per judgement
     as_listed: tuple[AgentRecord, Listed, AgentRecord] | None = None
@@ -225,9 +228,9 @@ class Liveness:
             holder.epoch += 1
         named = set(record.requests) if record is not None else set()
         if before is not None and record is not None and _continues(before, record):
-            # The same process, heartbeat to heartbeat: what it held at ``since`` and still
-            # holds its record names.
-            holder.requests, holder.since = named, entry.modified
+            # The same process, heartbeat to heartbeat: what it held at ``since`` (one read
+            # back) and still holds its record names.
+            holder.requests, holder.since = named, holder.read_at or entry.modified
         elif holder.since is None:
             # First met: what it wrote since this process last read every status may be its.
             since = entry.modified
@@ -239,6 +242,7 @@ class Liveness:
             holder.requests |= named
         holder.record = record
         holder.read = True
+        holder.read_at = entry.modified
         self._unread.discard(name)
         self._review(name, holder)
 

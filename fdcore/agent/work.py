@@ -35,6 +35,9 @@ class Work:
     table_started: datetime | None = None
     table_ended: datetime | None = None  # when the agent saw the table's run end
     result: TableResult | None = None  # a finished table's result until it is recorded
+    # An operator's cancel this agent saw and began to honour: no table of the request starts
+    # again, though the status write that ends it failed (it is tried again at the next poll)
+    cancelled: bool = False
     # The store operations made for its current table so far, by kind: its run record's cost
     operations: Counter[str] = attrs.field(factory=Counter)
 
