@@ -15,7 +15,9 @@ status it saw is final) reads the change signal (:mod:`fdcore.mailbox.signal`) i
 listing: it lists only when a new request was announced, or when its last full listing is
 :data:`FULL_LOOK_SECONDS` old (what nobody announced: a writer of an earlier release, or one
 that died before its announcement). Work in flight anywhere is open to it (it saw the request
-when it was submitted), so it looks as before, every poll, until that work is final.
+when it was submitted), so it looks as before, every poll, until that work is final. A poll of
+an agent whose claim policy takes nothing now lists nothing either: it could take nothing; it
+reads the signal, so that the first worker to free looks at once for work announced meanwhile.
 """
 
 from __future__ import annotations
