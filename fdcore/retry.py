@@ -26,6 +26,8 @@ from fdcore.errors import (
 )
 
 __all__ = [
+    "TRANSIENT_STATUS",
+    "WRITE_ID",
     "Failure",
     "RetryPolicy",
     "StoredVersion",
@@ -129,6 +131,13 @@ class StoredVersion:
 
     etag: str
     write_id: str | None
+
+
+#: The metadata key that names the write that produced a version (its ``new_write_id``): what
+#: tells a retried write that landed from another writer's.
+WRITE_ID = "fdcorewrite"
+#: HTTP statuses a store behind a network answers when trying again may succeed.
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 def new_write_id(key: str, data: bytes, max_bytes: int) -> str:

@@ -33,7 +33,6 @@ from fdcore.environment import (
 )
 from fdcore.environment.actions import (
     acknowledge_incident,
-    lost_agent_policy,
     open_mailbox,
     operator_file_bound,
     operator_name,
@@ -42,6 +41,8 @@ from fdcore.environment.views import agent_rows
 from fdcore.errors import ConfigError, EnvironmentNotFound
 from fdcore.incidents.book import Finding, IncidentBook, report
 from fdcore.mailbox.submit import submit
+from fdcore.mailbox.verdict import AgentVerdicts
+from fdcore.plugins.manager import load_plugins
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 HOURLY = ScheduleConfig(id="hourly", entities=("sales",), timing="every", spec="1h", shared=True)
@@ -82,6 +83,11 @@ def test_the_operators_file_bound_comes_from_its_variable(monkeypatch: pytest.Mo
     assert str(raised.value).count("\n") == 0 and FILE_BOUND_VARIABLE in str(raised.value)
 
 
+def no_takeover_policy() -> AgentVerdicts:
+    """Verdicts where no takeover policy is installed (the core's built-ins alone)."""
+    return AgentVerdicts(load_plugins(use_entry_points=False))
+
+
 def test_operator_name_is_user_at_host() -> None:
     assert operator_name() == f"{getpass.getuser()}@{socket.gethostname()}"
 
@@ -92,21 +98,23 @@ def test_agent_rows_show_a_silent_agent_lost_only_with_a_takeover_policy(
     fleet.agent("etl-01").poll()
     mailbox = open_mailbox(str(folder))
     # The agent writes its record in the store's time (the folder's clock), not its own.
-    [row] = agent_rows(mailbox, START, None, DEFAULT_GRACE)
+    [row] = agent_rows(mailbox, START, no_takeover_policy(), DEFAULT_GRACE)
     seen = row.last_seen
     assert seen is not None
     later = seen + timedelta(hours=1)
-    policy, why = lost_agent_policy()
-    assert policy is not None and why is None  # fdcore-takeover is installed here
-    assert [row.state for row in agent_rows(mailbox, seen, policy, DEFAULT_GRACE)] == ["live"]
-    assert [row.state for row in agent_rows(mailbox, later, policy, DEFAULT_GRACE)] == ["lost"]
-    assert [row.state for row in agent_rows(mailbox, later, None, DEFAULT_GRACE)] == ["stale"]
+    verdicts = AgentVerdicts()  # fdcore-takeover is installed here
+    assert [row.state for row in agent_rows(mailbox, seen, verdicts, DEFAULT_GRACE)] == ["live"]
+    assert [row.state for row in agent_rows(mailbox, later, verdicts, DEFAULT_GRACE)] == ["lost"]
+    assert not verdicts.problems
+    without = no_takeover_policy()
+    assert [row.state for row in agent_rows(mailbox, later, without, DEFAULT_GRACE)] == ["stale"]
+    assert "'stale_record'" in without.problems["stale_record"]
 
 
 def test_schedule_rows_warnings_and_shared_by(folder: Path, fleet: MemoryFleet) -> None:
     fleet.agent("etl-01", schedules=(HOURLY,)).poll()
     fleet.agent("etl-02", schedules=(HOURLY,)).poll()
-    agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    agents = agent_rows(open_mailbox(str(folder)), START, no_takeover_policy(), DEFAULT_GRACE)
     [row] = schedule_rows(agents)
     assert isinstance(row, ScheduleRow)
     assert (row.id, row.shared, row.entities, row.agents) == (
@@ -118,7 +126,7 @@ def test_schedule_rows_warnings_and_shared_by(folder: Path, fleet: MemoryFleet) 
     assert shared_by(agents) == {"hourly": ["etl-01", "etl-02"]}
     assert schedule_warnings(agents) == []
     fleet.agent("etl-03", schedules=(HOURLY_ELSEWHERE,)).poll()
-    agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    agents = agent_rows(open_mailbox(str(folder)), START, no_takeover_policy(), DEFAULT_GRACE)
     [warning] = schedule_warnings(agents)
     assert "hourly" in warning and "etl-03" in warning
 
@@ -132,7 +140,7 @@ def test_an_older_records_schedule_without_entities_shows_unknown(
         '{"name": "etl-old", "updated_at": "2026-09-01T00:00:00Z", "stale_after": 60,'
         ' "schedules": [{"id": "hourly", "shared": true, "when": "every 3600s"}]}'
     )
-    agents = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    agents = agent_rows(open_mailbox(str(folder)), START, no_takeover_policy(), DEFAULT_GRACE)
     [row] = schedule_rows(agents)
     assert (row.entities, row.tables) == (None, "unknown")
     assert Environment.open(str(folder)).schedules()[0].entities is None
@@ -154,7 +162,7 @@ def test_owners_and_last_jobs_show_in_the_agents_and_schedules_views(
         fleet.finish_runs()
     fleet.clock.advance(60)  # past a heartbeat: the record is rewritten
     agent.poll()
-    [row] = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    [row] = agent_rows(open_mailbox(str(folder)), START, no_takeover_policy(), DEFAULT_GRACE)
     assert row.owner == "data team"
     assert [(j.request, j.table, j.outcome.value) for j in row.last_jobs or []] == [
         ("r1", "sales", "succeeded"),
@@ -188,7 +196,7 @@ def test_host_slots_go_on_the_rows_of_this_machines_agents(
     folder: Path, fleet: MemoryFleet, tmp_path: Path
 ) -> None:
     fleet.agent("etl-01").poll()
-    rows = agent_rows(open_mailbox(str(folder)), START, None, DEFAULT_GRACE)
+    rows = agent_rows(open_mailbox(str(folder)), START, no_takeover_policy(), DEFAULT_GRACE)
     [row] = with_host_slots(rows, HostSlots(configured=4, busy=1), rows[0].record.host)  # type: ignore[union-attr]
     assert (row.configured_slots, row.busy_slots) == (4, 1)
     assert with_host_slots(rows, HostSlots(4, 1), "another-host") == rows

@@ -43,13 +43,12 @@ import attrs
 from fdcore.abc import Listed, TakeoverPolicy
 from fdcore.agent.skew import ClockSkew
 from fdcore.contract.codec import LATEST
+from fdcore.contract.limits import HEARTBEAT_SHARE
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.index import MailboxIndex
 
 _ORDER = operator.attrgetter("order")
 
-#: A heartbeat comes this share of ``stale_after`` after the one before (presence.HEARTBEAT_SHARE).
-HEARTBEAT_SHARE = 0.25
 #: A version this much sooner than a heartbeat's interval (less the store's clock resolution) is
 #: off the cadence: its record is read.
 CADENCE_SLACK = 0.8

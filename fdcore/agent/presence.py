@@ -27,6 +27,7 @@ from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.work import Holdings
 from fdcore.contract.layout import agent_key
+from fdcore.contract.limits import HEARTBEAT_SHARE, IDLE_HEARTBEAT_SHARE
 from fdcore.contract.models import AgentRecord
 from fdcore.errors import (
     AlreadyExists,
@@ -45,13 +46,6 @@ log = logging.getLogger("fdcore.agent")
 
 #: Whether the process that wrote a record has exited (then its name may be reused at once).
 ProcessGone = Callable[[AgentRecord], bool]
-
-
-#: The record is rewritten once this share of ``stale_after`` has passed since its last write.
-HEARTBEAT_SHARE = 0.25
-#: The same while the agent holds nothing: nobody can take anything over from it, and its
-#: record stays live in every reader's eyes (docs/operations.md, "What a fleet costs").
-IDLE_HEARTBEAT_SHARE = 0.5
 
 
 class Presence:
@@ -213,6 +207,7 @@ class Presence:
             requests=sorted(self.holdings.work),
             claim=self.config.claim,
             take_over=self.config.take_over,
+            takeover_policy=self.config.takeover_policy,
             stopping=stopping,
             stopped_at=at if stopped else None,
             schedules=[schedule.published(now) for schedule in self.schedules],

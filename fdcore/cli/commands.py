@@ -163,8 +163,9 @@ def _time(value: datetime | None) -> str:
 def _agent_rows(environment: Environment, grace: float) -> tuple[list[AgentRow], list[str]]:
     """The agents' rows, and a warning when no takeover policy can tell a lost agent: these
     commands only read, so they run without one (fdcore-takeover), showing such agents stale."""
-    why_none = environment.lost_agents_unknown
-    return environment.agents(grace=grace), [why_none] if why_none else []
+    rows = environment.agents(grace=grace)
+    why_none = environment.lost_agents_unknown  # known once the records were judged
+    return rows, [why_none] if why_none else []
 
 
 def _print(

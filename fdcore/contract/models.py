@@ -274,6 +274,8 @@ class AgentRecord:
     requests: list[str] = attrs.field(factory=list)
     claim: str | None = None
     take_over: bool = False
+    # the takeover policy its fleet judges it (and others) by ([pipeline] takeover_policy)
+    takeover_policy: str | None = None
     stopping: bool = False
     stopped_at: datetime | None = None  # set by a clean exit: the agent holds nothing
     schedules: list[ScheduleInfo] = attrs.field(factory=list)

@@ -11,23 +11,21 @@ import os
 from contextvars import ContextVar
 from datetime import datetime
 
-from fdcore.abc import TakeoverPolicy
 from fdcore.contract.limits import MAX_FILE_BYTES
 from fdcore.contract.models import Incident
 from fdcore.contract.table_process import variables
 from fdcore.environment.named import Target, from_agent_toml, resolve
-from fdcore.errors import ConfigError, PluginError
+from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook, acknowledge
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.audit import process_user
-from fdcore.plugins.manager import TAKEOVER, load_plugins
+from fdcore.plugins.manager import load_plugins
 
 __all__ = [
     "FILE_BOUND_VARIABLE",
     "acknowledge_incident",
     "environment_target",
     "incidents",
-    "lost_agent_policy",
     "open_mailbox",
     "operator_file_bound",
     "operator_name",
@@ -104,16 +102,6 @@ def operator_name() -> str:
     """Who acts when the caller does not say: ``user@host`` (``unknown@host`` if the system
     cannot tell the user)."""
     return process_user()
-
-
-def lost_agent_policy() -> tuple[TakeoverPolicy | None, str | None]:
-    """The takeover policy whose idea of a lost agent the views show (``stale_record``), or
-    None and why: the views only read, so they work without one (fdcore-takeover), showing
-    such agents stale, never lost."""
-    try:
-        return load_plugins().get(TAKEOVER, "stale_record"), None
-    except PluginError as exc:
-        return None, f"agents are never shown lost: {exc}"
 
 
 def incidents(mailbox: Mailbox, include_resolved: bool = True) -> list[Incident]:

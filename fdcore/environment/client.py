@@ -18,7 +18,6 @@ from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from fdcore.abc import TakeoverPolicy
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
 from fdcore.contract.limits import MAX_ATTEMPTS
@@ -34,7 +33,6 @@ from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
     incidents,
-    lost_agent_policy,
     open_mailbox,
     operator_name,
 )
@@ -59,6 +57,7 @@ from fdcore.mailbox.audit import AuditLog, AuditPage, record
 from fdcore.mailbox.cancel import Cancellation, cancel_request
 from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import deadline_from, retry_request, submit
+from fdcore.mailbox.verdict import AgentVerdicts
 from fdcore.pricing import store_of
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
@@ -112,7 +111,7 @@ class Environment:
         self.closed = threading.Event()  # set by close(): ends its watches and changes()
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
-        self._policy: tuple[TakeoverPolicy | None, str | None] | None = None  # looked up once
+        self._verdicts = AgentVerdicts()  # the takeover policies, looked up once
         self._audit = AuditLog(mailbox)  # its reads of the trail, each event read once
 
     @classmethod
@@ -469,13 +468,9 @@ class Environment:
 
     @property
     def lost_agents_unknown(self) -> str | None:
-        """Why no agent is ever shown ``lost`` (no takeover policy installed), else None."""
-        return self._lost_agent_policy()[1]
-
-    def _lost_agent_policy(self) -> tuple[TakeoverPolicy | None, str | None]:
-        if self._policy is None:
-            self._policy = lost_agent_policy()
-        return self._policy
+        """Why some agents are never shown ``lost`` (the takeover policy their records name is
+        not installed here), as the agents read so far found; else None."""
+        return "; ".join(sorted(self._verdicts.problems.values())) or None
 
     def agents(
         self, *, grace: float = DEFAULT_GRACE, queue: Sequence[QueueRow] | None = None
@@ -487,13 +482,13 @@ class Environment:
         rows of a look just made (``queue().rows``, unfiltered), to spare a second one. Raises
         :class:`~fdcore.errors.StorageUnavailable`."""
         rows = self._queue.rows(include_final=False) if queue is None else queue
-        return agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace, rows)
+        return agent_rows(self.mailbox, _now(), self._verdicts, grace, rows)
 
     def schedules(self, *, grace: float = DEFAULT_GRACE) -> list[ScheduleRow]:
         """Every schedule the agents (not stopped) hold, by id, with when it is next due and
         who serves it. Raises :class:`~fdcore.errors.StorageUnavailable`."""
         # the records alone: a schedule's row needs no request's status
-        return schedule_rows(agent_rows(self.mailbox, _now(), self._lost_agent_policy()[0], grace))
+        return schedule_rows(agent_rows(self.mailbox, _now(), self._verdicts, grace))
 
     def incidents(self, *, include_resolved: bool = True) -> list[Incident]:
         """The open incidents, then (with ``include_resolved``) the resolved ones, newest

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import attrs
 
-from fdcore.abc import HostSlots, TakeoverPolicy
+from fdcore.abc import HostSlots
 from fdcore.contract.codec import format_time, to_dict
 from fdcore.contract.layout import agent_key
 from fdcore.contract.models import (
@@ -31,6 +31,7 @@ from fdcore.contract.models import (
 from fdcore.contract.schedules import schedule_conflicts, tables_text
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.cancel import known_request
+from fdcore.mailbox.verdict import AgentVerdicts
 from fdcore.plugins.manager import HOST, load_plugins
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "RunStory",
     "ScheduleRow",
     "agent_rows",
-    "agent_state",
     "describe_attempts",
     "queue_row",
     "request_story",
@@ -122,30 +122,15 @@ def with_host_folder(rows: list[AgentRow], host: str, admission: str) -> list[Ag
     return rows if slots is None else with_host_slots(rows, slots, socket.gethostname())
 
 
-def agent_state(
-    record: AgentRecord | None, now: datetime, policy: TakeoverPolicy | None, grace: float
-) -> str:
-    """Without a takeover ``policy`` (none installed) an agent is never judged lost."""
-    if record is None:
-        return "unreadable"
-    if record.stopped_at is not None:
-        return "stopped"
-    if policy is not None and policy.is_lost(record, now, grace):
-        return "lost"
-    if now > record.updated_at + timedelta(seconds=record.stale_after):
-        return "stale"
-    return "live"
-
-
 def agent_rows(
     mailbox: Mailbox,
     now: datetime,
-    policy: TakeoverPolicy | None,
+    verdicts: AgentVerdicts,
     grace: float,
     queue: Iterable[QueueRow] | None = None,
 ) -> list[AgentRow]:
-    """One row per agent record, by name; an agent is lost past ``stale_after`` plus ``grace``
-    seconds by ``policy`` (None: never shown lost, only stale).
+    """One row per agent record, by name; an agent is lost when its fleet's takeover policy
+    says so (``verdicts``; ``stale_record``: past ``stale_after`` plus ``grace`` seconds).
 
     With the ``queue`` read now, each row's ``running`` and ``requests`` are what the statuses
     say the agent holds (running, and accepted or running); without it, what its record said
@@ -161,7 +146,7 @@ def agent_rows(
         record = found.value if found else None
         row = AgentRow(
             name=name,
-            state=agent_state(record, now, policy, grace),
+            state=verdicts.state(record, now, grace),
             version=record.version if record else None,
             last_seen=record.updated_at if record else None,
             running=record.running if record else 0,

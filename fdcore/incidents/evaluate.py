@@ -4,8 +4,10 @@ Each kind is judged from the files it needs, and resolution is scoped by what wa
 whose listing failed resolves nothing, and a subject whose file could not be read keeps its
 incident open (an unreadable agent record never resolves ``agent_offline``).
 
-- ``agent_offline``: an agent record past ``updated_at + stale_after + grace`` that did not stop
-  cleanly (no ``stopped_at``).
+- ``agent_offline``: an agent its fleet's takeover policy judges lost (``stale_record``: its
+  record past ``updated_at + stale_after + grace``) that did not stop cleanly (no
+  ``stopped_at``): the verdict ``fdcore agents`` and the monitor show
+  (:mod:`fdcore.mailbox.verdict`).
 - ``request_failed``: a status ``failed`` (after ``max_attempts``, or by a failed table), with its
   message.
 - ``slot_missed``: a shared schedule's request that ended ``expired`` with no attempt run.
@@ -29,7 +31,6 @@ from fdcore.contract.models import (
     REQUEST_FAILED,
     SCHEDULE_CONFLICT,
     SLOT_MISSED,
-    AgentRecord,
     Incident,
     IncidentDocument,
     ScheduleInfo,
@@ -42,6 +43,7 @@ from fdcore.incidents.book import Finding, IncidentBook, report, resolve_cleared
 from fdcore.incidents.objectives import look_at_objectives
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.index import Folder, MailboxIndex
+from fdcore.mailbox.verdict import AgentVerdicts
 
 T = TypeVar("T")
 
@@ -77,26 +79,23 @@ class Outcome:
     problems: list[str]
 
 
-def agent_is_offline(record: AgentRecord, now: datetime, grace_seconds: float) -> bool:
-    if record.stopped_at is not None:
-        return False
-    return now > record.updated_at + timedelta(seconds=record.stale_after + grace_seconds)
-
-
 def look(
     mailbox: Mailbox,
     now: datetime,
     grace_seconds: float,
     objectives: Sequence[Objective] = (),
     index: MailboxIndex | None = None,
+    verdicts: AgentVerdicts | None = None,
 ) -> Evaluation:
     """Read the agent records and statuses and say what is wrong. Never raises for a file.
 
     Through ``index`` (an evaluator's own, kept from one evaluation to the next) a file is read
-    again only when it changed, and a final status never again."""
+    again only when it changed, and a final status never again. An agent is offline when its
+    fleet's takeover policy judges it lost (``verdicts``: :mod:`fdcore.mailbox.verdict`), as
+    ``fdcore agents`` and the monitor show it."""
     index = index or MailboxIndex(mailbox)
     seen = Evaluation()
-    _look_at_agents(index, now, grace_seconds, seen)
+    _look_at_agents(index, now, grace_seconds, seen, verdicts or AgentVerdicts())
     if _look_at_requests(index, seen):
         findings, judged, problems = look_at_objectives(mailbox, seen.statuses, objectives, now)
         seen.findings.extend(findings)
@@ -122,7 +121,9 @@ class _Unread(Exception):
     """A file that could not be read (reported in the evaluation)."""
 
 
-def _look_at_agents(index: MailboxIndex, now: datetime, grace: float, seen: Evaluation) -> None:
+def _look_at_agents(
+    index: MailboxIndex, now: datetime, grace: float, seen: Evaluation, verdicts: AgentVerdicts
+) -> None:
     try:
         names = list(index.agents.list())
     except StorageUnavailable as exc:
@@ -141,7 +142,7 @@ def _look_at_agents(index: MailboxIndex, now: datetime, grace: float, seen: Eval
         if record.stopped_at is None:
             for info in record.schedules:
                 copies.setdefault(info.id, []).append((name, info))
-        if agent_is_offline(record, now, grace):
+        if verdicts.lost(record, now, grace):
             seen.findings.append(
                 Finding(
                     AGENT_OFFLINE,
@@ -154,6 +155,7 @@ def _look_at_agents(index: MailboxIndex, now: datetime, grace: float, seen: Eval
                 )
             )
     seen.kinds.add(AGENT_OFFLINE)
+    seen.problems.extend(verdicts.problems.values())
     for schedule_id, conflict in schedule_conflicts(copies).items():
         what = conflict.partition(":")[0]
         seen.findings.append(
@@ -252,6 +254,7 @@ def evaluate(
     objectives: Sequence[Objective] = (),
     lookback: float = LOOKBACK,
     index: MailboxIndex | None = None,
+    verdicts: AgentVerdicts | None = None,
 ) -> Outcome:
     """Look at the environment and bring the incident document in line, in one If-Match write.
 
@@ -259,7 +262,7 @@ def evaluate(
     A condition that began more than ``lookback`` ago opens no new incident (an open one is
     still bumped, and none is resolved for being old).
     """
-    seen = look(book.mailbox, now, grace_seconds, objectives, index)
+    seen = look(book.mailbox, now, grace_seconds, objectives, index, verdicts)
     found_keys = {finding.key for finding in seen.findings}
     oldest = now - timedelta(seconds=lookback)
 

@@ -21,6 +21,7 @@ from fdcore.incidents.delivery import claim_posts, send_posts
 from fdcore.incidents.evaluate import evaluate
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.index import MailboxIndex
+from fdcore.mailbox.verdict import AgentVerdicts
 from fdcore.plugins.manager import Plugins
 
 log = logging.getLogger("fdcore.incidents")
@@ -44,6 +45,7 @@ class IncidentWatch:
         )
         # What this evaluator read, kept across evaluations: a file is read again when it changed.
         self.index = MailboxIndex(self.book.mailbox)
+        self.verdicts = AgentVerdicts()  # the takeover policies, loaded once for every tick
         self.channels = channels
         self.routes = tuple(config.routes if routes is None else routes)
         self.clock = clock
@@ -72,6 +74,7 @@ class IncidentWatch:
                 self.config.incidents.objectives,
                 self.config.incidents.lookback,
                 self.index,
+                self.verdicts,
             )
             for incident in outcome.opened:
                 log.warning("incident %s opened: %s", incident.id, incident.title)

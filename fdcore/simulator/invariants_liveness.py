@@ -10,8 +10,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from fdcore.agent.presence import HEARTBEAT_SHARE, IDLE_HEARTBEAT_SHARE
 from fdcore.agent.skew import MEASUREMENT_ERROR
+from fdcore.contract.limits import HEARTBEAT_SHARE, IDLE_HEARTBEAT_SHARE
 from fdcore.simulator.invariants import Checker, Violation, attempt_of, who
 from fdcore.simulator.scenario import Scenario
 from fdcore.simulator.trace import (

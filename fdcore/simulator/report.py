@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from fdcore.agent.presence import HEARTBEAT_SHARE
+from fdcore.contract.limits import HEARTBEAT_SHARE
 from fdcore.pricing import KINDS, MONTH_SECONDS, PRICES, cost
 from fdcore.simulator.invariants import Checker, Violation
 from fdcore.simulator.options import command_line

@@ -56,6 +56,8 @@ from fdcore.errors import (
     UnreadableFile,
 )
 from fdcore.retry import (
+    TRANSIENT_STATUS,
+    WRITE_ID,
     Failure,
     RetryPolicy,
     StoredVersion,
@@ -72,10 +74,8 @@ T = TypeVar("T")
 
 MAX_VALUE_BYTES = 64 << 20  # far above any mailbox file; below every service's Put Blob limit
 MAX_BLOB_NAME = 1024  # Azure's limit on a blob name, folder prefix included
-WRITE_ID = "fdcorewrite"  # metadata naming the write that produced a blob version
 FOLDER_MARK = "hdi_isfolder"  # metadata of a directory entry on a hierarchical namespace
 CONTAINER_MISSING = "ContainerNotFound"
-TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 LIST_PAGE_SIZE = 5000  # the service's largest page of a blob listing
 
 # The SDK logs every request and response at INFO, and an agent polls all day: keep that logger

@@ -17,13 +17,13 @@ from typing import Any
 import attrs
 import pytest
 from fdcore_onelake.credentials import resolve_credential
-from fdcore_onelake.store import WRITE_ID, OneLakeStorage
+from fdcore_onelake.store import OneLakeStorage
 from fdcore_onelake.testing import free_port
 from fdcore_onelake.urls import parse_location
 
 from fdcore.abc import Blob
 from fdcore.errors import AlreadyExists, NotFound, PreconditionFailed, StorageUnavailable
-from fdcore.retry import RetryPolicy
+from fdcore.retry import WRITE_ID, RetryPolicy
 
 pytestmark = pytest.mark.processes
 

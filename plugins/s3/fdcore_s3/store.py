@@ -46,6 +46,8 @@ from fdcore.abc import (
 )
 from fdcore.errors import InvalidKey, NotFound, StorageError, StorageUnavailable, UnreadableFile
 from fdcore.retry import (
+    TRANSIENT_STATUS,
+    WRITE_ID,
     Failure,
     RetryPolicy,
     StoredVersion,
@@ -68,10 +70,8 @@ if _credentials_log.level == logging.NOTSET:
 
 MAX_VALUE_BYTES = 64 << 20  # far above any mailbox file; far below S3's 5 GiB PutObject
 MAX_OBJECT_KEY = 1024  # S3's limit on a key, in UTF-8 bytes, folder included
-WRITE_ID = "fdcorewrite"  # metadata (x-amz-meta-fdcorewrite) naming the write of a version
 LIST_PAGE_SIZE = 1000  # ListObjectsV2's largest page
 CONDITION_FAILED = frozenset({409, 412})
-TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 TRANSIENT_CODES = frozenset({"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable"})
 MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
 
