@@ -146,9 +146,36 @@ def test_every_poll_looks_after_a_reaction_that_looked(
     fleet.finish_runs()
     agent.react()  # looks: its last look left two requests
     lists = store.operations["list"]
+    fleet.finish_runs()  # its worker is free again at the poll: it could take work
     fleet.clock.advance(5)
     agent.poll()  # the discovery of work nobody announced (and with take_over, the sweep)
     assert store.operations["list"] == lists + 2
+
+
+@pytest.mark.parametrize("take_over", [False, True], ids=["alone", "take_over"])
+def test_a_poll_without_room_lists_nothing_and_announced_work_waits_for_no_poll(
+    fdcore_memory_fleet: MemoryFleet, take_over: bool
+) -> None:
+    """An agent whose every worker is busy could claim nothing: its poll lists neither folder.
+    It reads the change signal instead, so a request submitted meanwhile is claimed the moment
+    a worker frees, not at the next poll."""
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(Counting)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=1, take_over=take_over)
+    submit(fleet.mailbox, ["t"], request_id="r0", now=START)
+    agent.poll()  # claims r0: no worker left
+    assert tables_started(fleet) == ["r0/t"]
+    lists = store.operations["list"]
+    fleet.clock.advance(5)
+    agent.poll()
+    assert store.operations["list"] == lists  # a look could take nothing
+    submit(fleet.mailbox, ["u"], request_id="r1", now=fleet.clock.now())  # announced
+    fleet.clock.advance(5)
+    agent.poll()  # still busy: it learns from the signal that work came
+    assert store.operations["list"] == lists
+    fleet.finish_runs()
+    agent.react()  # r0's table ended: the freed worker looks at once
+    assert tables_started(fleet) == ["r0/t", "r1/u"]
 
 
 def test_a_request_nobody_announced_is_claimed_at_the_next_poll_after_a_reaction(

@@ -27,6 +27,9 @@ log = logging.getLogger("fdcore.agent")
 #: What a measurement may be off by: the time between the store stamping the write and this
 #: agent reading its clock, and the file system's coarse timestamps.
 MEASUREMENT_ERROR = 0.25
+#: The skew is kept (and written in the record) to this many decimals of a second.
+SKEW_DECIMALS = 3
+SKEW_RESOLUTION = 10.0**-SKEW_DECIMALS
 
 
 class ClockSkew:
@@ -62,7 +65,7 @@ class ClockSkew:
         skew = (self.clock.now() - stamped).total_seconds()
         if not math.isfinite(skew):
             return False
-        self.seconds = round(skew, 3)
+        self.seconds = round(skew, SKEW_DECIMALS)
         far = abs(skew) > self.grace / 2 + self.error
         before = self.offset
         self.offset = round(skew - self.error, 3) if far else 0.0

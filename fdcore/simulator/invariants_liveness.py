@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from fdcore.agent.skew import MEASUREMENT_ERROR
+from fdcore.agent.skew import MEASUREMENT_ERROR, SKEW_RESOLUTION
 from fdcore.contract.limits import HEARTBEAT_SHARE, IDLE_HEARTBEAT_SHARE
 from fdcore.simulator.invariants import Checker, Violation, attempt_of, who
 from fdcore.simulator.scenario import Scenario
@@ -68,7 +68,10 @@ class TakeoverInTime(Checker):
         if abs(trace.skews.get(poll.agent, 0.0)) > s.grace_seconds + MEASUREMENT_ERROR:
             return False  # its clock is too far off the store's: it takes nothing over (ClockSkew)
         written = trace.record_written_at(crash.agent, poll.seq_start)
-        return written is not None and poll.time > written + s.stale_after + s.grace_seconds
+        # by its measure: its skew, kept to SKEW_RESOLUTION, may put a poll that close to the
+        # bound on either side of it
+        bound = s.stale_after + s.grace_seconds + SKEW_RESOLUTION
+        return written is not None and poll.time > written + bound
 
     def finish(self, world: World) -> list[Violation]:
         s = world.scenario
