@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from plugin_distributions import fdcore_cli, install_distribution
 
+from fdcore.contract.layout import agent_key
+from fdcore.contract.models import AgentRecord
 from fdcore.errors import PluginError
+from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import CLAIM, load_plugins
 
 MISSPELT = """
@@ -155,15 +159,22 @@ def test_extra_plugins_that_are_installed_give_one_line(
 def test_read_only_commands_need_no_takeover_plugin(tmp_path: Path) -> None:
     env = {**os.environ, "FDCORE_DISABLE_PLUGINS": "fdcore-takeover"}
     url = (tmp_path / "env").as_uri()
-    load_plugins().open_storage(url, create=True).close()
+    storage = load_plugins().open_storage(url, create=True)
+    # An agent silent for an hour: lost by stale_record, were it installed.
+    an_hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    record = AgentRecord(name="etl-01", updated_at=an_hour_ago, stale_after=60.0)
+    Mailbox(storage).create(agent_key("etl-01"), record)
+    storage.close()
     for command in ("queue", "agents", "schedules"):
         result = fdcore(env, command, "--env", url, "--json")
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["warnings"] == [
-            "agents are never shown lost: no installed plugin provides takeover policy "
-            "'stale_record' ([pipeline] takeover_policy; installed: none); fdcore-takeover is "
-            "disabled by FDCORE_DISABLE_PLUGINS"
+            "agents judged by 'stale_record' are never shown lost: no installed plugin provides "
+            "takeover policy 'stale_record' ([pipeline] takeover_policy; installed: none); "
+            "fdcore-takeover is disabled by FDCORE_DISABLE_PLUGINS"
         ]
+    agents = json.loads(fdcore(env, "agents", "--env", url, "--json").stdout)["agents"]
+    assert [row["state"] for row in agents] == ["stale"]
 
 
 def test_a_command_whose_arguments_fail_is_refused_alone(tmp_path: Path) -> None:
