@@ -62,8 +62,10 @@ def test_a_killed_agent_and_a_poison_request_make_one_incident_and_one_post_each
             fleet.add(f"etl-{n}", sections()).start()
         try:
             assert wait_until(lambda: len(list(fleet.mailbox.agent_names())) == 3, 20)
-            submit(fleet.mailbox, ["poison"], request_id="poison", max_attempts=1)
+            # Killed first: an agent killed just after it claimed the poison request would hold
+            # it for good (no takeover here), and the request would never fail.
             fleet.agents["etl-2"].kill()
+            submit(fleet.mailbox, ["poison"], request_id="poison", max_attempts=1)
             expected = ["agent_offline:etl-2", "request_failed:poison"]
             # A bound, not a speed: on a quiet machine both open in about 5 s; on CI's two
             # cores beside the in-process tests, starved agents took past 30 s twice.
