@@ -7,12 +7,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
 import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -265,17 +263,7 @@ STANDARD_DAY = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def quiet_simulation() -> Iterator[None]:
-    """``fdcore simulate`` quiets the agents' log in its process: as it was, after the test."""
-    logger = logging.getLogger("fdcore")
-    level = logger.level
-    yield
-    logger.setLevel(level)
-
-
 @pytest.mark.slow
-@pytest.mark.usefixtures("quiet_simulation")
 def test_cost_by_schedule_over_the_standard_day_adds_up_to_the_simulators_count(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -292,7 +280,6 @@ def test_cost_by_schedule_over_the_standard_day_adds_up_to_the_simulators_count(
     assert all(int(row["runs"]) > 0 for row in rows if row["key"] != NOT_IN_ANY_RUN)
 
 
-@pytest.mark.usefixtures("quiet_simulation")
 def test_simulate_keeps_a_mailbox_only_in_a_new_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import math
 import os
 import shlex
@@ -541,6 +542,18 @@ def test_simulate_prints_the_figures_and_exits_0(capsys: pytest.CaptureFixture[s
         "all invariants held",
     ):
         assert figure in out
+
+
+def test_simulate_leaves_the_callers_logging_as_it_was() -> None:
+    """The command quiets the agents' log while it runs, in-process too, and puts it back."""
+    logger = logging.getLogger("fdcore")
+    before = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        assert main(["simulate", "--requests", "5", "--seed", "2", "--json"]) == 0
+        assert logger.level == logging.DEBUG
+    finally:
+        logger.setLevel(before)
 
 
 def test_simulate_json_is_stable_and_complete(capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,7 +27,7 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.simulator import Scenario, simulate
 from fdcore.simulator.options import command_line
 
-# The agents log every claim; and ``fdcore simulate`` quietens the logger, put back after each.
+# The agents log every claim.
 pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
 
 RACE = Scenario(seed=1, requests=100, take_over=True, retention_runs=2.0)

@@ -19,8 +19,17 @@ from fdcore.terminal import Progress
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    logger = logging.getLogger("fdcore")
+    level = logger.level
     if not args.verbose:
-        logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
+        logger.setLevel(logging.ERROR)  # agents log every claim
+    try:
+        return _run(args)
+    finally:
+        logger.setLevel(level)  # as it was: a caller in the same process keeps its logging
+
+
+def _run(args: argparse.Namespace) -> int:
     scenarios = [scenario_from_args(args, args.seed + n) for n in range(args.runs)]
     prices = load_prices(args.prices) if args.prices is not None else None
     if args.mailbox is not None and args.runs > 1:
