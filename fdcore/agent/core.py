@@ -236,16 +236,18 @@ class Agent:
             # has written it again.
             return
         created = create_due_requests(self.schedules, self.mailbox, self.name, now)
-        may_claim = self.components.claim.may_claim(self.load())
-        if (new_work or created) and not may_claim:
-            # Work reported while every worker is busy: the first to free looks at once
-            # (a full agent's poll does not list the requests to learn it; Discovery).
-            self.discovery.backlog = max(self.discovery.backlog, 1)
         hint = new_work or bool(created) or (ended and self.discovery.backlog > 0)
-        if hint and may_claim:
-            self.discovery.look_for_work(now)
-            self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
-            self._move_held_work(now)
+        if not hint:
+            return  # nothing to look for: the policy (a host gate reads files) is not asked
+        if not self.components.claim.may_claim(self.load()):
+            if new_work or created:
+                # Work reported while every worker is busy: the first to free looks at once
+                # (a full agent's poll does not list the requests to learn it; Discovery).
+                self.discovery.backlog = max(self.discovery.backlog, 1)
+            return
+        self.discovery.look_for_work(now)
+        self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
+        self._move_held_work(now)
 
     def next_due(self, now: datetime) -> datetime | None:
         """When the next slot of this agent's schedules is due (None without schedules)."""
