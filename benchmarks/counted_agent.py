@@ -23,10 +23,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fdcore.agent.components import open_environment
 from fdcore.agent.core import Agent
 from fdcore.cli import runtime
 from fdcore.cli.main import main
+from fdcore.plugins.storage import open_environment
 from fdcore.testing.counting import CountingStore
 
 

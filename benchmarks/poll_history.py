@@ -43,13 +43,13 @@ from fdcore.abc import Blob, Listed, Storage, TableJob, TableRun, read_mailbox_f
 from fdcore.agent.components import build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.retention import protected_requests, retire
-from fdcore.agent.settings import AgentConfig, RetentionConfig
 from fdcore.clock import ManualClock
 from fdcore.contract.layout import request_key, run_key, status_key
 from fdcore.contract.models import Attempt, Outcome, Request, RunRecord, State, Status
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.agent_toml import AgentConfig, RetentionConfig
 
 # The agent's virtual clock starts at the real time: a store's clock far from it would make
 # the agent report clock skew (harmless here, but noise in the output).

@@ -24,7 +24,6 @@ import attrs
 
 from fdcore.contract.codec import MAX_FILE_BYTES
 from fdcore.contract.models import AgentRecord, Lease
-from fdcore.contract.table_process import DEFAULT_LEASES, table_environ
 from fdcore.errors import (
     EnvironmentNotFound,
     InvalidKey,
@@ -32,6 +31,7 @@ from fdcore.errors import (
     PreconditionFailed,
     StorageError,
 )
+from fdcore.settings.table_process import DEFAULT_LEASES, table_environ
 
 __all__ = [
     "ENVIRONMENT_MARKER",
@@ -643,7 +643,7 @@ class TableJob:
 
     def environ(self) -> dict[str, str]:
         """The variables a command runner puts in the table process's environment
-        (:mod:`fdcore.contract.table_process` declares them)."""
+        (:mod:`fdcore.settings.table_process` declares them)."""
         return table_environ(self)
 
 

@@ -8,7 +8,7 @@
 
 The write lands only while the process's fencing token is its table lease's current generation
 (docs/takeover.md). Everything it needs comes from the ``FDCORE_*`` variables the runner set
-(:mod:`fdcore.contract.table_process`): the environment and its ``[storage]`` options, the lease
+(:mod:`fdcore.settings.table_process`): the environment and its ``[storage]`` options, the lease
 provider, the table, the token and the agent's bound of a mailbox file.
 """
 
@@ -18,9 +18,9 @@ import os
 from typing import Any
 
 from fdcore.abc import Storage
-from fdcore.contract.table_process import read_table_variables
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import LEASES, Plugins, load_plugins
+from fdcore.settings.table_process import read_table_variables
 
 __all__ = ["fenced_write_from_env"]
 

@@ -14,7 +14,6 @@ from fdcore.agent.cancels import Cancels
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
-from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
@@ -28,6 +27,7 @@ from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import CLAIM, TAKEOVER, load_plugins
+from fdcore.settings.agent_toml import AgentConfig
 from fdcore.testing.memory_fleet import START, ManualRun
 
 INSTANCE = "process-1"  # the process under test; statuses naming it are its own writes

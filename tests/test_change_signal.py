@@ -5,12 +5,12 @@ full listing (fdcore.mailbox.signal, fdcore.agent.discovery)."""
 from __future__ import annotations
 
 from fdcore.agent.discovery import FULL_LOOK_SECONDS
-from fdcore.agent.settings import RetentionConfig
 from fdcore.contract.layout import SIGNAL, request_key
 from fdcore.contract.models import Request
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.signal import ChangeSignal, announce
 from fdcore.mailbox.submit import submit
+from fdcore.settings.agent_toml import RetentionConfig
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 NO_RETENTION = RetentionConfig(enabled=False)

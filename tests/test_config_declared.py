@@ -1,4 +1,4 @@
-"""agent.toml declared once (fdcore.agent.settings): the docs' tables and the JSON Schema come
+"""agent.toml declared once (fdcore.settings.agent_toml): the docs' tables and the JSON Schema come
 from the declaration, the schema agrees with the reader on real files, and every mistake is one
 line naming the file, the table and the key."""
 
@@ -14,13 +14,13 @@ import attrs
 import jsonschema
 import pytest
 
-from fdcore.agent.declared import reference
-from fdcore.agent.settings import AgentConfig, AgentToml, PipelineTable
 from fdcore.cli.config import parse_config
 from fdcore.cli.config_command import agent_toml_schema
 from fdcore.cli.main import ERROR, main
 from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import CLAIM, SLOT, load_plugins
+from fdcore.settings.agent_toml import AgentConfig, AgentToml, PipelineTable
+from fdcore.settings.declare import reference
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,10 +14,8 @@ import pytest
 from fdcore_localfs.store import LocalFolderStorage
 
 from fdcore.abc import HostSlots
-from fdcore.agent.settings import ScheduleConfig
 from fdcore.cli.main import main
 from fdcore.clock import ManualClock
-from fdcore.durations import GRACE
 from fdcore.environment import (
     DEFAULT_GRACE,
     DEFAULT_POLL,
@@ -43,6 +41,8 @@ from fdcore.incidents.book import Finding, IncidentBook, report
 from fdcore.mailbox.submit import submit
 from fdcore.mailbox.verdict import AgentVerdicts
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.agent_toml import ScheduleConfig
+from fdcore.settings.checks import GRACE
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 HOURLY = ScheduleConfig(id="hourly", entities=("sales",), timing="every", spec="1h", shared=True)

@@ -16,13 +16,13 @@ import pytest
 from fdcore import hookimpl
 from fdcore.abc import HeldLease, Storage, TableJob, TableLeases, TableResult, TableRun
 from fdcore.agent.components import build_components
-from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.models import Lease
 from fdcore.errors import PluginError, StaleFencingToken
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import RUNNER, load_plugins
+from fdcore.settings.agent_toml import AgentConfig
 from fdcore.table import fenced_write_from_env
 
 NOW = datetime(2027, 1, 15, 2, 0, tzinfo=timezone.utc)

@@ -2,7 +2,7 @@
 
 The flags are found in the real ``fdcore`` parser, plugin commands included, never listed by
 hand: every one that takes a number or a duration must be declared with
-:func:`fdcore.durations.add_flag`, so it is read by the checks agent.toml's values take. Each is
+:func:`fdcore.settings.add_flag`, so it is read by the checks agent.toml's values take. Each is
 fed hostile values against an environment with a live agent record, a finished request past
 its deadline, a host folder; the command runs in this process through ``main()`` (a few run as
 real processes below), and must end in one line on stderr naming the flag, or run.
@@ -26,9 +26,10 @@ import fdcore.cli.main
 from fdcore.cli.main import BUG, ERROR, build_parser, main
 from fdcore.contract.layout import agent_key, request_key, status_key
 from fdcore.contract.models import AgentRecord, Attempt, Outcome, Request, State, Status
-from fdcore.durations import Reader, parse_duration
+from fdcore.durations import parse_duration
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.checks import Check
 
 pytestmark = pytest.mark.processes
 
@@ -93,22 +94,28 @@ def test_every_number_flag_is_declared_with_the_one_reader() -> None:
         for flag in walk(build_parser())
         if flag.action.type in (int, float)
         or (
-            not isinstance(flag.action.type, Reader)
+            check_of(flag) is None
             and not isinstance(flag.action.default, bool)
             and (isinstance(flag.action.default, (int, float)) or numeric(flag.action.default))
         )
     ]
-    assert not wrong, f"declare these with fdcore.durations.add_flag: {wrong}"
+    assert not wrong, f"declare these with fdcore.settings.add_flag: {wrong}"
     for flag in number_flags():  # each default is a value its reader takes
         default = flag.action.default
         if isinstance(default, str):
             flag.action.type(default)  # argparse reads a text default as a typed value
         elif default is not None:
-            assert flag.action.type.check(default) == default, flag
+            assert check_of(flag).check(default) == default, flag  # type: ignore[union-attr]
+
+
+def check_of(flag: Flag) -> Check | None:
+    """The check a flag declared with ``add_flag`` reads its text by (its ``read``)."""
+    check = getattr(flag.action.type, "__self__", None)
+    return check if isinstance(check, Check) else None
 
 
 def number_flags() -> list[Flag]:
-    return [flag for flag in walk(build_parser()) if isinstance(flag.action.type, Reader)]
+    return [flag for flag in walk(build_parser()) if check_of(flag) is not None]
 
 
 def test_the_walk_finds_the_flags_of_fdcore_and_of_its_plugins() -> None:

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "fdcore.webhook",
     ),
     ("fdcore.contract",),
+    ("fdcore.settings",),
     ("fdcore.abc",),
     ("fdcore.plugins",),
     ("fdcore.mailbox",),
@@ -49,7 +50,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: ``python -m fdcore``. Any module may read ``fdcore.__version__``.
 FACADE = ("fdcore", "fdcore.__main__")
 #: What plugins and users may import (docs/architecture.md, "Public API"; docs/plugins.md): the
-#: facade's ``hookimpl``, the protocols, errors, mailbox contract, durations, the retry policy of
+#: facade's ``hookimpl``, the protocols, errors, mailbox contract, durations, the checks of a
+#: setting (a plugin's flags and options), the retry policy of
 #: stores behind a network, the webhook POST of notifiers, the views of an environment's mailbox,
 #: a table process's fenced write, and the test kit. Everything else is internal.
 PUBLIC_API = (
@@ -57,6 +59,7 @@ PUBLIC_API = (
     "fdcore.errors",
     "fdcore.contract",
     "fdcore.durations",
+    "fdcore.settings",
     "fdcore.retry",
     "fdcore.webhook",
     "fdcore.environment",
@@ -136,7 +139,10 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 
 #: (package, package it imports nothing from): the public face keeps to the contract and the
 #: mailbox, never the agent's internals. One line per rule.
-APART: tuple[tuple[str, str], ...] = (("fdcore.environment", "fdcore.agent"),)
+APART: tuple[tuple[str, str], ...] = (
+    ("fdcore.environment", "fdcore.agent"),
+    ("fdcore.incidents", "fdcore.agent"),
+)
 
 
 def within(name: str, package: str) -> bool:

@@ -13,13 +13,13 @@ import pytest
 from fdcore import hookimpl
 from fdcore.abc import Notification, NotifierChannel, TableJob, TableRun
 from fdcore.agent.components import build_components
-from fdcore.agent.notify import Delivery, open_routes
-from fdcore.agent.settings import RouteConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.config import load_config, parse_config
 from fdcore.cli.main import main
 from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import load_plugins
+from fdcore.plugins.routes import Delivery, open_routes
+from fdcore.settings.agent_toml import RouteConfig
 
 AGENT = '[agent]\nname = "etl-01"\nenvironment = "memory://notify"\n'
 

@@ -15,7 +15,6 @@ from fdcore_localfs.store import LocalFolderStorage
 from fdcore.abc import Blob, TableJob, TableRun
 from fdcore.agent.components import build_components
 from fdcore.agent.schedules import build_schedules, create_due_requests
-from fdcore.agent.settings import AgentConfig, Objective, ScheduleConfig
 from fdcore.builtin.leases import MailboxLeaseProvider
 from fdcore.contract.layout import lease_key, request_key, run_key, status_key, table_key
 from fdcore.contract.models import Outcome, RunRecord, State, Status
@@ -24,6 +23,7 @@ from fdcore.incidents.objectives import look_at_objectives
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.agent_toml import AgentConfig, Objective, ScheduleConfig
 from fdcore.table import fenced_write_from_env
 
 BOUND = 8192

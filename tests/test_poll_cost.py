@@ -25,12 +25,12 @@ import pytest
 from unversioned import Unversioned
 
 from fdcore.abc import Blob, Listed
-from fdcore.agent.settings import RetentionConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.clock import ManualClock
 from fdcore.contract.layout import agent_key, status_key
 from fdcore.contract.models import AgentRecord, Attempt, State, Status
 from fdcore.mailbox.submit import submit
+from fdcore.settings.agent_toml import RetentionConfig
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 HOLDERS = ("etl-02", "etl-03")

@@ -13,12 +13,12 @@ from datetime import timedelta
 import pytest
 
 from fdcore.abc import Blob
-from fdcore.agent.settings import ScheduleConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS, agent_key
 from fdcore.contract.models import State
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.submit import submit
+from fdcore.settings.agent_toml import ScheduleConfig
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 EVERY_SECOND = ScheduleConfig(id="tick", entities=("sales",), timing="every", spec="1s")

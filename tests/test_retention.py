@@ -18,7 +18,6 @@ import pytest
 
 from fdcore.abc import Blob
 from fdcore.agent.retention import RETENTION_LEASE, run_retention
-from fdcore.agent.settings import AgentConfig, RetentionConfig, ScheduleConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.config import load_config
 from fdcore.cli.main import ERROR, main
@@ -40,6 +39,7 @@ from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archived_ids, find_request_files
 from fdcore.mailbox.audit import AuditLog
+from fdcore.settings.agent_toml import AgentConfig, RetentionConfig, ScheduleConfig
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 pytestmark = pytest.mark.processes

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fdcore.agent.settings import ScheduleConfig
 from fdcore.contract.models import State
+from fdcore.settings.agent_toml import ScheduleConfig
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 HOURLY = ScheduleConfig(

@@ -23,12 +23,12 @@ import pytest
 
 from fdcore.abc import HeldLease, Storage
 from fdcore.agent.components import Components, StartTable
-from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.cli.main import build_parser, main
 from fdcore.contract.models import AgentRecord, Lease
 from fdcore.errors import ConfigError
+from fdcore.settings.agent_toml import AgentConfig
 from fdcore.simulator import (
     Checker,
     Scenario,
@@ -603,7 +603,10 @@ def test_several_runs_report_the_failing_seeds(
     ("argv", "message"),
     [
         (["--agents", "0"], "--agents: must be 1..1000, got 0"),
-        (["--claim", "greedy"], "--claim: must be one of always, when_free, got 'greedy'"),
+        (
+            ["--claim", "greedy"],
+            "--claim: unknown claim policy 'greedy' (known: always, when_free)",
+        ),
         (["--error-rate", "0.7"], "--error-rate: must be a number from 0 to 0.5, got 0.7"),
         (["--max-tables", "9", "--table-pool", "4"], "--max-tables: must be 1..table pool (4)"),
         (["--runs", "0"], "--runs: must be 1..100000, got 0"),
@@ -620,13 +623,15 @@ def test_bad_options_are_one_line_errors(
 
 
 def test_scenario_refuses_bad_values_in_code_too() -> None:
-    with pytest.raises(ConfigError, match="--poll-seconds: must be > 0"):
+    with pytest.raises(ConfigError, match=r"^poll_seconds: must be greater than 0, got 0$"):
         Scenario(poll_seconds=0)
 
 
 def test_plain_values_are_read_strictly_into_a_scenario() -> None:
     assert scenario_of({"seed": 4, "agents": 5, "grace_seconds": 30}).grace_seconds == 30.0
-    with pytest.raises(ConfigError, match=r"^fdcore simulate: --agents: expected int, got str$"):
+    with pytest.raises(
+        ConfigError, match=r"^fdcore simulate: --agents: expected an integer, got '3'$"
+    ):
         scenario_of({"agents": "3"})  # not coerced
     with pytest.raises(ConfigError, match="--agent-speed: no agent 'agent-9'"):
         scenario_of({"agent_speeds": [("agent-9", 2.0)]})

@@ -14,12 +14,12 @@ from datetime import timedelta
 import pytest
 
 from fdcore.abc import Blob
-from fdcore.agent.settings import ScheduleConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.models import AgentRecord, Outcome, State
 from fdcore.errors import StorageUnavailable
 from fdcore.mailbox.submit import submit
+from fdcore.settings.agent_toml import ScheduleConfig
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 pytestmark = pytest.mark.processes

@@ -17,10 +17,10 @@ import pytest
 
 from fdcore.abc import Slot, Timetable
 from fdcore.agent.schedules import Schedule
-from fdcore.agent.settings import AgentConfig
 from fdcore.cli.main import main
 from fdcore.contract.models import AgentRecord
 from fdcore.mailbox.access import Mailbox
+from fdcore.settings.agent_toml import AgentConfig
 from fdcore.simulator import Scenario, simulate, simulate_world
 from fdcore.simulator.scenario import seconds
 from fdcore.simulator.world import default_schedules

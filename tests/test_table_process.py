@@ -7,8 +7,8 @@ import pytest
 
 from fdcore.abc import TableJob
 from fdcore.contract.limits import MAX_FILE_BYTES
-from fdcore.contract.table_process import TableVariables, read_table_variables
 from fdcore.errors import ConfigError
+from fdcore.settings.table_process import TableVariables, read_table_variables
 
 JOB = TableJob(
     "r1",
@@ -73,7 +73,7 @@ def test_a_process_of_an_older_runner_reads_the_defaults() -> None:
     ("name", "text", "message"),
     [
         ("FDCORE_MAX_FILE_BYTES", "12", "must be 4096..67108864 bytes, got 12"),
-        ("FDCORE_MAX_FILE_BYTES", "1e6", "expected an integer, got '1e6'"),
+        ("FDCORE_MAX_FILE_BYTES", "1e6", "expected a whole number, got '1e6'"),
         ("FDCORE_FENCING_TOKEN", "-1", "must be at least 0, got -1"),
         ("FDCORE_ATTEMPT", "0", "must be at least 1, got 0"),
         ("FDCORE_AGENT", "", "is empty"),

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import attrs
 
@@ -17,11 +16,11 @@ from fdcore.abc import (
     TableRun,
     TakeoverPolicy,
 )
-from fdcore.agent.notify import NotificationRoutes, open_routes
-from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.runners import resolve_function
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import CLAIM, HOST, LEASES, RUNNER, TAKEOVER, Plugins
+from fdcore.plugins.routes import NotificationRoutes, open_routes
+from fdcore.settings.agent_toml import AgentConfig
 
 StartTable = Callable[[TableJob], TableRun]
 
@@ -35,38 +34,6 @@ class Components:
     leases: TableLeases
     start_table: StartTable
     notify: NotificationRoutes = attrs.field(factory=NotificationRoutes)
-
-
-def open_environment(config: AgentConfig, plugins: Plugins, *, create: bool = False) -> Storage:
-    """The agent's environment, opened with its ``[storage]`` options."""
-    with _naming_the_file(config):
-        return plugins.open_storage(
-            config.environment, dict(config.storage_options), config.storage_backend, create=create
-        )
-
-
-def check_environment(config: AgentConfig, plugins: Plugins) -> None:
-    """What opening the agent's environment checks before any I/O: its backend is installed
-    and takes the URL and the ``[storage]`` options (``fdcore config check``)."""
-    with _naming_the_file(config):
-        plugins.check_storage(
-            config.environment, dict(config.storage_options), config.storage_backend
-        )
-
-
-@contextlib.contextmanager
-def _naming_the_file(config: AgentConfig) -> Iterator[None]:
-    """An option or a URL the backend refuses names the agent's file and its key, as every
-    other agent.toml mistake does (the backend knows only the URL, its errors' source)."""
-    try:
-        yield
-    except ConfigError as exc:
-        if exc.source == config.source:
-            raise
-        if (exc.key or "").startswith("[storage]"):
-            raise ConfigError(config.source, exc.key, exc.message) from None
-        where = " ".join(part for part in (exc.source, exc.key) if part)
-        raise ConfigError(config.source, "[agent] environment", f"{where}: {exc.message}") from None
 
 
 def build_components(

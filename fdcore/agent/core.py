@@ -35,7 +35,6 @@ from fdcore.agent.discovery import Discovery
 from fdcore.agent.presence import Presence, ProcessGone
 from fdcore.agent.retention import Retention
 from fdcore.agent.schedules import Schedule, create_due_requests
-from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
@@ -45,6 +44,7 @@ from fdcore.errors import DuplicateAgent, MailboxFileError, StorageUnavailable
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.counting import charged_to
 from fdcore.mailbox.index import MailboxIndex
+from fdcore.settings.agent_toml import AgentConfig
 
 log = logging.getLogger("fdcore.agent")
 

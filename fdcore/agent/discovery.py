@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from fdcore.agent.components import Components
 from fdcore.agent.liveness import Liveness
-from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_held_by
@@ -38,6 +37,7 @@ from fdcore.contract.models import Request, Status
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.index import Folder, MailboxIndex
 from fdcore.mailbox.signal import FULL_LOOK_SECONDS, QuietLook
+from fdcore.settings.agent_toml import AgentConfig
 
 __all__ = ["FULL_LOOK_SECONDS", "Discovery"]
 

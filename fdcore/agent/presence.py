@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 
 from fdcore import __version__
 from fdcore.agent.schedules import Schedule
-from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.work import Holdings
 from fdcore.contract.layout import agent_key
@@ -41,6 +40,7 @@ from fdcore.errors import (
 )
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.counting import counted_by_kind
+from fdcore.settings.agent_toml import AgentConfig
 
 log = logging.getLogger("fdcore.agent")
 

@@ -21,7 +21,6 @@ from typing import TypeVar
 import attrs
 
 from fdcore.abc import HeldLease, TableLeases
-from fdcore.agent.settings import MAX_RETENTION_BATCH, RetentionConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.clock import Clock
 from fdcore.contract.layout import archive_day
@@ -32,6 +31,7 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.archive import archive_entry, archive_files
 from fdcore.mailbox.audit import archive_old_events
 from fdcore.mailbox.index import Entry, MailboxIndex
+from fdcore.settings.agent_toml import MAX_RETENTION_BATCH, RetentionConfig
 
 T = TypeVar("T")
 

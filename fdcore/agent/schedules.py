@@ -21,7 +21,6 @@ from datetime import datetime
 import attrs
 
 from fdcore.abc import Slot, Timetable
-from fdcore.agent.settings import AgentConfig, ScheduleConfig
 from fdcore.contract.ids import is_valid_id
 from fdcore.contract.layout import request_key
 from fdcore.contract.models import Request, ScheduleInfo, ScheduleRef
@@ -30,6 +29,7 @@ from fdcore.errors import AlreadyExists, ConfigError, FileTooLarge, MailboxFileE
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.signal import announce
 from fdcore.plugins.manager import SLOT, Plugins
+from fdcore.settings.agent_toml import AgentConfig, ScheduleConfig
 
 log = logging.getLogger("fdcore.schedules")
 

@@ -20,7 +20,6 @@ from datetime import datetime
 
 import attrs
 
-from fdcore.agent.settings import AgentConfig
 from fdcore.agent.work import Holdings, Work, is_attempt_of, is_held_by
 from fdcore.contract.layout import status_key
 from fdcore.contract.models import Attempt, Outcome, Request, State, Status
@@ -28,6 +27,7 @@ from fdcore.errors import AlreadyExists, FileTooLarge, InvalidKey, NotFound, Pre
 from fdcore.mailbox import audit
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.archive import create_status
+from fdcore.settings.agent_toml import AgentConfig
 
 log = logging.getLogger("fdcore.agent")
 

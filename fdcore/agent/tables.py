@@ -29,7 +29,6 @@ import attrs
 from fdcore.abc import FinishReleasesLease, HeldLease, LeaseWaits, TableJob, TableResult
 from fdcore.agent.components import Components
 from fdcore.agent.release import release, run_as
-from fdcore.agent.settings import AgentConfig
 from fdcore.agent.skew import ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.work import Holdings, Work, is_attempt_of
@@ -48,6 +47,7 @@ from fdcore.errors import (
 from fdcore.mailbox.access import Mailbox, Versioned
 from fdcore.mailbox.archive import archived_status, follow_to_archive
 from fdcore.mailbox.counting import CountingStore, charged_to
+from fdcore.settings.agent_toml import AgentConfig
 
 log = logging.getLogger("fdcore.agent")
 

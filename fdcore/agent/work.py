@@ -15,10 +15,10 @@ from datetime import datetime
 import attrs
 
 from fdcore.abc import AgentLoad, HeldLease, TableLeases, TableResult, TableRun
-from fdcore.agent.settings import AgentConfig
 from fdcore.clock import Clock
 from fdcore.contract.models import LastJob, Request, State, Status
 from fdcore.errors import StorageUnavailable
+from fdcore.settings.agent_toml import AgentConfig
 
 log = logging.getLogger("fdcore.agent")
 

@@ -16,9 +16,10 @@ from datetime import datetime, timedelta, timezone
 from fdcore.cli.config import add_environment_flags
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import parse_time
-from fdcore.durations import Whole, add_flag, parse_duration
+from fdcore.durations import parse_duration
 from fdcore.environment import AuditRow, Environment
 from fdcore.errors import ConfigError
+from fdcore.settings.checks import Whole, add_flag
 
 #: The most rows one ``fdcore audit`` prints unless ``--limit`` says otherwise.
 DEFAULT_LIMIT = 1000

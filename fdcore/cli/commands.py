@@ -25,7 +25,7 @@ from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
 from fdcore.contract.limits import MAX_ATTEMPTS
-from fdcore.durations import GRACE, Seconds, Whole, add_flag, check_duration, parse_duration
+from fdcore.durations import parse_duration
 from fdcore.environment import (
     AgentRow,
     Environment,
@@ -46,6 +46,7 @@ from fdcore.errors import (
 )
 from fdcore.mailbox.submit import deadline_from
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.checks import GRACE, Seconds, Whole, add_flag, check_duration
 from fdcore.terminal import LiveView
 
 #: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.

@@ -1,7 +1,7 @@
 """``agent.toml``: read, checked against its declaration, typed. Every mistake is one line
 naming the file, the table and the key.
 
-The file is declared once, in :mod:`fdcore.agent.settings` (:class:`AgentToml`): its keys,
+The file is declared once, in :mod:`fdcore.settings.agent_toml` (:class:`AgentToml`): its keys,
 defaults and checks. A schedule's timing keys are the names of the installed slot functions
 (``every``, ``cron``, ``daily``, ``weekly`` from fdcore-slots, or a plugin's own), so reading
 one needs the plugins.
@@ -15,17 +15,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from fdcore.agent.declared import structure, tables
-from fdcore.agent.settings import (
+from fdcore.errors import ConfigError, PluginError
+from fdcore.plugins.manager import SLOT, Plugins, load_plugins
+from fdcore.settings.agent_toml import (
     AgentConfig,
     AgentToml,
     ScheduleTable,
 )
-from fdcore.environment.actions import operator_file_bound
-from fdcore.errors import ConfigError, PluginError
-from fdcore.plugins.manager import SLOT, Plugins, load_plugins
+from fdcore.settings.declare import structure, tables
 from fdcore.tomlfile import read_toml
 
 __all__ = [
@@ -52,14 +49,10 @@ def parse_config(
 def declared_config(
     data: Mapping[str, Any], source: str = "<config>", plugins: Plugins | None = None
 ) -> AgentToml:
-    """A parsed agent.toml as its declared tables, every default filled in (``max_file_bytes``
-    from $FDCORE_MAX_FILE_BYTES when the file does not set it)."""
+    """A parsed agent.toml as its declared tables, every default filled in."""
     declared = structure(AgentToml, data, source)
     if declared.schedules:
         _check_schedules(source, declared.schedules, plugins or load_plugins())
-    if "max_file_bytes" not in data["agent"]:  # then the commands' bound, if set
-        bound = operator_file_bound()
-        declared = attrs.evolve(declared, agent=attrs.evolve(declared.agent, max_file_bytes=bound))
     return declared
 
 

@@ -4,7 +4,7 @@
 as it is typed), ``check FILE`` checks a file as an agent does at start-up short of opening its
 environment, ``show FILE`` prints the settings an agent would run with, every default filled
 in and no secret shown, ``docs`` prints the reference tables of docs/agents.md. Each is
-generated from the declaration (:class:`fdcore.agent.settings.AgentToml`), so none can drift.
+generated from the declaration (:class:`fdcore.settings.agent_toml.AgentToml`), so none can drift.
 """
 
 from __future__ import annotations
@@ -14,11 +14,7 @@ import json
 import re
 from typing import Any
 
-from fdcore.agent.components import check_environment
-from fdcore.agent.declared import effective, hidden, json_schema, reference
-from fdcore.agent.notify import open_routes
 from fdcore.agent.schedules import build_schedules
-from fdcore.agent.settings import AgentToml
 from fdcore.cli.config import declared_config, naming_the_file, read_toml
 from fdcore.plugins.manager import (
     CLAIM,
@@ -30,6 +26,10 @@ from fdcore.plugins.manager import (
     Plugins,
     load_plugins,
 )
+from fdcore.plugins.routes import open_routes
+from fdcore.plugins.storage import check_environment
+from fdcore.settings.agent_toml import AgentToml
+from fdcore.settings.declare import effective, hidden, json_schema, reference
 
 TITLE = "fdcore agent.toml"
 

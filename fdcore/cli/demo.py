@@ -24,7 +24,6 @@ from typing import Any
 from fdcore.abc import Storage, TableJob, TableLeases
 from fdcore.cli.fleet import AgentFleet, AgentProcess
 from fdcore.contract.models import Outcome
-from fdcore.durations import Seconds, Whole, add_flag
 from fdcore.environment import QueueRow
 from fdcore.environment.queue import queue_rows
 from fdcore.errors import ConfigError
@@ -32,6 +31,7 @@ from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
 from fdcore.plugins.manager import COMMAND, LEASES, load_plugins
+from fdcore.settings.checks import Seconds, Whole, add_flag
 from fdcore.terminal import LiveView
 
 SECTIONS: dict[str, Any] = {

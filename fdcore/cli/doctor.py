@@ -28,10 +28,10 @@ from fdcore.conformance.probes import (
     for_each_key,
 )
 from fdcore.contract.codec import FILE_BYTES_RANGE
-from fdcore.durations import Whole, add_flag
 from fdcore.environment.named import resolve
 from fdcore.errors import NotFound, StorageUnavailable
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.checks import Whole, add_flag
 from fdcore.terminal import Progress
 
 Report = Callable[[Observation], None]

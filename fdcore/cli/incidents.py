@@ -15,13 +15,10 @@ import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from fdcore.agent.components import open_environment
-from fdcore.agent.notify import open_routes
 from fdcore.cli.config import load_config
 from fdcore.cli.output import format_table
 from fdcore.contract.codec import to_dict
 from fdcore.contract.models import Incident
-from fdcore.durations import GRACE, add_flag
 from fdcore.environment import Environment
 from fdcore.environment.named import resolve as resolve_environment
 from fdcore.errors import ConfigError
@@ -30,6 +27,9 @@ from fdcore.incidents.delivery import claim_posts, send_posts
 from fdcore.incidents.evaluate import LOOKBACK, evaluate
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
+from fdcore.plugins.routes import open_routes
+from fdcore.plugins.storage import open_environment
+from fdcore.settings.checks import GRACE, add_flag
 
 
 def _open(url: str) -> Environment:

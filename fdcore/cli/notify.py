@@ -11,11 +11,11 @@ import argparse
 from datetime import datetime, timezone
 
 from fdcore.abc import Notification
-from fdcore.agent.notify import open_routes
-from fdcore.agent.settings import AgentConfig
 from fdcore.cli.config import load_config
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import load_plugins
+from fdcore.plugins.routes import open_routes
+from fdcore.settings.agent_toml import AgentConfig
 
 
 def probe_notification(config: AgentConfig, route: str, now: datetime) -> Notification:

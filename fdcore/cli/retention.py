@@ -12,12 +12,13 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from fdcore.agent.declared import default_of
 from fdcore.agent.retention import Tally, run_retention
-from fdcore.agent.settings import RetentionConfig
 from fdcore.cli.config import add_environment_flags
-from fdcore.durations import GRACE, Duration, add_flag, format_duration
+from fdcore.durations import format_duration
 from fdcore.environment.actions import open_mailbox, operator_name
+from fdcore.settings.agent_toml import RetentionConfig
+from fdcore.settings.checks import GRACE, Duration, add_flag
+from fdcore.settings.declare import default_of
 
 
 def _settings(args: argparse.Namespace) -> RetentionConfig:

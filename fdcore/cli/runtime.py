@@ -18,10 +18,9 @@ from types import FrameType
 import attrs
 
 from fdcore.abc import TableJob, TableRun, WaitableRun, WatchableStorage
-from fdcore.agent.components import StartTable, build_components, open_environment
+from fdcore.agent.components import StartTable, build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.schedules import build_schedules
-from fdcore.agent.settings import AgentConfig
 from fdcore.clock import Clock, SystemClock
 from fdcore.contract.layout import LEASES, REQUESTS, STATUS
 from fdcore.contract.models import AgentRecord
@@ -29,7 +28,9 @@ from fdcore.incidents.watch import watch_incidents
 from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.counting import CountingStore
 from fdcore.plugins.manager import Plugins, load_plugins
+from fdcore.plugins.storage import open_environment
 from fdcore.pricing import KINDS, MONTH_SECONDS, PRICES, cost, store_of
+from fdcore.settings.agent_toml import AgentConfig
 
 log = logging.getLogger("fdcore.runtime")
 

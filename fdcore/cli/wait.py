@@ -19,7 +19,6 @@ from typing import TextIO
 
 from fdcore.cli.actions import _request_id, run_output_lines
 from fdcore.cli.config import add_environment_flags
-from fdcore.durations import Duration, add_flag
 from fdcore.environment import FINAL_STATES, Environment, RequestStory
 from fdcore.errors import (
     ConfigError,
@@ -29,6 +28,7 @@ from fdcore.errors import (
     RequestFailed,
     WaitTimedOut,
 )
+from fdcore.settings.checks import Duration, add_flag
 from fdcore.terminal import is_terminal
 
 SUCCEEDED = 0

@@ -150,7 +150,7 @@ def _is_optional(type_: Any) -> bool:
 
 def _optional_factory(type_: Any, conv: cattrs.Converter) -> Any:
     # cattrs' own hook looks the inner type's hook up on every call; this looks it up once.
-    # ``conv``: the converter asking (a copy of this one, in fdcore.agent.declared).
+    # ``conv``: the converter asking (a copy of this one, in fdcore.settings.declare).
     inner_type = next(arg for arg in get_args(type_) if arg is not NoneType)
     inner = conv.get_structure_hook(inner_type)
 

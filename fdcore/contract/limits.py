@@ -4,13 +4,12 @@ record, which its writer keeps and its readers judge it by.
 
 The agent (``[pipeline] max_attempts``, ``[agent] max_file_bytes``), the commands
 (``submit --max-attempts``, ``$FDCORE_MAX_FILE_BYTES``), :class:`fdcore.environment.Environment`
-and a table process (:mod:`.table_process`) check their values here.
+and a table process keep these, through the checks of :mod:`fdcore.settings.checks`.
 """
 
 from __future__ import annotations
 
 from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
-from fdcore.errors import ConfigError
 
 __all__ = [
     "FILE_BYTES_RANGE",
@@ -18,7 +17,6 @@ __all__ = [
     "IDLE_HEARTBEAT_SHARE",
     "MAX_ATTEMPTS",
     "MAX_FILE_BYTES",
-    "check_file_bound",
 ]
 
 #: The most attempts a request may be given ([pipeline] max_attempts, ``submit --max-attempts``).
@@ -30,11 +28,3 @@ HEARTBEAT_SHARE = 0.25
 #: The same while it holds nothing: nobody can take anything over from it, and its record stays
 #: live in every reader's eyes (docs/operations.md, "What a fleet costs").
 IDLE_HEARTBEAT_SHARE = 0.5
-
-
-def check_file_bound(source: str, key: str | None, value: object) -> int:
-    """A mailbox read's size bound: within FILE_BYTES_RANGE (a bigger file is never read)."""
-    low, high = FILE_BYTES_RANGE
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ConfigError(source, key, f"must be {low}..{high} bytes, got {value!r}")
-    return value

@@ -11,15 +11,17 @@ import os
 from contextvars import ContextVar
 from datetime import datetime
 
-from fdcore.contract.limits import MAX_FILE_BYTES
 from fdcore.contract.models import Incident
-from fdcore.contract.table_process import variables
 from fdcore.environment.named import Target, from_agent_toml, resolve
 from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook, acknowledge
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.audit import process_user
 from fdcore.plugins.manager import load_plugins
+
+#: Sets the mailbox file size bound for the commands, the monitor, and agents whose agent.toml
+#: does not set ``[agent] max_file_bytes``.
+from fdcore.settings.variables import FILE_BOUND_VARIABLE, operator_file_bound
 
 __all__ = [
     "FILE_BOUND_VARIABLE",
@@ -30,23 +32,6 @@ __all__ = [
     "operator_file_bound",
     "operator_name",
 ]
-
-#: The variable the runner hands a table process its agent's bound in, read the same way here.
-_FILE_BOUND = variables()["max_file_bytes"]
-#: Sets the mailbox file size bound for the commands, the monitor, and agents whose agent.toml
-#: does not set ``[agent] max_file_bytes``.
-FILE_BOUND_VARIABLE = _FILE_BOUND.name
-
-
-def operator_file_bound() -> int:
-    """The size bound of a mailbox read an operator set in $FDCORE_MAX_FILE_BYTES, else 1 MiB;
-    within FILE_BYTES_RANGE (a file over it is reported and never read)."""
-    text = os.environ.get(FILE_BOUND_VARIABLE)
-    if text is None:
-        return MAX_FILE_BYTES
-    bound: int = _FILE_BOUND.read(text)
-    return bound
-
 
 #: Where an environment's URL is given, for the error of a URL no installed plugin opens: the
 #: Python parameter, unless the command line says it is its ``--env`` (for the command it runs).

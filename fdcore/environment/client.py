@@ -29,7 +29,6 @@ from fdcore.contract.models import (
     Request,
     RunRecord,
 )
-from fdcore.durations import GRACE, check_whole
 from fdcore.environment.actions import (
     acknowledge_incident,
     incidents,
@@ -59,6 +58,7 @@ from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import deadline_from, retry_request, submit
 from fdcore.mailbox.verdict import AgentVerdicts
 from fdcore.pricing import store_of
+from fdcore.settings.checks import GRACE, check_whole
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 

@@ -21,10 +21,10 @@ from zoneinfo import ZoneInfo
 import attrs
 
 from fdcore.abc import Notification
-from fdcore.agent.notify import Delivery, NotificationRoutes
-from fdcore.agent.settings import QuietHours, RouteConfig
 from fdcore.contract.models import Incident, IncidentDelivery, IncidentDocument, IncidentState
 from fdcore.incidents.book import IncidentBook
+from fdcore.plugins.routes import Delivery, NotificationRoutes
+from fdcore.settings.agent_toml import QuietHours, RouteConfig
 
 
 @attrs.frozen

@@ -24,7 +24,6 @@ from typing import TypeVar
 
 import attrs
 
-from fdcore.agent.settings import Objective
 from fdcore.contract.models import (
     AGENT_OFFLINE,
     INCIDENT_KINDS,
@@ -44,6 +43,7 @@ from fdcore.incidents.objectives import look_at_objectives
 from fdcore.mailbox.access import Mailbox
 from fdcore.mailbox.index import Folder, MailboxIndex
 from fdcore.mailbox.verdict import AgentVerdicts
+from fdcore.settings.agent_toml import Objective
 
 T = TypeVar("T")
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from fdcore.agent.settings import Objective
 from fdcore.contract.models import OBJECTIVE, Outcome, RunRecord, State, Status
 from fdcore.durations import format_duration
 from fdcore.errors import MailboxFileError, StorageUnavailable
 from fdcore.incidents.book import Finding
 from fdcore.mailbox.access import Mailbox
+from fdcore.settings.agent_toml import Objective
 
 
 def objective_key(objective: Objective) -> str:

@@ -12,9 +12,6 @@ import threading
 from collections.abc import Sequence
 
 from fdcore.abc import Storage
-from fdcore.agent.components import open_environment
-from fdcore.agent.notify import NotificationRoutes
-from fdcore.agent.settings import AgentConfig, RouteConfig
 from fdcore.clock import Clock
 from fdcore.incidents.book import IncidentBook
 from fdcore.incidents.delivery import claim_posts, send_posts
@@ -23,6 +20,9 @@ from fdcore.mailbox.access import Mailbox, ProblemLog
 from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.verdict import AgentVerdicts
 from fdcore.plugins.manager import Plugins
+from fdcore.plugins.routes import NotificationRoutes
+from fdcore.plugins.storage import open_environment
+from fdcore.settings.agent_toml import AgentConfig, RouteConfig
 
 log = logging.getLogger("fdcore.incidents")
 

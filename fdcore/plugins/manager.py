@@ -34,6 +34,7 @@ from fdcore.abc import (
 )
 from fdcore.errors import PluginError
 from fdcore.plugins import hookspecs
+from fdcore.settings.agent_toml import OUR_SLOT_FUNCTIONS
 
 ENTRY_POINT_GROUP = "fdcore"
 # Named, not imported: the core's own plugins sit in layers above the plugin manager (as pytest
@@ -72,7 +73,7 @@ SLOT: Kind[SlotFunction] = Kind(
     "slot function",
     "fdcore_slot_functions",
     "[[schedules]]",
-    {name: "fdcore-slots" for name in ("every", "cron", "daily", "weekly")},
+    {name: "fdcore-slots" for name in OUR_SLOT_FUNCTIONS},
 )
 TAKEOVER: Kind[TakeoverPolicy] = Kind(
     "takeover policy",

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import attrs
 
-from fdcore.durations import Whole, add_flag
 from fdcore.errors import ConfigError
 from fdcore.pricing import load_prices
+from fdcore.settings.checks import Whole, add_flag
+from fdcore.settings.declare import checks_of, help_of
 from fdcore.simulator.options import add_options, scenario_from_args
 from fdcore.simulator.report import Report
+from fdcore.simulator.scenario import Scenario, option_of
 from fdcore.simulator.simulation import keep_mailbox, simulate_world
 from fdcore.terminal import Progress
 
@@ -91,12 +93,12 @@ class Simulate:
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_flag(parser, "--seed", Whole(0, 2**63), default=0, help="seed of the (first) run")
+        seed = attrs.fields(Scenario).seed
+        add_flag(
+            parser, option_of(seed), *checks_of(seed), default=seed.default, help=help_of(seed)
+        )
         add_flag(
             parser, "--runs", Whole(1, 100_000), default=1, help="run this many seeds from --seed"
-        )
-        parser.add_argument(
-            "--take-over", action="store_true", help="agents take over lost agents' requests"
         )
         parser.add_argument("--json", action="store_true", help="machine-readable output")
         parser.add_argument(

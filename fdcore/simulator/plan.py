@@ -18,9 +18,9 @@ from datetime import timedelta
 import attrs
 
 from fdcore.abc import Slot, Timetable
-from fdcore.agent.settings import AgentConfig, RetentionConfig, ScheduleConfig
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import SLOT, Plugins, load_plugins
+from fdcore.settings.agent_toml import AgentConfig, RetentionConfig, ScheduleConfig
 from fdcore.simulator.scenario import EPOCH, Scenario, seconds, split_timing
 
 UNSHARED_OWNER = "agent-1"

@@ -18,9 +18,9 @@ import threading
 from datetime import datetime
 
 from fdcore.agent.retention import Tally, run_retention
-from fdcore.agent.settings import RetentionConfig
 from fdcore.errors import FdcoreError
 from fdcore.mailbox.access import Mailbox, ProblemLog
+from fdcore.settings.agent_toml import RetentionConfig
 from fdcore.simulator.store import FaultyStore
 
 

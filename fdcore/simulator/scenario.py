@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
-import cattrs
-from cattrs.errors import AttributeValidationNote
 
-from fdcore.agent.declared import default_of
-from fdcore.agent.settings import AgentTable, PipelineTable
-from fdcore.contract.codec import converter
+from fdcore.contract.limits import MAX_ATTEMPTS
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import CLAIM, SLOT, load_plugins
+from fdcore.settings.agent_toml import MAX_CONCURRENCY, AgentTable, PipelineTable
+from fdcore.settings.checks import GRACE, Invalid, Number, OneOf, PerName, Seconds, Whole
+from fdcore.settings.declare import FLAG, default_of, setting, structure
 
 EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)  # virtual time 0, a Friday, 00:00 UTC
 ARRIVALS = ("poisson", "bursty", "all")
@@ -43,180 +42,226 @@ def split_timing(text: str, option: str) -> tuple[str, str]:
 
 
 WHERE = "fdcore simulate"
-#: The key of a Scenario field's metadata naming its ``fdcore simulate`` option.
-OPTION = "option"
+DAY = 86400.0
+#: Rates are per agent per virtual hour: at most one a second.
+RATE = Number(0, 3600)
+HOURS = Number(0.001, 24 * 366)
 
-Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+def _option(flag: str, default: Any, check: Any, help: str, *, factory: Any = None) -> Any:
+    """A scenario field: its ``fdcore simulate`` flag, default, check and help, declared once
+    (the flags, the command that runs a scenario again and :func:`scenario_of` read them)."""
+    if factory is not None:
+        return setting(factory=factory, help=help, check=check, flag=flag)
+    return setting(default, help=help, check=check, flag=flag)
 
 
 def option_of(attribute: attrs.Attribute[Any]) -> str:
-    """The ``fdcore simulate`` option of a Scenario field."""
-    return str(attribute.metadata[OPTION])
-
-
-def _fail(attribute: attrs.Attribute[Any], message: str) -> NoReturn:
-    raise ConfigError(WHERE, option_of(attribute), message)
-
-
-def _option(option: str, default: Any, validator: Validator) -> Any:
-    return attrs.field(default=default, validator=validator, metadata={OPTION: option})
-
-
-def _rule(ok: Callable[[Any], bool], expected: str) -> Validator:
-    """A check of one value: "must be EXPECTED, got VALUE" unless ``ok(value)``."""
-
-    def validate(_scenario: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if not ok(value):
-            _fail(attribute, f"must be {expected}, got {value}")
-
-    return validate
-
-
-def at_least(low: int) -> Validator:
-    return _rule(lambda value: value >= low, f">= {low}")
-
-
-def share(top: float) -> Validator:
-    return _rule(lambda value: 0 <= value <= top, f"between 0 and {top:g}")
-
-
-def _workers_ok(value: int) -> bool:
-    return 1 <= value <= 1024
-
-
-def _a_factor(value: float) -> bool:
-    return math.isfinite(value) and value > 0
-
-
-positive = _rule(lambda value: value > 0, "> 0")
-not_negative = _rule(lambda value: value >= 0, ">= 0")
-positive_or_none = _rule(lambda value: value is None or value > 0, "> 0")
-workers = _rule(_workers_ok, "1..1024")
-
-
-def one_of(choices: Callable[[], Sequence[str]]) -> Validator:
-    def validate(_scenario: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-        allowed = choices()
-        if value not in allowed:
-            _fail(attribute, f"must be one of {', '.join(allowed)}, got {value!r}")
-
-    return validate
+    """The ``fdcore simulate`` flag of a Scenario field."""
+    return str(attribute.metadata[FLAG])
 
 
 def _within_pool(scenario: Any, attribute: attrs.Attribute[Any], value: int) -> None:
     if not 1 <= value <= scenario.table_pool:
-        _fail(attribute, f"must be 1..table pool ({scenario.table_pool}), got {value}")
+        raise Invalid(
+            (attribute.name,), f"must be 1..table pool ({scenario.table_pool}), got {value}"
+        )
 
 
-def timings(_scenario: Any, attribute: attrs.Attribute[Any], texts: tuple[str, ...]) -> None:
+def _timings(_scenario: Any, attribute: attrs.Attribute[Any], texts: tuple[str, ...]) -> None:
     for text in texts:
-        split_timing(text, option_of(attribute))
+        try:
+            split_timing(text, option_of(attribute))
+        except ConfigError as exc:
+            raise Invalid((attribute.name,), exc.message) from None
 
 
-def per_agent(ok: Callable[[Any], bool], expected: str) -> Validator:
-    """A check of ``(agent, value)`` pairs: the agent is in the fleet, ``ok(value)``."""
-
-    def validate(scenario: Any, attribute: attrs.Attribute[Any], pairs: Any) -> None:
-        for name, value in pairs:
-            if name not in {f"agent-{n + 1}" for n in range(scenario.agents)}:
-                _fail(attribute, f"no agent {name!r} (agents are agent-1..agent-{scenario.agents})")
-            if not ok(value):
-                _fail(attribute, f"{name}: {expected}, got {value}")
-
-    return validate
+def _in_fleet(scenario: Any, attribute: attrs.Attribute[Any], pairs: Any) -> None:
+    """Each ``NAME=VALUE`` names an agent of the fleet."""
+    for name, _value in pairs:
+        if name not in {f"agent-{n + 1}" for n in range(scenario.agents)}:
+            raise Invalid(
+                (attribute.name,),
+                f"no agent {name!r} (agents are agent-1..agent-{scenario.agents})",
+            )
 
 
 @attrs.frozen
 class Scenario:
     """Every knob of a run. Rates are per agent per virtual hour; durations in virtual seconds.
 
-    Each field but ``seed`` and ``take_over`` names its ``fdcore simulate`` option and checks
-    its value on creation: a bad one is a one-line :class:`~fdcore.errors.ConfigError` naming
-    the option.
+    Each field is declared once with its ``fdcore simulate`` flag, default, check and help
+    (:mod:`fdcore.settings`); a bad value is refused on creation, and :func:`scenario_of` makes
+    it one line naming the flag.
     """
 
-    seed: int = 0
-    agents: int = _option("--agents", 3, at_least(1))
-    requests: int = _option("--requests", 100, at_least(0))
-    claim: str = _option("--claim", "when_free", one_of(claim_policies))
-    take_over: bool = False
-    concurrency: int = _option("--concurrency", 2, workers)
-    poll_seconds: float = _option("--poll-seconds", 5.0, positive)
-    # each poll interval is poll_seconds * (1 +- jitter)
-    poll_jitter: float = _option("--poll-jitter", 0.1, share(0.5))
-    # agent.toml's defaults, declared once (fdcore.agent.settings)
-    stale_after: float = _option("--stale-after", default_of(AgentTable, "stale_after"), positive)
-    grace_seconds: float = _option(
-        "--grace", default_of(PipelineTable, "grace_seconds"), not_negative
+    seed: int = _option("--seed", 0, Whole(0, 2**63), "seed of the (first) run")
+    agents: int = _option("--agents", 3, Whole(1, 1000), "agents in the fleet")
+    requests: int = _option("--requests", 100, Whole(0, 10_000_000), "requests submitted")
+    claim: str = _option(
+        "--claim",
+        "when_free",
+        OneOf(claim_policies, "claim policy"),
+        "claim policy: always, when_free or one a plugin adds",
     )
-    max_attempts: int = _option("--max-attempts", 3, at_least(1))
+    take_over: bool = _option("--take-over", False, None, "agents take over lost agents' requests")
+    concurrency: int = _option("--concurrency", 2, Whole(1, MAX_CONCURRENCY), "workers per agent")
+    poll_seconds: float = _option(
+        "--poll-seconds", 5.0, Seconds(), "seconds between an agent's polls"
+    )
+    poll_jitter: float = _option(  # each poll interval is poll_seconds * (1 +- jitter)
+        "--poll-jitter", 0.1, Number(0, 0.5), "poll interval spread, a share of poll-seconds"
+    )
+    # agent.toml's defaults, declared once (fdcore.settings.agent_toml)
+    stale_after: float = _option(
+        "--stale-after",
+        default_of(AgentTable, "stale_after"),
+        Seconds(),
+        "an agent's record is stale after this",
+    )
+    grace_seconds: float = _option(
+        "--grace",
+        default_of(PipelineTable, "grace_seconds"),
+        GRACE,
+        "seconds past stale-after before an agent is lost",
+    )
+    max_attempts: int = _option(
+        "--max-attempts",
+        default_of(PipelineTable, "max_attempts"),
+        Whole(1, MAX_ATTEMPTS),
+        "lost attempts before a request fails",
+    )
     # workload
-    # distinct table names requests draw from (shared tables contend)
-    table_pool: int = _option("--table-pool", 50, at_least(1))
-    max_tables: int = _option("--max-tables", 3, _within_pool)  # each request names 1..this many
+    table_pool: int = _option(
+        "--table-pool", 50, Whole(1, 1_000_000), "distinct table names (shared tables contend)"
+    )
+    max_tables: int = _option(
+        "--max-tables",
+        3,
+        [Whole(1, 10_000), _within_pool],
+        "each request names 1..this many tables",
+    )
     # table run time is lognormal: this median and this spread (1.0: the slowest 1% ~10x)
-    table_median: float = _option("--table-median", 20.0, positive)
-    table_sigma: float = _option("--table-sigma", 1.0, not_negative)
-    # "poisson": over time at `load`; "all": every request at time 0
-    arrival: str = _option("--arrival", "poisson", one_of(lambda: ARRIVALS))
-    # offered work as a share of the fleet's workers (poisson, bursty)
-    load: float = _option("--load", 0.8, positive)
-    # "bursty": requests come in bursts of this many at once, bursts at `load`
-    burst: int = _option("--burst", 20, at_least(1))
-    # requests whose table run crashes whichever agent runs it
-    poison: int = _option("--poison", 0, at_least(0))
-    # share of submitted requests an operator cancels (``fdcore cancel``)
-    cancel: float = _option("--cancel", 0.0, share(1.0))
+    table_median: float = _option(
+        "--table-median", 20.0, Seconds(), "median table run, seconds (lognormal)"
+    )
+    table_sigma: float = _option(
+        "--table-sigma", 1.0, Number(0, 10), "spread of table runs (lognormal sigma)"
+    )
+    arrival: str = _option(
+        "--arrival",
+        "poisson",
+        OneOf(ARRIVALS, "arrival"),
+        "poisson (over time), bursty (in bursts) or all (at once)",
+    )
+    load: float = _option(
+        "--load", 0.8, Number(0.001, 1000), "offered work as a share of the fleet's workers"
+    )
+    burst: int = _option(
+        "--burst", 20, Whole(1, 10_000_000), "requests per burst (--arrival bursty)"
+    )
+    poison: int = _option(
+        "--poison", 0, Whole(0, 1_000_000), "requests that crash whichever agent runs them"
+    )
+    cancel: float = _option(
+        "--cancel", 0.0, Number(0, 1), "share of requests an operator cancels (fdcore cancel)"
+    )
     # faults
-    crash_rate: float = _option("--crash-rate", 0.0, not_negative)
-    # longest crash-to-restart delay; default 2 * takeover time
-    restart_after: float | None = _option("--restart-after", None, positive_or_none)
-    pause_rate: float = _option("--pause-rate", 0.0, not_negative)
-    # longest pause; default 3 * takeover time
-    pause_max: float | None = _option("--pause-max", None, positive_or_none)
+    crash_rate: float = _option("--crash-rate", 0.0, RATE, "crashes per agent per virtual hour")
+    restart_after: float | None = _option(  # default 2 * takeover time
+        "--restart-after", None, Seconds(), "longest crash-to-restart delay, seconds"
+    )
+    pause_rate: float = _option("--pause-rate", 0.0, RATE, "pauses per agent per virtual hour")
+    pause_max: float | None = _option(  # default 3 * takeover time
+        "--pause-max", None, Seconds(), "longest pause, seconds"
+    )
     # spells of CPU starvation: every step (poll, reaction) of the agent waits a while first
-    starve_rate: float = _option("--starve-rate", 0.0, not_negative)
-    # longest spell; default 3 * takeover time
-    starve_max: float | None = _option("--starve-max", None, positive_or_none)
-    # longest wait of one step in a spell; default the takeover time
-    starve_step: float | None = _option("--starve-step", None, positive_or_none)
-    # each agent's clock is off by up to +-skew seconds
-    skew: float = _option("--skew", 0.0, not_negative)
-    # mean virtual seconds per store operation (delays the agent's poll)
-    latency: float = _option("--latency", 0.0, not_negative)
-    # chance that a store operation raises StorageUnavailable
-    error_rate: float = _option("--error-rate", 0.0, share(0.5))
-    ambiguous: float = _option("--ambiguous", 0.5, share(1.0))  # failed writes that applied
-    # virtual time limit; default from the expected makespan
-    max_hours: float | None = _option("--max-hours", None, positive_or_none)
+    starve_rate: float = _option(
+        "--starve-rate", 0.0, RATE, "spells of CPU starvation per agent per virtual hour"
+    )
+    starve_max: float | None = _option(  # default 3 * takeover time
+        "--starve-max", None, Seconds(), "longest spell of CPU starvation, seconds"
+    )
+    starve_step: float | None = _option(  # default the takeover time
+        "--starve-step", None, Seconds(), "longest wait of one step in a spell, seconds"
+    )
+    skew: float = _option(
+        "--skew",
+        0.0,
+        Seconds(zero_allowed=True, maximum=DAY),
+        "each agent's clock is off by up to +-this many seconds",
+    )
+    latency: float = _option(  # delays the agent's poll
+        "--latency", 0.0, Seconds(zero_allowed=True), "mean seconds per store operation"
+    )
+    error_rate: float = _option(  # a store operation raises StorageUnavailable
+        "--error-rate", 0.0, Number(0, 0.5), "chance a store operation fails transiently"
+    )
+    ambiguous: float = _option(
+        "--ambiguous", 0.5, Number(0, 1), "share of failed writes that applied anyway"
+    )
+    max_hours: float | None = _option(  # default from the expected makespan
+        "--max-hours", None, HOURS, "virtual time limit, hours"
+    )
     # A retention job: finished requests leave requests/ and status/ this long after finishing
     # (0: never). Agents list both folders every poll, so without it a poll's cost grows with
     # every request ever made.
-    archive_after: float = _option("--archive-after", 3600.0, not_negative)
+    archive_after: float = _option(
+        "--archive-after",
+        3600.0,
+        Seconds(zero_allowed=True),
+        "finished requests leave the mailbox after (0: never)",
+    )
     # The product's retention instead (docs/retention.md): agents move finished requests to
     # archive/ this long after they finished, under the retention lease (0: off, the job above).
-    retention_keep: float = _option("--retention-keep", 0.0, not_negative)
+    retention_keep: float = _option(
+        "--retention-keep",
+        0.0,
+        Seconds(zero_allowed=True),
+        "agents archive finished requests after this, the product's retention (0: off)",
+    )
     # A retention process beside the fleet, as ``fdcore retention run --keep KEEP`` (grace as the
     # agents'): a run starts this long after the last one ended (0: none), its store calls
     # interleaved with the agents' (docs/simulator.md, "A retention process").
-    retention_runs: float = _option("--retention-runs", 0.0, not_negative)
-    retention_runs_keep: float = _option("--retention-runs-keep", 1.0, positive)
+    retention_runs: float = _option(
+        "--retention-runs",
+        0.0,
+        Seconds(zero_allowed=True),
+        "a retention run process starts this long after the last ended (0: none)",
+    )
+    retention_runs_keep: float = _option(
+        "--retention-runs-keep", 1.0, Seconds(), "the --keep of those runs, seconds"
+    )
     # shared schedules (invariant 1): timings like "every=1h", given to every agent
-    schedules: tuple[str, ...] = _option("--schedule", (), timings)
-    unshared_schedules: tuple[str, ...] = _option("--unshared-schedule", (), timings)  # agent-1's
-    # the schedules' due slots are judged over this long
-    schedule_hours: float = _option("--schedule-hours", 24.0, positive)
+    schedules: tuple[str, ...] = _option(
+        "--schedule", (), _timings, "a schedule every agent shares, e.g. every=1h"
+    )
+    unshared_schedules: tuple[str, ...] = _option(
+        "--unshared-schedule", (), _timings, "a schedule of agent-1 alone, e.g. every=30m"
+    )
+    schedule_hours: float = _option(
+        "--schedule-hours", 24.0, HOURS, "the schedules' slots are judged over this"
+    )
     # (agent, fixed skew) instead of drawn
     agent_skews: tuple[tuple[str, float], ...] = _option(
-        "--agent-skew", (), per_agent(math.isfinite, "skew must be a number of seconds")
+        "--agent-skew",
+        (),
+        [PerName(Number(-DAY, DAY), "NAME=SECONDS (e.g. agent-1=-30)"), _in_fleet],
+        "NAME=SECONDS: that agent's clock skew, instead of one drawn from --skew",
     )
     # Uneven fleets: (agent, factor) runs that agent's tables factor times as fast; (agent, n)
     # gives it n workers instead of `concurrency`.
     agent_speeds: tuple[tuple[str, float], ...] = _option(
-        "--agent-speed", (), per_agent(_a_factor, "speed must be a factor > 0")
+        "--agent-speed",
+        (),
+        [PerName(Number(0.001, 1000), "NAME=FACTOR (e.g. agent-1=0.5)"), _in_fleet],
+        "NAME=FACTOR: that agent runs its tables FACTOR times as fast",
     )
     agent_concurrency: tuple[tuple[str, int], ...] = _option(
-        "--agent-concurrency", (), per_agent(_workers_ok, "must be 1..1024 workers")
+        "--agent-concurrency",
+        (),
+        [PerName(Whole(1, MAX_CONCURRENCY), "NAME=WORKERS (e.g. agent-1=8)"), _in_fleet],
+        "NAME=WORKERS: that agent's workers, instead of --concurrency",
     )
 
     @property
@@ -270,24 +315,9 @@ class Scenario:
 
 
 def scenario_of(values: Mapping[str, Any]) -> Scenario:
-    """A Scenario from plain values, read by the project's strict converter (a value of the
-    wrong type is refused, not coerced): anything wrong is one ConfigError naming its option."""
-    try:
-        return converter.structure(dict(values), Scenario)
-    except cattrs.BaseValidationError as exc:
-        raise _first_problem(exc) from None
-
-
-def _first_problem(exc: cattrs.BaseValidationError) -> ConfigError:
-    for inner in exc.exceptions:
-        if isinstance(inner, ConfigError):  # a validator's
-            return inner
-        for note in getattr(inner, "__notes__", ()):
-            if isinstance(note, AttributeValidationNote):
-                field = attrs.fields_dict(Scenario)[note.name]
-                option = field.metadata.get(OPTION, note.name)
-                return ConfigError(WHERE, option, str(inner))
-    return ConfigError(WHERE, None, str(exc))
+    """A Scenario from plain values, read strictly (a value of the wrong type is refused, not
+    coerced): anything wrong is one ConfigError naming its flag."""
+    return structure(Scenario, values, WHERE)
 
 
 def seconds(when: datetime) -> float:

@@ -39,7 +39,6 @@ from fdcore.abc import AgentLoad, ClaimPolicy, Storage, TableJob, TableResult, T
 from fdcore.agent.components import Components, StartTable, build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.schedules import Schedule, build_schedules
-from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS, agent_key, cancel_key, request_key, status_key
@@ -50,6 +49,7 @@ from fdcore.mailbox.cancel import cancel_request
 from fdcore.mailbox.counting import CountingStore
 from fdcore.mailbox.fencing import fenced_write
 from fdcore.mailbox.submit import submit
+from fdcore.settings.agent_toml import AgentConfig
 from fdcore.simulator.decoder import TraceDecoder
 from fdcore.simulator.plan import AgentPlan, Arrival, Plan, RetentionPlan, installed_plugins
 from fdcore.simulator.retention import RetentionProcess

@@ -25,12 +25,12 @@ from fdcore.abc import Storage, TableJob, TableResult
 from fdcore.agent.components import build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.schedules import build_schedules
-from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.config import parse_config
 from fdcore.clock import Clock, ManualClock
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import Plugins, load_plugins
+from fdcore.settings.agent_toml import AgentConfig
 
 if sys.version_info >= (3, 11):
     import tomllib

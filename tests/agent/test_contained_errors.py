@@ -17,11 +17,11 @@ import pytest
 from fdcore_localfs.store import LocalFolderStorage
 
 from fdcore.abc import AgentLoad
-from fdcore.agent.settings import ScheduleConfig
 from fdcore.clock import ManualClock
 from fdcore.contract.models import AgentRecord, State
 from fdcore.errors import DuplicateAgent
 from fdcore.mailbox.submit import submit
+from fdcore.settings.agent_toml import ScheduleConfig
 from fdcore.testing.memory_fleet import START, MemoryFleet
 
 

@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 from agent_parts_helpers import Environment, attempt
 
 from fdcore.agent.retention import run_retention
-from fdcore.agent.settings import RetentionConfig
 from fdcore.contract.codec import encode
 from fdcore.contract.layout import archive_index_key, archived_key, run_key, status_key
 from fdcore.contract.models import Cancel, Outcome, RunRecord, State, Status
 from fdcore.mailbox.archive import find_request_files
 from fdcore.mailbox.cancel import end_unheld
+from fdcore.settings.agent_toml import RetentionConfig
 from fdcore.testing.memory_fleet import START
 
 KEEP = RetentionConfig(keep=1.0)

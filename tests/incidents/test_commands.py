@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from fdcore.agent.settings import QuietHours
 from fdcore.cli.config import load_config
 from fdcore.cli.main import main
 from fdcore.cli.runtime import AgentRuntime
@@ -19,6 +18,7 @@ from fdcore.contract.models import State, Status
 from fdcore.errors import ConfigError
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.agent_toml import QuietHours
 from fdcore.testing.webhook import Answer, recording_webhook
 
 VARIABLE = "FDCORE_TEST_TEAMS_WEBHOOK"

@@ -9,8 +9,6 @@ from datetime import datetime, time, timezone
 
 import pytest
 
-from fdcore.agent.notify import open_routes
-from fdcore.agent.settings import AgentConfig, IncidentsConfig, QuietHours, RouteConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.clock import ManualClock
 from fdcore.contract.layout import status_key
@@ -19,6 +17,8 @@ from fdcore.incidents.book import IncidentBook, acknowledge
 from fdcore.incidents.watch import IncidentWatch
 from fdcore.mailbox.access import Mailbox
 from fdcore.plugins.manager import load_plugins
+from fdcore.plugins.routes import open_routes
+from fdcore.settings.agent_toml import AgentConfig, IncidentsConfig, QuietHours, RouteConfig
 from fdcore.testing.webhook import RecordingWebhook, recording_webhook
 
 NOW = datetime(2026, 9, 1, 12, 0, tzinfo=timezone.utc)

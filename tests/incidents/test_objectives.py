@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from fdcore.agent.settings import Objective
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.config import load_config
 from fdcore.contract.layout import request_key, run_key, status_key
@@ -16,6 +15,7 @@ from fdcore.errors import ConfigError
 from fdcore.incidents.book import IncidentBook
 from fdcore.incidents.evaluate import evaluate
 from fdcore.mailbox.access import Mailbox
+from fdcore.settings.agent_toml import Objective
 
 NOW = datetime(2026, 9, 1, 12, 0, tzinfo=timezone.utc)
 SALES_RATE = Objective(table="sales", success_rate=0.9, window=3600.0)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 
-from fdcore.durations import Whole, add_flag
 from fdcore.errors import ConfigError
+from fdcore.settings.checks import Whole, add_flag
 from fdcore_plugin_template.monthly import Monthly
 
 WHERE = "fdcore monthly-slots"

@@ -13,9 +13,9 @@ import pytest
 from fdcore_webhook import SIGNATURE, TIMESTAMP
 
 from fdcore.abc import Notification
-from fdcore.agent.notify import NotificationRoutes, open_routes
 from fdcore.cli.config import parse_config
 from fdcore.plugins.manager import NOTIFIER, load_plugins
+from fdcore.plugins.routes import NotificationRoutes, open_routes
 from fdcore.testing.webhook import Answer, recording_webhook
 
 URL_VARIABLE = "FDCORE_TEST_WEBHOOK_URL"

@@ -8,9 +8,9 @@ import os
 
 import attrs
 
-from fdcore.durations import Whole, add_flag
 from fdcore.environment import Environment
 from fdcore.errors import ConfigError, FdcoreError
+from fdcore.settings.checks import Whole, add_flag
 from fdcore_hostslots.errors import CapacityInvalid
 from fdcore_hostslots.host import MAX_SLOTS, Host
 
@@ -24,9 +24,9 @@ class SlotCount(Whole):
     def __init__(self) -> None:
         super().__init__(1, MAX_SLOTS)
 
-    def __call__(self, text: str) -> int:
+    def read(self, text: str) -> int:
         try:
-            count: int = super().__call__(text)
+            count: int = super().read(text)
         except ConfigError as exc:
             raise CapacityInvalid(exc.source, str(exc).removeprefix(f"{exc.source}: ")) from None
         return count

@@ -10,11 +10,11 @@ from fdcore_hostslots.host import Host
 
 from fdcore.abc import AgentLoad, TableJob, TableRun
 from fdcore.agent.components import build_components
-from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.cli.config import parse_config
 from fdcore.errors import ConfigError, PluginError
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.agent_toml import AgentConfig
 from fdcore.testing.memory_fleet import ManualRun
 
 RUNNER = {"kind": "python", "function": "os:getcwd"}

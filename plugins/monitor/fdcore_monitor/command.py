@@ -15,8 +15,8 @@ import socket
 
 import uvicorn
 
-from fdcore.durations import GRACE, Seconds, Whole, add_flag
 from fdcore.errors import ConfigError
+from fdcore.settings.checks import GRACE, Seconds, Whole, add_flag
 from fdcore_monitor.actions import Actions
 from fdcore_monitor.app import LOOPBACK, Settings, create_app
 from fdcore_monitor.snapshot import Source

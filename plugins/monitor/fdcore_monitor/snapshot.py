@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 import attrs
 
 from fdcore.contract.models import Incident
-from fdcore.durations import GRACE
 from fdcore.environment import (
     AgentRow,
     Environment,
@@ -28,6 +27,7 @@ from fdcore.environment import (
     schedule_warnings,
     with_host_folder,
 )
+from fdcore.settings.checks import GRACE
 
 
 @attrs.frozen

@@ -13,9 +13,9 @@ from fdcore_s3.testing import S3Emulator
 
 from fdcore.abc import TableJob, TableResult, TableRun
 from fdcore.agent.components import build_components
-from fdcore.agent.settings import AgentConfig
 from fdcore.builtin.leases import MailboxLeases
 from fdcore.plugins.manager import RUNNER, load_plugins
+from fdcore.settings.agent_toml import AgentConfig
 
 pytestmark = pytest.mark.processes
 

@@ -29,16 +29,24 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from fdcore.contract.codec import converter as _contract_converter
 from fdcore.contract.codec import only
-from fdcore.durations import (
-    MAX_SECONDS,
-    MAX_SPAN,
-    Reader,
-    Seconds,
-    format_duration,
-    parse_duration,
-)
+from fdcore.durations import format_duration, parse_duration
 from fdcore.errors import ConfigError, DurationError
+from fdcore.settings.checks import Check, Duration, Invalid, Seconds
 from fdcore.webhook import NOT_A_VARIABLE, is_variable_name
+
+__all__ = [
+    "FLAG",
+    "checks_of",
+    "default_of",
+    "effective",
+    "help_of",
+    "hidden",
+    "json_schema",
+    "reference",
+    "setting",
+    "structure",
+    "tables",
+]
 
 T = TypeVar("T")
 
@@ -49,6 +57,9 @@ _REST = "fdcore.rest"  # holds the table's keys the class does not declare (a pl
 _HEADER = "fdcore.header"  # the table's own name ([notify.routes.<name>]), not a key
 _EXPECTS = "fdcore.expects"  # what the value should be, in words, if not said by its type
 _BOUNDS = "fdcore.bounds"  # JSON Schema keywords of a check (minimum, maximum, enum...)
+_SHOWN = "fdcore.shown"  # the reference's words for a default a factory gives
+_CHECKS = "fdcore.checks"  # the value checks among its validators
+FLAG = "fdcore.flag"  # how a command line writes the key (--agents), if it does
 
 
 def _fields(cls: type) -> Any:
@@ -58,14 +69,6 @@ def _fields(cls: type) -> Any:
 
 def _fields_dict(cls: type) -> dict[str, attrs.Attribute[Any]]:
     return {field.name: field for field in _fields(cls)}
-
-
-class Invalid(ValueError):
-    """A declared check failed: ``path`` (the keys below the class checked) and why."""
-
-    def __init__(self, path: tuple[str, ...], message: str) -> None:
-        self.path = path
-        super().__init__(message)
 
 
 def setting(
@@ -79,15 +82,20 @@ def setting(
     rest: bool = False,
     header: bool = False,
     expects: str | None = None,
+    flag: str | None = None,
+    shown: str | None = None,
 ) -> Any:
-    """A declared field: its default (or ``factory``), its checks (attrs validators, or a
-    :class:`~fdcore.durations.Reader` whose check it applies) and its help.
+    """A declared field: its default (or ``factory``), its checks (:mod:`fdcore.settings.checks`,
+    or an attrs validator of a rule between keys) and its help.
 
-    A duration key (``duration``: shown as text, ``"15m"``; ``seconds``, or checked by a
-    :class:`~fdcore.durations.Seconds` reader: shown as a number of seconds) takes either form
-    in the file: ``30``, ``"30s"``, ``"1h30m"``."""
-    seconds = seconds or any(isinstance(c, Seconds) for c in _listed(check))
-    checks = [_reads(c) if isinstance(c, Reader) else c for c in _listed(check)]
+    A duration key (checked by :class:`~fdcore.settings.checks.Duration`, or ``duration``: shown
+    as text, ``"15m"``; checked by :class:`~fdcore.settings.checks.Seconds`, or ``seconds``:
+    shown as a number of seconds) takes either form: ``30``, ``"30s"``, ``"1h30m"``. ``flag``:
+    how a command line writes the key (``--agents``), for a declaration read from flags;
+    ``shown``: the reference's words for a default a ``factory`` gives."""
+    checks = _listed(check)
+    duration = duration or any(isinstance(c, Duration) for c in checks)
+    seconds = seconds or any(isinstance(c, Seconds) for c in checks)
     bounds: dict[str, Any] = {}
     for item in checks:
         bounds.update(getattr(item, "bounds", {}))
@@ -99,6 +107,9 @@ def setting(
         _HEADER: header,
         _EXPECTS: expects,
         _BOUNDS: bounds,
+        FLAG: flag,
+        _SHOWN: shown,
+        _CHECKS: tuple(c for c in checks if isinstance(c, Check)),
     }
     if factory is not None:
         return attrs.field(factory=factory, validator=checks or None, metadata=metadata)
@@ -111,84 +122,23 @@ def _listed(check: Any) -> list[Any]:
     return list(check) if isinstance(check, (list, tuple)) else [check]
 
 
+def help_of(field: attrs.Attribute[Any]) -> str:
+    """A declared field's line of help."""
+    return str(field.metadata.get(_HELP, ""))
+
+
+def checks_of(field: attrs.Attribute[Any]) -> tuple[Check, ...]:
+    """A declared field's value checks (:mod:`fdcore.settings.checks`; not its rules between
+    keys), for a reader of another kind (a flag) to apply the same."""
+    return tuple(field.metadata.get(_CHECKS, ()))
+
+
 def default_of(cls: type, name: str) -> Any:
     """The declared default of ``cls.name``: for a class that repeats a field, not its value."""
     field = _fields_dict(cls)[name]
     if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
         return attrs.Factory(field.default.factory)  # type: ignore[union-attr]
     return field.default
-
-
-@attrs.frozen
-class _Reads:
-    """An attrs validator applying a :class:`~fdcore.durations.Reader`'s check (the one the
-    commands' flags take), so a key and a flag mean the same."""
-
-    reader: Reader
-    bounds: dict[str, Any] = attrs.field(factory=dict)
-
-    def __call__(self, _instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value is None:
-            return
-        try:
-            self.reader.check(value)
-        except ConfigError as exc:
-            raise Invalid((attribute.name,), exc.message) from None
-
-
-def _reads(reader: Reader) -> _Reads:
-    bounds: dict[str, Any] = {}
-    low = getattr(reader, "low", getattr(reader, "minimum", None))
-    if low is not None and (low > 0 or getattr(reader, "zero_allowed", True)):
-        bounds["minimum"] = low  # (more than 0 is said in words: draft 4 has no such keyword)
-    high = getattr(reader, "high", getattr(reader, "maximum", None))
-    if high is not None:
-        bounds["maximum"] = high
-    return _Reads(reader, bounds)
-
-
-@attrs.frozen
-class Span:
-    """An attrs validator: a duration of more than 0 (at least ``minimum``) and at most
-    ``maximum`` seconds."""
-
-    minimum: float = 0.0
-    maximum: float = MAX_SECONDS
-    words: str = MAX_SPAN
-
-    def __call__(self, _instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value is None:
-            return
-        if self.minimum and value < self.minimum:
-            least = format_duration(self.minimum)
-            raise Invalid((attribute.name,), f"must be at least {least}, got {_shown(value)}")
-        if not 0 < value <= self.maximum:
-            raise Invalid(
-                (attribute.name,),
-                f"must be greater than 0 and at most {self.words}, got {_shown(value)}",
-            )
-
-
-def _shown(seconds: float) -> str:
-    return format_duration(seconds) if 0 <= seconds < 1e15 else f"{seconds:g}s"
-
-
-@attrs.frozen
-class OneOf:
-    """An attrs validator: each of the value's items (or the value) is one of ``choices``."""
-
-    choices: tuple[str, ...]
-    what: str
-
-    @property
-    def bounds(self) -> dict[str, Any]:
-        return {"enum": list(self.choices)}
-
-    def __call__(self, _instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-        for item in [value] if isinstance(value, str) else value:
-            if item not in self.choices:
-                known = ", ".join(self.choices)
-                raise Invalid((attribute.name,), f"unknown {self.what} {item!r} (known: {known})")
 
 
 # -- reading: the project's strict converter, with tables ---------------------------------------
@@ -278,7 +228,9 @@ def _tuple_factory(type_: Any) -> Any:
 
 
 def _is_tuple(type_: Any) -> bool:
-    return get_origin(type_) is tuple
+    """``tuple[X, ...]`` (a list in the file); a pair, ``tuple[X, Y]``, is the codec's."""
+    args = get_args(type_)
+    return get_origin(type_) is tuple and len(args) == 2 and args[1] is Ellipsis
 
 
 def _is_dict(type_: Any) -> bool:
@@ -416,7 +368,10 @@ def _enter(place: _Place, cls: type, name: str) -> Any:
     place.field, place.type = field, field.type
     if field.metadata.get(_REST):
         return None  # the rest of a table's keys: its own keys follow
-    (place.sections if _is_section(field.type) else place.keys).append(name)
+    if _is_section(field.type):
+        place.sections.append(name)
+    else:
+        place.keys.append(field.metadata.get(FLAG) or name)
     return field.type
 
 
@@ -442,7 +397,8 @@ def _error(
             place.number = None
         expected = f"expected {_expects(place)}, got {_short(place)}"
         return ConfigError(source, place.where(), expected)
-    return ConfigError(source, place.where(), str(problem))
+    message = problem.message if isinstance(problem, ConfigError) else str(problem)
+    return ConfigError(source, place.where(), message)
 
 
 def _short(place: _Place) -> str:
@@ -623,7 +579,9 @@ def _row(field: attrs.Attribute[Any]) -> str:
         return f"| any other key | string | | {help_text} |"
     default = _json_default(field)
     shown = f"`{_toml(default)}`"
-    if field.default is attrs.NOTHING:
+    if field.metadata.get(_SHOWN):
+        shown = str(field.metadata[_SHOWN]).replace("|", "\\|")
+    elif field.default is attrs.NOTHING:
         shown = "required"
     elif default is None:
         shown = "none"

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 import attrs
 
 from fdcore.abc import Notification, NotifierChannel
-from fdcore.agent.settings import AgentConfig
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import NOTIFIER, Plugins
+from fdcore.settings.agent_toml import AgentConfig
 
 
 @attrs.frozen

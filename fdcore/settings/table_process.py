@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 import attrs
 
-from fdcore.contract.limits import FILE_BYTES_RANGE, MAX_FILE_BYTES
+from fdcore.contract.limits import MAX_FILE_BYTES
 from fdcore.errors import ConfigError
+from fdcore.settings.checks import Check, FileBound, Whole
 
 __all__ = [
     "DEFAULT_LEASES",
@@ -41,13 +42,11 @@ Kind = Literal["text", "whole", "options"]
 
 @attrs.frozen
 class Variable:
-    """One variable of a table process: its name, what it holds, and the range of a number."""
+    """One variable of a table process: its name, what it holds, and the check of a number."""
 
     name: str
     kind: Kind = "text"
-    low: int | None = None  # a whole number's least value
-    high: int | None = None  # a whole number's greatest value (None: no bound)
-    unit: str = ""  # what a whole number counts, for its error
+    check: Check | None = None  # a whole number's
 
     def read(self, text: str) -> Any:
         """The value ``text`` gives, or a ConfigError naming the variable."""
@@ -57,16 +56,8 @@ class Variable:
             return text
         if self.kind == "options":
             return self._options(text)
-        try:
-            value = int(text)
-        except ValueError:
-            raise self.error(f"expected an integer, got {text!r}") from None
-        if (self.low is not None and value < self.low) or (
-            self.high is not None and value > self.high
-        ):
-            unit = f" {self.unit}" if self.unit else ""
-            raise self.error(f"must be {self._range()}{unit}, got {value}")
-        return value
+        assert self.check is not None, f"{self.name}: a whole number needs its check"
+        return self.check.bind(self.source, None).read(text)
 
     def write(self, value: Any) -> str | None:
         """The variable's text for ``value``; None leaves it unset (nothing to say)."""
@@ -76,11 +67,12 @@ class Variable:
             return json.dumps(dict(value), sort_keys=True)
         return str(value)
 
-    def error(self, message: str) -> ConfigError:
-        return ConfigError(f"environment variable {self.name}", None, message)
+    @property
+    def source(self) -> str:
+        return f"environment variable {self.name}"
 
-    def _range(self) -> str:
-        return f"{self.low}..{self.high}" if self.high is not None else f"at least {self.low}"
+    def error(self, message: str) -> ConfigError:
+        return ConfigError(self.source, None, message)
 
     def _options(self, text: str) -> dict[str, str]:
         try:
@@ -97,14 +89,12 @@ class Variable:
 def variable(
     name: str,
     kind: Kind = "text",
-    low: int | None = None,
-    high: int | None = None,
-    unit: str = "",
+    check: Check | None = None,
     **field: Any,
 ) -> Any:
     """A field of :class:`TableVariables` carried by variable ``name``, with its kind and bounds;
     ``field`` are attrs's (a ``default`` or ``factory`` when an older runner may not set it)."""
-    return attrs.field(metadata={"variable": Variable(name, kind, low, high, unit)}, **field)
+    return attrs.field(metadata={"variable": Variable(name, kind, check)}, **field)
 
 
 def _declared(field: attrs.Attribute[Any]) -> Variable:
@@ -118,18 +108,16 @@ class TableVariables:
 
     request: str = variable("FDCORE_REQUEST")
     table: str = variable("FDCORE_TABLE")
-    attempt: int = variable("FDCORE_ATTEMPT", "whole", 1)
-    fencing_token: int = variable("FDCORE_FENCING_TOKEN", "whole", 0)  # the lease's generation
+    attempt: int = variable("FDCORE_ATTEMPT", "whole", Whole(1))
+    fencing_token: int = variable(
+        "FDCORE_FENCING_TOKEN", "whole", Whole(0)
+    )  # the lease's generation
     agent: str = variable("FDCORE_AGENT")
     environment: str = variable("FDCORE_ENVIRONMENT")  # the environment's URL
     leases: str = variable("FDCORE_LEASES", default=DEFAULT_LEASES)  # the lease provider
     # the agent's bound of a mailbox file: a fenced write reads and writes within it
     max_file_bytes: int = variable(
-        "FDCORE_MAX_FILE_BYTES",
-        "whole",
-        *FILE_BYTES_RANGE,
-        unit="bytes",
-        default=MAX_FILE_BYTES,
+        "FDCORE_MAX_FILE_BYTES", "whole", FileBound(), default=MAX_FILE_BYTES
     )
     run_as: str | None = variable("FDCORE_RUN_AS", default=None)  # ``[runner] run_as``
     storage_backend: str | None = variable("FDCORE_STORAGE_BACKEND", default=None)

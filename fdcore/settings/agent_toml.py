@@ -2,7 +2,8 @@
 
 :class:`AgentToml` declares the file, table by table (``[agent]``, ``[storage]``,
 ``[pipeline]``, ``[runner]``, ``[[schedules]]``, ``[notify.routes.<name>]``, ``[incidents]``,
-``[retention]``): each key with its default, its checks and its help (:mod:`fdcore.agent.declared`).
+``[retention]``): each key with its default, its checks and its help
+(:mod:`fdcore.settings.declare`).
 :meth:`AgentToml.settings` gives the agent's :class:`AgentConfig`, whose defaults are the
 declared ones. Reading the file is the command line's job (:mod:`fdcore.cli.config`); the agent
 and the simulator only ever see these values.
@@ -13,18 +14,49 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import time
 from typing import Any, ClassVar
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 
-from fdcore.agent.declared import Invalid, OneOf, Span, default_of, setting
-from fdcore.contract.codec import FILE_BYTES_RANGE, MAX_FILE_BYTES
-from fdcore.contract.ids import validate_id
-from fdcore.contract.limits import MAX_ATTEMPTS, check_file_bound
+from fdcore.contract.limits import MAX_ATTEMPTS
 from fdcore.contract.models import INCIDENT_KINDS, MAX_COMPUTE_PER_HOUR
-from fdcore.durations import GRACE, Number, Seconds, Whole, format_duration
-from fdcore.errors import ConfigError, InvalidId
-from fdcore.plugins.manager import SLOT
+from fdcore.durations import format_duration
+from fdcore.errors import ConfigError
+from fdcore.settings.checks import (
+    GRACE,
+    AnId,
+    Duration,
+    FileBound,
+    Invalid,
+    NonEmpty,
+    Number,
+    OneOf,
+    Seconds,
+    Text,
+    TimeZone,
+    Whole,
+)
+from fdcore.settings.declare import default_of, setting
+from fdcore.settings.variables import operator_file_bound
+
+__all__ = [
+    "MAX_CONCURRENCY",
+    "MIN_POLL_SECONDS",
+    "OUR_SLOT_FUNCTIONS",
+    "AgentConfig",
+    "AgentTable",
+    "AgentToml",
+    "IncidentsConfig",
+    "NotifyTable",
+    "Objective",
+    "PipelineTable",
+    "QuietHours",
+    "RetentionConfig",
+    "RouteConfig",
+    "RunnerTable",
+    "ScheduleConfig",
+    "ScheduleTable",
+    "StorageTable",
+]
 
 MIN_POLL_SECONDS = 0.01
 MIN_STALE_AFTER = 0.1
@@ -35,38 +67,11 @@ MIN_RETENTION_EVERY = 60.0
 MAX_RETENTION_BATCH = 10_000
 
 
-def _an_id(what: str) -> Any:
-    def check(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-        for item in [value] if isinstance(value, str) else value:
-            try:
-                validate_id(item, what)
-            except InvalidId as exc:
-                raise Invalid((attribute.name,), str(exc)) from None
-
-    return check
-
-
 #: The longest ``owner`` (a person or team to call, shown by the views and incidents).
 MAX_OWNER_CHARACTERS = 128
-
-
-def _owner(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
-    if value is None:
-        return
-    if not value.strip() or len(value) > MAX_OWNER_CHARACTERS or not value.isprintable():
-        raise Invalid(
-            (attribute.name,),
-            f"expected 1..{MAX_OWNER_CHARACTERS} printable characters, got {value[:40]!r}",
-        )
-
-
-def _time_zone(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
-    if value is None:
-        return
-    try:
-        ZoneInfo(value)
-    except (ValueError, TypeError, OSError, ZoneInfoNotFoundError):
-        raise Invalid((attribute.name,), f"unknown IANA time zone {value!r}") from None
+_OWNER = Text(MAX_OWNER_CHARACTERS)
+#: The slot functions fdcore-slots gives (a schedule's timing keys), for editors' schema.
+OUR_SLOT_FUNCTIONS = ("every", "cron", "daily", "weekly")
 
 
 # -- the tables the agent reads as they are ------------------------------------------------------
@@ -77,23 +82,23 @@ class ScheduleTable:
     """One ``[[schedules]]`` table: its requests, and exactly one timing key (the name of an
     installed slot function: every, cron, daily, weekly, or a plugin's)."""
 
-    id: str = setting(help="the schedule's id (names its requests)", check=_an_id("schedule id"))
+    id: str = setting(help="the schedule's id (names its requests)", check=AnId("schedule id"))
     shared: bool = setting(False, help="true: one request per slot for every agent that has it")
     entities: tuple[str, ...] = setting(
-        (), help="its tables; empty: one run for every table", check=_an_id("table name")
+        (), help="its tables; empty: one run for every table", check=AnId("table name")
     )
     timezone: str | None = setting(
         None, help='the slot function\'s time zone, e.g. "Europe/Berlin"'
     )
     deadline: str | None = setting(None, help='how long a slot\'s request may wait, e.g. "6h"')
     owner: str | None = setting(
-        None, help="who to call about it (default: the agent's owner)", check=_owner
+        None, help="who to call about it (default: the agent's owner)", check=_OWNER
     )
     run_as: str | None = setting(
         None,
         help="the identity its tables run as (default: [runner] run_as); the runner gets it"
         " as FDCORE_RUN_AS",
-        check=_owner,
+        check=_OWNER,
     )
     timing: dict[str, str] = setting(
         factory=dict,
@@ -105,7 +110,7 @@ class ScheduleTable:
     @staticmethod
     def schema_extra() -> dict[str, Any]:
         """For editors: every slot function of fdcore-slots, one of them required."""
-        names = list(SLOT.ours)
+        names = list(OUR_SLOT_FUNCTIONS)
         return {
             "additionalProperties": {"type": "string"},
             "oneOf": [{"required": [name]} for name in names],
@@ -135,7 +140,7 @@ class QuietHours:
 
     start: time = setting(help='"HH:MM"', expects='a time such as "22:00"')
     end: time = setting(help='"HH:MM"', expects='a time such as "22:00"')
-    timezone: str = setting("UTC", help="an IANA time zone", check=_time_zone)
+    timezone: str = setting("UTC", help="an IANA time zone", check=TimeZone())
 
 
 @attrs.frozen
@@ -157,11 +162,11 @@ class RouteConfig:
         check=OneOf(INCIDENT_KINDS, "incident kind"),
     )
     escalate_after: float | None = setting(
-        None, help="open and unacknowledged this long before it posts", duration=True, check=Span()
+        None, help="open and unacknowledged this long before it posts", check=Duration()
     )
     quiet_hours: QuietHours | None = setting(None, help="posts due inside wait until its end")
     digest: float | None = setting(
-        None, help="what falls due within this interval is one post", duration=True, check=Span()
+        None, help="what falls due within this interval is one post", check=Duration()
     )
 
 
@@ -176,16 +181,16 @@ class Objective:
     table: str | None = setting(None, help="the table judged (its run log)")
     schedule: str | None = setting(None, help="the schedule judged (its requests)")
     success_rate: float | None = setting(None, help="the share that must succeed, in (0, 1]")
-    window: float = setting(86400.0, help="the success rate's window", duration=True, check=Span())
+    window: float = setting(86400.0, help="the success rate's window", check=Duration())
     freshness: float | None = setting(
-        None, help="the last success is at most this old", duration=True, check=Span()
+        None, help="the last success is at most this old", check=Duration()
     )
 
     def __attrs_post_init__(self) -> None:
         if (self.table is None) == (self.schedule is None):
             raise Invalid((), "needs exactly one of table, schedule")
         which = "table" if self.table is not None else "schedule"
-        _an_id(f"{which} {'name' if which == 'table' else 'id'}")(
+        AnId(f"{which} {'name' if which == 'table' else 'id'}")(
             self, attrs.fields_dict(Objective)[which], getattr(self, which)
         )
         if self.success_rate is None and self.freshness is None:
@@ -214,12 +219,11 @@ class IncidentsConfig:
     enabled: bool = setting(
         False, help="evaluate the environment and post incidents (off: no new writes or posts)"
     )
-    every: float = setting(60.0, help="between evaluations", duration=True, check=Span())
+    every: float = setting(60.0, help="between evaluations", check=Duration())
     lookback: float = setting(
         86400.0,
         help="an older failure or missed slot opens no incident",
-        duration=True,
-        check=Span(),
+        check=Duration(),
     )
     objectives: tuple[Objective, ...] = setting((), help="what tables and schedules keep up")
 
@@ -234,8 +238,7 @@ class RetentionConfig:
     keep: float = setting(
         7 * 86400.0,
         help="age of a finished request (since its final status) before it is moved",
-        duration=True,
-        check=Span(),
+        check=Duration(),
     )
     archive: bool = setting(
         True,
@@ -245,8 +248,7 @@ class RetentionConfig:
     every: float = setting(
         3600.0,
         help="one run per interval across the environment (at least 1m)",
-        duration=True,
-        check=Span(MIN_RETENTION_EVERY),
+        check=Duration(MIN_RETENTION_EVERY),
     )
     batch: int = setting(
         100, help="requests looked at per poll during a run", check=Whole(1, MAX_RETENTION_BATCH)
@@ -266,26 +268,16 @@ def _polls_within_stale(instance: Any, _attribute: Any, stale: float) -> None:
         )
 
 
-def _file_bound(_instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
-    try:
-        check_file_bound("", None, value)
-    except ConfigError as exc:
-        raise Invalid((attribute.name,), exc.message) from None
-
-
-_file_bound.bounds = {"minimum": FILE_BYTES_RANGE[0], "maximum": FILE_BYTES_RANGE[1]}  # type: ignore[attr-defined]
-
-
 @attrs.frozen
 class AgentTable:
     """``[agent]``: who the agent is, where its environment is, how often it polls."""
 
-    name: str = setting(help="unique in the environment", check=_an_id("agent name"))
+    name: str = setting(help="unique in the environment", check=AnId("agent name"))
     environment: str = setting(help="the environment's URL: any storage URL a plugin serves")
     owner: str | None = setting(
         None,
         help="who to call about it (a person or team): shown by the views and incidents",
-        check=_owner,
+        check=_OWNER,
     )
     compute_per_hour: float | None = setting(
         None,
@@ -318,10 +310,10 @@ class AgentTable:
     )
     host_admission: str = setting("slots", help="the host admission plugin: slots or lanes")
     max_file_bytes: int = setting(
-        MAX_FILE_BYTES,
-        help="a bigger mailbox file is reported, never read (default: $FDCORE_MAX_FILE_BYTES,"
-        " else 1 MiB)",
-        check=_file_bound,
+        factory=operator_file_bound,
+        shown="$FDCORE_MAX_FILE_BYTES, else 1048576",
+        help="a bigger mailbox file is reported, never read",
+        check=FileBound(),
     )
     create: bool = setting(False, help="create the environment if it is not there")
 
@@ -357,11 +349,6 @@ class PipelineTable:
     )
 
 
-def _command(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not value:
-        raise Invalid((attribute.name,), "expected a non-empty list of strings")
-
-
 @attrs.frozen
 class RunnerTable:
     """``[runner]``: what runs a table."""
@@ -370,7 +357,7 @@ class RunnerTable:
     command: list[str] | None = setting(
         None,
         help="command: the program and its arguments, run once per table",
-        check=_command,
+        check=NonEmpty(),
         expects="a non-empty list of strings",
     )
     function: str | None = setting(
@@ -383,7 +370,7 @@ class RunnerTable:
         None,
         help="the identity its tables run as, recorded in each run (default: user@host);"
         " the runner gets it as FDCORE_RUN_AS",
-        check=_owner,
+        check=_OWNER,
     )
 
 
@@ -394,7 +381,7 @@ class NotifyTable:
     routes: dict[str, RouteConfig] = setting(
         factory=dict,
         help="the routes, [notify.routes.<name>]",
-        check=_an_id("route name"),
+        check=AnId("route name"),
         expects="a table of routes, [notify.routes.<name>]",
     )
 
