@@ -623,7 +623,7 @@ def test_bad_options_are_one_line_errors(
 
 
 def test_scenario_refuses_bad_values_in_code_too() -> None:
-    with pytest.raises(ConfigError, match=r"^poll_seconds: must be greater than 0, got 0$"):
+    with pytest.raises(ConfigError, match=r"^poll_seconds: must be at least 0.01, got 0$"):
         Scenario(poll_seconds=0)
 
 

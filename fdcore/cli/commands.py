@@ -24,7 +24,6 @@ from fdcore.cli.wait import add_submit_flags, after_submit, check_submit_flags
 from fdcore.clock import SystemClock
 from fdcore.contract.codec import parse_time
 from fdcore.contract.ids import validate_id
-from fdcore.contract.limits import MAX_ATTEMPTS
 from fdcore.durations import parse_duration
 from fdcore.environment import (
     AgentRow,
@@ -46,7 +45,9 @@ from fdcore.errors import (
 )
 from fdcore.mailbox.submit import deadline_from
 from fdcore.plugins.manager import load_plugins
+from fdcore.settings.agent_toml import PipelineTable
 from fdcore.settings.checks import GRACE, Seconds, Whole, add_flag, check_duration
+from fdcore.settings.declare import check_of
 from fdcore.terminal import LiveView
 
 #: Runs the agent's clock this many seconds off the machine's: fault tests of clock skew.
@@ -360,7 +361,8 @@ class Submit:
         add_environment_flags(parser)
         parser.add_argument("--entities", required=True, help="tables, comma-separated")
         parser.add_argument("--id", help="request id (default: generated)")
-        add_flag(parser, "--max-attempts", Whole(1, MAX_ATTEMPTS), help="attempts before it fails")
+        attempts = check_of(PipelineTable, "max_attempts")
+        add_flag(parser, "--max-attempts", attempts, help="attempts before it fails")
         parser.add_argument(
             "--deadline", help="when it expires unclaimed: a duration from now (10m) or a time"
         )

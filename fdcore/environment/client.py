@@ -20,7 +20,6 @@ from typing import Generic, TypeVar
 
 from fdcore.contract.ids import is_valid_id, validate_id
 from fdcore.contract.layout import REQUESTS, STATUS
-from fdcore.contract.limits import MAX_ATTEMPTS
 from fdcore.contract.models import (
     AUDIT_ACTIONS,
     AUDIT_ORIGINS,
@@ -58,7 +57,9 @@ from fdcore.mailbox.index import MailboxIndex
 from fdcore.mailbox.submit import deadline_from, retry_request, submit
 from fdcore.mailbox.verdict import AgentVerdicts
 from fdcore.pricing import store_of
-from fdcore.settings.checks import GRACE, check_whole
+from fdcore.settings.agent_toml import PipelineTable
+from fdcore.settings.checks import GRACE
+from fdcore.settings.declare import check_of
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_POLL", "Environment", "RequestHandle"]
 
@@ -210,7 +211,9 @@ class Environment:
             except ValueError as exc:
                 raise RequestError(f"deadline {exc}") from None
         if max_attempts is not None:
-            check_whole("Environment.submit", "max_attempts", max_attempts, 1, MAX_ATTEMPTS)
+            check_of(PipelineTable, "max_attempts").bind(
+                "Environment.submit", "max_attempts"
+            ).check(max_attempts)
         who = _actor(actor)
         now = _now()
 

@@ -306,6 +306,7 @@ class AgentTable:
     host: str | None = setting(
         None,
         help="the host folder whose execution slots it shares (docs/host.md)",
+        check=Text(4096),
         expects="a folder path",
     )
     host_admission: str = setting("slots", help="the host admission plugin: slots or lanes")
@@ -435,44 +436,29 @@ class AgentToml:
     )
 
     def settings(self, source: str) -> AgentConfig:
-        """The agent's settings: these tables, flattened, ``source`` naming the file."""
-        agent, pipeline, runner = self.agent, self.pipeline, self.runner
-        options = {
-            k: v
-            for k, v in attrs.asdict(runner).items()
-            if k not in ("kind", "run_as") and v is not None
+        """The agent's settings: each AgentConfig field read from the key it names
+        (:func:`_read_from`), the runner's other keys as its options, ``source`` naming the file."""
+        values = {
+            field.name: _at(self, field.metadata[_READ_FROM])
+            for field in attrs.fields(AgentConfig)
+            if _READ_FROM in field.metadata
         }
+        read = {path[1] for path in read_paths() if path[0] == "runner"}
+        options = {k: v for k, v in attrs.asdict(self.runner).items() if k not in read}
         return AgentConfig(
-            name=agent.name,
-            owner=agent.owner,
-            compute_per_hour=agent.compute_per_hour,
-            environment=agent.environment,
-            poll_seconds=float(agent.poll_seconds),
-            stale_after=float(agent.stale_after),
-            concurrency=agent.concurrency,
-            shutdown_grace=float(agent.shutdown_grace),
-            storage_backend=self.storage.backend,
-            storage_options=dict(self.storage.options),
-            claim=pipeline.claim,
-            take_over=pipeline.take_over,
-            takeover_policy=pipeline.takeover_policy,
-            grace_seconds=float(pipeline.grace_seconds),
-            max_attempts=pipeline.max_attempts,
-            leases=pipeline.leases,
-            lease_seconds=None if pipeline.lease_seconds is None else float(pipeline.lease_seconds),
-            runner=runner.kind,
-            runner_options=options,
-            run_as=runner.run_as,
+            **values,
+            runner_options={k: v for k, v in options.items() if v is not None},
             schedules=tuple(_schedule(table) for table in self.schedules),
             routes=tuple(attrs.evolve(r, name=n) for n, r in self.notify.routes.items()),
-            incidents=self.incidents,
-            retention=self.retention,
-            host=agent.host or None,
-            host_admission=agent.host_admission,
-            max_file_bytes=agent.max_file_bytes,
-            create=agent.create,
             source=source,
         )
+
+
+def _at(toml: AgentToml, path: tuple[str, ...]) -> Any:
+    value: Any = toml
+    for step in path:
+        value = getattr(value, step)
+    return value
 
 
 def _schedule(table: ScheduleTable) -> ScheduleConfig:
@@ -490,42 +476,58 @@ def _schedule(table: ScheduleTable) -> ScheduleConfig:
     )
 
 
-def _default(table: type, name: str) -> Any:
-    return attrs.field(default=default_of(table, name))
+#: The metadata key of an AgentConfig field: the agent.toml path it is read from.
+_READ_FROM = "fdcore.read_from"
+
+
+def _read_from(table: str, key: str | None = None) -> Any:
+    """An AgentConfig field read from agent.toml's ``[table] key`` (or the whole table), its
+    default the declared one: the field names the key, the key holds the rest."""
+    path = (table,) if key is None else (table, key)
+    declared: Any = attrs.fields_dict(attrs.resolve_types(AgentToml))[table].type
+    default = default_of(AgentToml, table) if key is None else default_of(declared, key)
+    return attrs.field(default=default, metadata={_READ_FROM: path})
+
+
+def read_paths() -> list[tuple[str, ...]]:
+    """The agent.toml paths AgentConfig's fields are read from, in order."""
+    return [f.metadata[_READ_FROM] for f in attrs.fields(AgentConfig) if _READ_FROM in f.metadata]
 
 
 @attrs.frozen
 class AgentConfig:
-    """An agent's settings, flat: agent.toml's tables (:class:`AgentToml`) with their defaults."""
+    """An agent's settings, flat: each field names the agent.toml key it is read from and takes
+    that key's declared default (``tests/test_settings_readers.py`` holds that every key of
+    ``[agent]``, ``[storage]``, ``[pipeline]`` and ``[runner]`` is read exactly once)."""
 
-    name: str
-    environment: str
-    owner: str | None = _default(AgentTable, "owner")
-    compute_per_hour: float | None = _default(AgentTable, "compute_per_hour")
-    poll_seconds: float = _default(AgentTable, "poll_seconds")
-    stale_after: float = _default(AgentTable, "stale_after")
-    concurrency: int = _default(AgentTable, "concurrency")
-    shutdown_grace: float = _default(AgentTable, "shutdown_grace")
-    storage_backend: str | None = _default(StorageTable, "backend")
-    storage_options: Mapping[str, str] = _default(StorageTable, "options")
-    claim: str = _default(PipelineTable, "claim")
-    take_over: bool = _default(PipelineTable, "take_over")
-    takeover_policy: str = _default(PipelineTable, "takeover_policy")
-    grace_seconds: float = _default(PipelineTable, "grace_seconds")
-    max_attempts: int = _default(PipelineTable, "max_attempts")
-    leases: str = _default(PipelineTable, "leases")
-    lease_seconds: float | None = _default(PipelineTable, "lease_seconds")  # default: stale_after
-    runner: str = _default(RunnerTable, "kind")
+    name: str = _read_from("agent", "name")
+    environment: str = _read_from("agent", "environment")
+    owner: str | None = _read_from("agent", "owner")
+    compute_per_hour: float | None = _read_from("agent", "compute_per_hour")
+    poll_seconds: float = _read_from("agent", "poll_seconds")
+    stale_after: float = _read_from("agent", "stale_after")
+    concurrency: int = _read_from("agent", "concurrency")
+    shutdown_grace: float = _read_from("agent", "shutdown_grace")
+    storage_backend: str | None = _read_from("storage", "backend")
+    storage_options: Mapping[str, str] = _read_from("storage", "options")
+    claim: str = _read_from("pipeline", "claim")
+    take_over: bool = _read_from("pipeline", "take_over")
+    takeover_policy: str = _read_from("pipeline", "takeover_policy")
+    grace_seconds: float = _read_from("pipeline", "grace_seconds")
+    max_attempts: int = _read_from("pipeline", "max_attempts")
+    leases: str = _read_from("pipeline", "leases")
+    lease_seconds: float | None = _read_from("pipeline", "lease_seconds")  # None: stale_after
+    runner: str = _read_from("runner", "kind")
     runner_options: Mapping[str, Any] = attrs.field(factory=dict)  # [runner]'s other keys
-    run_as: str | None = _default(RunnerTable, "run_as")
+    run_as: str | None = _read_from("runner", "run_as")
     schedules: tuple[ScheduleConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()  # notification routes, in the order of agent.toml
-    incidents: IncidentsConfig = _default(AgentToml, "incidents")
-    retention: RetentionConfig = _default(AgentToml, "retention")
-    host: str | None = _default(AgentTable, "host")  # the host folder (docs/host.md)
-    host_admission: str = _default(AgentTable, "host_admission")
-    max_file_bytes: int = _default(AgentTable, "max_file_bytes")
-    create: bool = _default(AgentTable, "create")
+    incidents: IncidentsConfig = _read_from("incidents")
+    retention: RetentionConfig = _read_from("retention")
+    host: str | None = _read_from("agent", "host")  # the host folder (docs/host.md)
+    host_admission: str = _read_from("agent", "host_admission")
+    max_file_bytes: int = _read_from("agent", "max_file_bytes")
+    create: bool = _read_from("agent", "create")
     source: str = "<config>"
 
     @property

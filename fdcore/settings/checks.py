@@ -69,6 +69,17 @@ class Check:
     #: The value a flag declared with this check takes when not given (None: no default).
     default: Any = None
 
+    def _rule(self) -> tuple[Any, ...]:
+        """What the check holds a value to: its kind and its parameters (not where it is read)."""
+        rule = {k: v for k, v in vars(self).items() if k not in ("source", "key")}
+        return (type(self), *sorted(rule.items()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Check) and self._rule() == other._rule()
+
+    def __hash__(self) -> int:
+        return hash(self._rule())
+
     def bind(self, source: str, key: str | None) -> Check:
         """This check, its errors naming ``source`` and ``key`` (a command and its flag)."""
         bound = copy.copy(self)

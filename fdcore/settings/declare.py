@@ -36,6 +36,7 @@ from fdcore.webhook import NOT_A_VARIABLE, is_variable_name
 
 __all__ = [
     "FLAG",
+    "check_of",
     "checks_of",
     "default_of",
     "effective",
@@ -131,6 +132,13 @@ def checks_of(field: attrs.Attribute[Any]) -> tuple[Check, ...]:
     """A declared field's value checks (:mod:`fdcore.settings.checks`; not its rules between
     keys), for a reader of another kind (a flag) to apply the same."""
     return tuple(field.metadata.get(_CHECKS, ()))
+
+
+def check_of(cls: type, name: str) -> Check:
+    """The one value check of the declared field ``cls.name``: for another reader of the same
+    value (a flag, a scenario, a method's parameter) to apply it, not a copy of it."""
+    [check] = checks_of(_fields_dict(cls)[name])
+    return check
 
 
 def default_of(cls: type, name: str) -> Any:
@@ -264,6 +272,8 @@ def structure(cls: type[T], data: Mapping[str, Any], source: str) -> T:
         return converter.structure(data, cls)
     except (cattrs.BaseValidationError, Invalid, TypeError, ValueError) as exc:
         path, problem = _first_problem(exc)
+        if isinstance(problem, ConfigError) and not isinstance(problem, Invalid):
+            raise problem from None  # names its own source: a default's variable
         raise _error(cls, data, source, path, problem) from None
 
 

@@ -10,12 +10,11 @@ from typing import Any
 
 import attrs
 
-from fdcore.contract.limits import MAX_ATTEMPTS
 from fdcore.errors import ConfigError
 from fdcore.plugins.manager import CLAIM, SLOT, load_plugins
-from fdcore.settings.agent_toml import MAX_CONCURRENCY, AgentTable, PipelineTable
-from fdcore.settings.checks import GRACE, Invalid, Number, OneOf, PerName, Seconds, Whole
-from fdcore.settings.declare import FLAG, default_of, setting, structure
+from fdcore.settings.agent_toml import AgentTable, PipelineTable
+from fdcore.settings.checks import Invalid, Number, OneOf, PerName, Seconds, Whole
+from fdcore.settings.declare import FLAG, check_of, default_of, setting, structure
 
 EPOCH = datetime(2027, 1, 15, tzinfo=timezone.utc)  # virtual time 0, a Friday, 00:00 UTC
 ARRIVALS = ("poisson", "bursty", "all")
@@ -105,9 +104,14 @@ class Scenario:
         "claim policy: always, when_free or one a plugin adds",
     )
     take_over: bool = _option("--take-over", False, None, "agents take over lost agents' requests")
-    concurrency: int = _option("--concurrency", 2, Whole(1, MAX_CONCURRENCY), "workers per agent")
+    concurrency: int = _option(
+        "--concurrency", 2, check_of(AgentTable, "concurrency"), "workers per agent"
+    )
     poll_seconds: float = _option(
-        "--poll-seconds", 5.0, Seconds(), "seconds between an agent's polls"
+        "--poll-seconds",
+        default_of(AgentTable, "poll_seconds"),
+        check_of(AgentTable, "poll_seconds"),
+        "seconds between an agent's polls",
     )
     poll_jitter: float = _option(  # each poll interval is poll_seconds * (1 +- jitter)
         "--poll-jitter", 0.1, Number(0, 0.5), "poll interval spread, a share of poll-seconds"
@@ -116,19 +120,19 @@ class Scenario:
     stale_after: float = _option(
         "--stale-after",
         default_of(AgentTable, "stale_after"),
-        Seconds(),
+        check_of(AgentTable, "stale_after"),
         "an agent's record is stale after this",
     )
     grace_seconds: float = _option(
         "--grace",
         default_of(PipelineTable, "grace_seconds"),
-        GRACE,
+        check_of(PipelineTable, "grace_seconds"),
         "seconds past stale-after before an agent is lost",
     )
     max_attempts: int = _option(
         "--max-attempts",
         default_of(PipelineTable, "max_attempts"),
-        Whole(1, MAX_ATTEMPTS),
+        check_of(PipelineTable, "max_attempts"),
         "lost attempts before a request fails",
     )
     # workload
@@ -260,7 +264,7 @@ class Scenario:
     agent_concurrency: tuple[tuple[str, int], ...] = _option(
         "--agent-concurrency",
         (),
-        [PerName(Whole(1, MAX_CONCURRENCY), "NAME=WORKERS (e.g. agent-1=8)"), _in_fleet],
+        [PerName(check_of(AgentTable, "concurrency"), "NAME=WORKERS (e.g. agent-1=8)"), _in_fleet],
         "NAME=WORKERS: that agent's workers, instead of --concurrency",
     )
 
