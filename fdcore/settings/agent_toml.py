@@ -30,6 +30,7 @@ from fdcore.settings.checks import (
     NonEmpty,
     Number,
     OneOf,
+    Portion,
     Seconds,
     Text,
     TimeZone,
@@ -178,9 +179,15 @@ class Objective:
     ``window``, at least this share succeeded. ``freshness``: the last success is no older.
     """
 
-    table: str | None = setting(None, help="the table judged (its run log)")
-    schedule: str | None = setting(None, help="the schedule judged (its requests)")
-    success_rate: float | None = setting(None, help="the share that must succeed, in (0, 1]")
+    table: str | None = setting(
+        None, help="the table judged (its run log)", check=AnId("table name")
+    )
+    schedule: str | None = setting(
+        None, help="the schedule judged (its requests)", check=AnId("schedule id")
+    )
+    success_rate: float | None = setting(
+        None, help="the share that must succeed, in (0, 1]", check=Portion()
+    )
     window: float = setting(86400.0, help="the success rate's window", check=Duration())
     freshness: float | None = setting(
         None, help="the last success is at most this old", check=Duration()
@@ -189,15 +196,8 @@ class Objective:
     def __attrs_post_init__(self) -> None:
         if (self.table is None) == (self.schedule is None):
             raise Invalid((), "needs exactly one of table, schedule")
-        which = "table" if self.table is not None else "schedule"
-        AnId(f"{which} {'name' if which == 'table' else 'id'}")(
-            self, attrs.fields_dict(Objective)[which], getattr(self, which)
-        )
         if self.success_rate is None and self.freshness is None:
             raise Invalid((), "needs success_rate (with window) or freshness")
-        rate = self.success_rate
-        if rate is not None and not 0 < rate <= 1:
-            raise Invalid(("success_rate",), f"must be in (0, 1], got {rate!r}")
 
     @staticmethod
     def schema_extra() -> dict[str, Any]:

@@ -38,6 +38,7 @@ __all__ = [
     "Number",
     "OneOf",
     "PerName",
+    "Portion",
     "Seconds",
     "Text",
     "TimeZone",
@@ -234,6 +235,20 @@ class Number(Check):
 
     def check(self, value: float) -> float:
         return check_number(self.source, self.key, value, self.low, self.high)
+
+
+class Portion(Check):
+    """A share of more than 0 and at most 1 (a success rate)."""
+
+    @property
+    def bounds(self) -> dict[str, Any]:
+        return {"maximum": 1}  # (more than 0 is said in words: draft 4 has no such keyword)
+
+    def check(self, value: float) -> float:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not 0 < value <= 1:
+            raise self.fail(f"must be in (0, 1], got {value!r}")
+        return value
 
 
 class Whole(Check):
