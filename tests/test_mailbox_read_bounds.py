@@ -102,7 +102,7 @@ def test_a_bad_environment_variable_is_one_line_naming_it(
     assert main([*command, "--env", str(tmp_path / "env")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(
-        "environment variable FDCORE_MAX_FILE_BYTES: expected an integer, got 'lots'"
+        "environment variable FDCORE_MAX_FILE_BYTES: expected a whole number, got 'lots'"
     ), err
     assert "\n" not in err
 

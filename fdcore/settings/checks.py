@@ -344,7 +344,8 @@ class OneOf(Check):
         known = self.known
         for item in [value] if isinstance(value, str) else value:
             if item not in known:
-                raise self.fail(f"unknown {self.what} {item!r} (known: {', '.join(known)})")
+                listed = ", ".join(known) or "none installed"
+                raise self.fail(f"unknown {self.what} {item!r} (known: {listed})")
         return value
 
 
