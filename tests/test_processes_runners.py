@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fdcore.builtin.processes import ProcessRecords
+from fdcore.builtin import processes
+from fdcore.builtin.processes import ProcessRecords, table_process
 from fdcore.cli.fleet import AgentFleet, AgentProcess, wait_until
 from fdcore.contract.models import State
 from fdcore.mailbox.submit import submit
@@ -67,9 +69,16 @@ def script(tmp_path: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "preexec_fn"])
 def test_a_killed_agents_table_process_dies_with_it(
-    fdcore_fleet: AgentFleet, tmp_path: Path
+    fdcore_fleet: AgentFleet, tmp_path: Path, setpriv: bool
 ) -> None:
+    """Both ways a table process is started: through ``setpriv`` where it is installed, and
+    with the agent's own ``preexec_fn`` where it is not (a PATH without it)."""
+    if setpriv and processes._setpriv() is None:
+        pytest.skip("util-linux's setpriv with --pdeathsig is not installed")
+    if not setpriv:
+        fdcore_fleet.env["PATH"] = str(tmp_path / "no-programs")
     log = tmp_path / "ticks.jsonl"
     agent = table_agent(fdcore_fleet, tmp_path, [sys.executable, script(tmp_path), str(log), "30"])
     submit(fdcore_fleet.mailbox, ["sales"], request_id="r1")
@@ -135,3 +144,30 @@ def test_a_recorded_group_still_running_is_ended(tmp_path: Path) -> None:
     assert records.end_leftovers() == 1
     assert leader.wait(5) == -signal.SIGKILL
     assert records.end_leftovers() == 0
+
+
+def test_a_table_process_whose_agent_died_before_the_signal_was_armed_exits(
+    tmp_path: Path,
+) -> None:
+    """The shell ``setpriv`` execs checks its parent is the agent that started it: here it
+    is told another pid, as if the agent had died and the process been handed to another."""
+    if processes._setpriv() is None:
+        pytest.skip("util-linux's setpriv with --pdeathsig is not installed")
+    marker = tmp_path / "ran"
+    argv, options = table_process(["touch", str(marker)], {"PATH": "/usr/bin:/bin"}, None)
+    assert argv[argv.index("sh") + 1] == str(os.getpid())  # the agent's pid, for the check
+    ran = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, check=False, **options)
+    assert ran.returncode == 0 and marker.exists()
+    marker.unlink()
+    argv[argv.index("sh") + 1] = "1"  # a parent other than the agent
+    orphan = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, check=False, **options)
+    assert orphan.returncode == 1 and not marker.exists()
+
+
+def test_a_missing_program_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """As ``Popen`` refuses it, though the program it runs is ``setpriv``."""
+    if processes._setpriv() is None:
+        pytest.skip("util-linux's setpriv with --pdeathsig is not installed")
+    for program in ("no-such-table-program", "./no-such-script.sh"):
+        with pytest.raises(FileNotFoundError, match=f"No such file or directory: '{program}'"):
+            table_process([program], {"PATH": str(tmp_path)}, str(tmp_path))

@@ -54,6 +54,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from site import getsitepackages as site_packages
 from typing import Any, Protocol
 
 HERE = Path(__file__).resolve().parent
@@ -101,6 +102,7 @@ class Fdcore:
         self, folder: Path, seconds: float, variant: str = "", before: Path | None = None
     ) -> None:
         self.name = f"fdcore:{variant}" if variant else "fdcore"
+        self.launcher: list[str] | None = None
         self.fleet = AgentFleet(folder, str(folder / "env"))
         self.fleet.env = _env(folder, seconds)
         self.sections: dict[str, Any] = {
@@ -114,16 +116,16 @@ class Fdcore:
             elif key == "poll":
                 self.sections["agent"]["poll_seconds"] = float(value)
             elif key == "before" and (value or before is not None):
-                # The agents run the code of that checkout (core and local folder backend).
                 checkout = Path(value) if value else before
                 assert checkout is not None
-                self.fleet.add_pythonpath(checkout, checkout / "plugins" / "localfs")
+                self.launcher = _checkout_launcher(self.fleet, checkout)
             else:
                 raise SystemExit(f"--systems: no fdcore variant {part!r} (or no --before)")
 
     def start(self, processes: int) -> list[int]:
         for n in range(processes):
-            self.fleet.add(f"peer-{n}", self.sections)
+            agent = self.fleet.add(f"peer-{n}", self.sections)
+            agent.launcher = self.launcher or agent.launcher
         return [agent.start().pid for agent in self.fleet]
 
     def submit(self, requests: list[Request]) -> None:
@@ -144,6 +146,19 @@ class Fdcore:
     def stop(self) -> None:
         self.fleet.stop_all()
         self.fleet.kill_all()
+
+
+def _checkout_launcher(fleet: AgentFleet, checkout: Path) -> list[str]:
+    """Agents that run the code of ``checkout`` (the core and every plugin of it): Python
+    without ``site``, so this venv's editable installs (import hooks that win over
+    ``PYTHONPATH``) do not load this checkout instead; its packages come from ``PYTHONPATH``,
+    the third-party ones from this venv's site-packages."""
+    distributions = sorted(checkout.glob("plugins/*/fdcore_*")) + sorted(
+        checkout.glob("contrib/*/fdcore_*")
+    )
+    paths = [checkout, *(package.parent for package in distributions), *map(Path, site_packages())]
+    fleet.env["PYTHONPATH"] = os.pathsep.join(str(path) for path in paths)
+    return [sys.executable, "-S", "-m", "fdcore.cli"]
 
 
 class _Workers:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from fdcore.abc import TableJob, TableResult, TableRun
-from fdcore.builtin.processes import ProcessRecords, child_setup, end_group, exited
+from fdcore.builtin.processes import ProcessRecords, end_group, exited, table_process
 from fdcore.contract.models import output_tail
 
 log = logging.getLogger("fdcore.table")
@@ -140,18 +140,17 @@ class CommandRunner:
         command = options.get("command")
         if not command or not isinstance(command, list):
             raise ValueError("[runner] command must be a non-empty list of strings")
+        env = {**os.environ, **job.environ()}
+        argv, started = table_process([str(part) for part in command], env, options.get("cwd"))
         process = subprocess.Popen(
-            [str(part) for part in command],
-            env={**os.environ, **job.environ()},
+            argv,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=options.get("cwd"),
             pass_fds=job.inherit,
-            # Other threads run in the agent (run waiters, the watcher, incidents): the child
-            # runs only setsid, a prctl whose function was looked up before the fork, getppid
-            # and _exit, and takes no lock another thread could hold at the fork.
-            preexec_fn=child_setup(),
+            **started,  # its own session, and death with the agent
         )
         records = ProcessRecords(job.agent, job.environment)
         records.add(process.pid)
