@@ -5,7 +5,7 @@ Memory storage (:mod:`.memory`, for tests and the simulator), the ``mailbox`` le
 notifier (:mod:`.notifiers`); :mod:`.plugin` holds their hook implementations. Everything else
 comes from plugin distributions.
 
-Layer 5: imports the layers below (errors, contract, abc, plugins, mailbox: the lease files are
+Layer 6: imports the layers below (errors, contract, abc, plugins, mailbox: the lease files are
 read and written as every mailbox file is), never the agent or the command line.
 
 Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); plugins

@@ -4,7 +4,7 @@ The vendor suite (:mod:`fdcore.testing.storage_suite`) and ``fdcore doctor`` run
 functions of :mod:`.probes`, so what the suite proves on a laptop is what doctor proves on a
 tenant.
 
-Layer 6: imports the layers below it (errors, abc, plugins); no pytest.
+Layer 7: imports the layers below it (errors, abc, plugins); no pytest.
 
 Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); vendors run
 these probes through :mod:`fdcore.testing.storage_suite`.

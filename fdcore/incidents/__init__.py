@@ -8,8 +8,9 @@
   digests), claimed in the document so that of several agents exactly one posts.
 - :mod:`.watch`: the agent's timer, on a thread of its own, off the poll path.
 
-Layer: above :mod:`fdcore.agent` (it uses its settings and notification routes), below the
-simulator and the command line.
+Layer: above :mod:`fdcore.agent`, below the simulator and the command line; it imports nothing
+from the agent (its settings are :mod:`fdcore.settings.agent_toml`'s, its routes
+:mod:`fdcore.plugins.routes`').
 
 Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); notifiers get a
 :class:`fdcore.abc.Notification`.

@@ -4,7 +4,11 @@
 ``fdcore`` entry-point group, calls the hooks through ``pm.hook`` and is the typed facade the core
 asks for an implementation by kind and name.
 
-Layer 3: imports :mod:`fdcore.errors`, :mod:`fdcore.contract` and :mod:`fdcore.abc`.
+:mod:`.storage` opens an agent's environment from its settings and :mod:`.routes` its
+notification routes (the agent, the incident watch and the commands share both).
+
+Layer 4: imports :mod:`fdcore.errors`, :mod:`fdcore.contract`, :mod:`fdcore.settings` and
+:mod:`fdcore.abc`.
 
 Internal: not part of fdcore's public API (docs/architecture.md, "Public API"); plugins mark
 hooks with ``fdcore.hookimpl`` and read the hooks' reference in docs/plugins.md.

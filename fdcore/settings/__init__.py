@@ -12,6 +12,9 @@
   told and an operator sets.
 
 Plugins import the checks from here (a command's flags, a plugin's options).
+
+Layer 2: imports :mod:`fdcore.errors`, :mod:`fdcore.durations`, :mod:`fdcore.webhook` and
+:mod:`fdcore.contract`.
 """
 
 from __future__ import annotations
