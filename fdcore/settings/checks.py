@@ -41,6 +41,7 @@ __all__ = [
     "Portion",
     "Seconds",
     "Text",
+    "TextCheck",
     "TimeZone",
     "Whole",
     "add_flag",
@@ -116,6 +117,13 @@ class Check:
             self.check(value)
         except ConfigError as exc:
             raise Invalid((attribute.name,), exc.message) from None
+
+
+class TextCheck(Check):
+    """A check of a value typed as text (a name, a duration): a flag's text is the value."""
+
+    def parse(self, text: str) -> str:
+        return text
 
 
 # -- numbers -------------------------------------------------------------------------------------
@@ -286,7 +294,7 @@ class FileBound(Whole):
         return value  # type: ignore[return-value]
 
 
-class Duration(Check):
+class Duration(TextCheck):
     """A duration (``--keep 7d``; ``every = "1h"``): text, or seconds once read, of more than 0,
     at least ``minimum``, at most ``maximum``."""
 
@@ -298,9 +306,6 @@ class Duration(Check):
     @property
     def bounds(self) -> dict[str, Any]:
         return {"minimum": self.minimum} if self.minimum else {}
-
-    def parse(self, text: str) -> str:
-        return text
 
     def check(self, value: object) -> float:
         return check_duration(
@@ -320,7 +325,7 @@ GRACE: Seconds = _Grace(zero_allowed=True)
 # -- texts ---------------------------------------------------------------------------------------
 
 
-class OneOf(Check):
+class OneOf(TextCheck):
     """The value (or each of its items) is one of ``choices`` (or of what ``choices()`` gives:
     the installed plugins' names, known only when checked)."""
 
@@ -337,9 +342,6 @@ class OneOf(Check):
     def bounds(self) -> dict[str, Any]:
         return {} if callable(self.choices) else {"enum": list(self.known)}
 
-    def parse(self, text: str) -> str:
-        return text
-
     def check(self, value: Any) -> Any:
         known = self.known
         for item in [value] if isinstance(value, str) else value:
@@ -349,14 +351,11 @@ class OneOf(Check):
         return value
 
 
-class AnId(Check):
+class AnId(TextCheck):
     """An id of the contract (an agent's name, a table's, a schedule's), or a list of them."""
 
     def __init__(self, what: str) -> None:
         self.what = what
-
-    def parse(self, text: str) -> str:
-        return text
 
     def check(self, value: Any) -> Any:
         for item in [value] if isinstance(value, str) else value:
@@ -367,14 +366,11 @@ class AnId(Check):
         return value
 
 
-class Text(Check):
+class Text(TextCheck):
     """A text a person reads back (an owner, an identity): 1 to ``most`` printable characters."""
 
     def __init__(self, most: int) -> None:
         self.most = most
-
-    def parse(self, text: str) -> str:
-        return text
 
     def check(self, value: str) -> str:
         if not value.strip() or len(value) > self.most or not value.isprintable():
@@ -382,11 +378,8 @@ class Text(Check):
         return value
 
 
-class TimeZone(Check):
+class TimeZone(TextCheck):
     """An IANA time zone name (``"Europe/Berlin"``)."""
-
-    def parse(self, text: str) -> str:
-        return text
 
     def check(self, value: str) -> str:
         try:
