@@ -7,7 +7,7 @@ happened; the poll stays the heartbeat (docs/agents.md, "Between polls").
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -176,6 +176,39 @@ def test_a_poll_without_room_lists_nothing_and_announced_work_waits_for_no_poll(
     fleet.finish_runs()
     agent.react()  # r0's table ended: the freed worker looks at once
     assert tables_started(fleet) == ["r0/t", "r1/u"]
+
+
+class EndingDuringALook(Counting):
+    """A store whose next listing first runs ``during``: something that happens while a look
+    is under way (another table of the agent ends)."""
+
+    during: Callable[[], None] | None = None
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        if self.during is not None and prefix != CANCELS:
+            during, self.during = self.during, None
+            during()
+        return super().list(prefix)
+
+
+def test_a_worker_freed_during_a_look_takes_work_in_the_same_reaction(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    """A request that ends while the freed worker of another looks frees a second worker the
+    look did not see. Its end is this reaction's to handle (no other comes for it): the agent
+    looks again, rather than leave the worker idle until something else happens."""
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(EndingDuringALook)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=2)
+    for n in range(5):
+        submit(fleet.mailbox, [f"t{n}"], request_id=f"r{n}", now=START)
+    agent.poll()  # claims r0 and r1; r2..r4 left for later
+    assert tables_started(fleet) == ["r0/t0", "r1/t1"]
+    fleet.finish_runs("r0")
+    store.during = lambda: fleet.finish_runs("r1")  # r1 ends as r0's freed worker looks
+    fleet.clock.advance(1)
+    agent.react()
+    assert tables_started(fleet) == ["r0/t0", "r1/t1", "r2/t2", "r3/t3"]
 
 
 def test_a_request_nobody_announced_is_claimed_at_the_next_poll_after_a_reaction(

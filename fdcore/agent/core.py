@@ -247,7 +247,13 @@ class Agent:
             return
         self.discovery.look_for_work(now)
         self.cancels.stop_held(now)  # what the look took on may be cancelled: not started
-        self._move_held_work(now)
+        # A request that ended during the look freed a worker the look did not see: its end
+        # was this reaction's to handle, and no other will come for it, so look again.
+        while self._move_held_work(now) and self.discovery.backlog > 0:
+            if not self.components.claim.may_claim(self.load()):
+                break
+            self.discovery.look_for_work(now)
+            self.cancels.stop_held(now)
 
     def next_due(self, now: datetime) -> datetime | None:
         """When the next slot of this agent's schedules is due (None without schedules)."""
