@@ -39,7 +39,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from fdcore.abc import Blob, Listed, Storage, TableJob, TableRun, read_mailbox_file
+from fdcore.abc import Blob, Listed, ListedChanges, Storage, TableJob, TableRun, read_mailbox_file
 from fdcore.agent.components import build_components
 from fdcore.agent.core import Agent
 from fdcore.agent.retention import protected_requests, retire
@@ -67,6 +67,8 @@ class CountingStorage:
         self.storage = storage
         self.url = storage.url
         self.counts: Counter[str] = Counter()
+        if hasattr(storage, "list_changes"):  # offered only where the store offers it
+            self.list_changes = self._list_changes
 
     def __getattr__(self, name: str) -> Any:  # last_write_time and the like, uncounted
         return getattr(self.storage, name)
@@ -102,6 +104,12 @@ class CountingStorage:
         listed = list(self.storage.list_versions(prefix))  # type: ignore[attr-defined]
         self.counts["listed_keys"] += len(listed)
         return iter(listed)
+
+    def _list_changes(self, prefix: str, cursor: object | None = None) -> ListedChanges:
+        self.counts["list"] += 1
+        changes: ListedChanges = self.storage.list_changes(prefix, cursor)  # type: ignore[attr-defined]
+        self.counts["listed_keys"] += len(changes.listed) + len(changes.removed)
+        return changes
 
     def close(self) -> None:
         self.storage.close()

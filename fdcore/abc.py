@@ -255,8 +255,8 @@ class ListingChanges(Protocol):
 
     A reader that lists a folder over and over (an agent's poll) then pays for what changed
     since its last listing, not for every live key. Offered where the store can tell cheaply
-    (the memory store and the simulator's keep a log of their writes); a real store's reader
-    keeps the full listing (:meth:`VersionedListing.list_versions`).
+    (the memory store and the simulator's keep a log of their writes, the local folder is told
+    by inotify); elsewhere a reader keeps the full listing (:meth:`VersionedListing.list_versions`).
     """
 
     def list_changes(self, prefix: str, cursor: object | None = None) -> ListedChanges:

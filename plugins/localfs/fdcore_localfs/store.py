@@ -34,6 +34,7 @@ from fdcore.abc import (
     MAX_KEY_LENGTH,
     Blob,
     Listed,
+    ListedChanges,
     check_precondition,
     validate_key,
     validate_prefix,
@@ -48,6 +49,7 @@ from fdcore.errors import (
     StorageUnavailable,
     UnreadableFile,
 )
+from fdcore_localfs.changes import CHANGES
 from fdcore_localfs.watch import watch_folder
 
 INTERNAL = ".fdcore"  # scratch files and lock stripes; dot names are never keys
@@ -412,6 +414,37 @@ class LocalFolderStorage:
                 raise self._unavailable(key, exc) from None
             listed.append(self._version(key, entry.path, found))
         return iter(listed)
+
+    def list_changes(self, prefix: str, cursor: object | None = None) -> ListedChanges:
+        """:class:`fdcore.abc.ListingChanges`: for a folder's prefix (``requests/``), what changed
+        since ``cursor`` as inotify told it (:mod:`fdcore_localfs.changes`): one ``stat`` per name
+        an event concerned, not one per file. The whole listing where the watch cannot tell."""
+        validate_prefix(prefix)
+        if not prefix.endswith("/"):
+            return ListedChanges(None, True, list(self.list_versions(prefix)), [])
+        self._check_root(prefix)
+        folder = self.root / prefix
+        names, cursor = CHANGES.since(folder, cursor)
+        if names is None:
+            return ListedChanges(cursor, True, list(self.list_versions(prefix)), [])
+        listed: builtins.list[Listed] = []
+        removed: builtins.list[str] = []
+        for name in sorted(set(names)):
+            key = prefix + name
+            if name.startswith(".") or len(key) > MAX_KEY_LENGTH:
+                continue  # never a key (as in the whole listing)
+            path = folder / name
+            try:
+                found = os.stat(path, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                removed.append(key)
+                continue
+            except OSError as exc:
+                raise self._unavailable(key, exc) from None
+            if stat.S_ISDIR(found.st_mode):  # a folder now (its watch ends at the next call)
+                return ListedChanges(None, True, list(self.list_versions(prefix)), [])
+            listed.append(self._version(key, str(path), found))
+        return ListedChanges(cursor, False, listed, removed)
 
     def _version(self, key: str, path: str, found: os.stat_result) -> Listed:
         """The version of ``key`` whose ``stat`` is ``found``: the one known by its inode, times

@@ -15,7 +15,14 @@ from fdcore.testing.storage_suite import (
 
 
 class TestLocalFolderStorage(StorageSuite):
-    offers = ("BoundedRead", "ChangeCheck", "StoreClock", "VersionedListing", "WatchableStorage")
+    offers = (
+        "BoundedRead",
+        "ChangeCheck",
+        "ListingChanges",
+        "StoreClock",
+        "VersionedListing",
+        "WatchableStorage",
+    )
 
     @pytest.fixture
     def storage_factory(self, tmp_path: Path) -> StorageFactory:
