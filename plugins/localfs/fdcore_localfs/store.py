@@ -300,6 +300,10 @@ class LocalFolderStorage:
     def create(self, key: str, data: bytes) -> str:
         path = self._path(key)
         self._check_root(key)
+        # A create that will lose (a claim another agent made first) costs a stat, not a
+        # synced scratch file: ``link`` below still decides every race.
+        if _mode(path) not in (None, stat.S_IFDIR):
+            raise AlreadyExists(key, "already exists")
         scratch: Path | None = None
         try:
             scratch, etag = self._write_scratch(data)
