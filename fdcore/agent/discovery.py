@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from fdcore.agent.components import Components
@@ -43,6 +43,8 @@ __all__ = ["FULL_LOOK_SECONDS", "Discovery"]
 
 if TYPE_CHECKING:
     from fdcore.agent.cancels import Cancels
+
+EARLIEST = datetime.min.replace(tzinfo=timezone.utc)  # where an unreadable request sorts
 
 
 class Discovery:
@@ -92,6 +94,10 @@ class Discovery:
         # agent read (their status or the request: unsettled) and the others (unread).
         self._followed = [0, 0]  # positions in the logs of statuses/ and requests/
         self._unclaimed: set[str] = set()
+        # The unclaimed requests as read, by id, with what orders them (oldest first): a look
+        # goes through every one (to expire), so it must not read or rebuild each every look.
+        # An id whose listing moved is dropped (_place) and read again from the index.
+        self._queue: dict[str, tuple[datetime, str, Request | None]] = {}
         self._open: set[str] = set()
         self._unsettled: set[str] = set()
         self._unread: set[str] = set()
@@ -133,7 +139,7 @@ class Discovery:
             # each lease renewal instead.
             busy = {key for key, work in self.holdings.work.items() if work.run or work.lease}
             self._sweep(busy, now)
-        self._claim_unclaimed(sorted(self._unclaimed), now)
+        self._claim_unclaimed(now)
 
     def _quiet(self, now: datetime) -> bool:
         """Nothing to look at: no open request known, the signal as last seen, and the last
@@ -212,6 +218,7 @@ class Discovery:
         # A hot path: each poll of every agent of a fleet takes the fleet's writes here.
         request = request_id in self.index.requests.listed
         unclaimed, opened = self._unclaimed, self._open
+        self._queue.pop(request_id, None)
         if request_id not in self.index.statuses.listed:
             self.holdings.final.discard(request_id)
             self._forget(request_id)
@@ -496,12 +503,16 @@ class Discovery:
             return None
         return f"agent {holder} is lost"
 
-    def _claim_unclaimed(self, request_ids: list[str], now: datetime) -> None:
+    def _claim_unclaimed(self, now: datetime) -> None:
         """Oldest first: expire those past their deadline, claim others as the policy allows."""
-        requests = [r for r in map(self._request, request_ids) if r is not None]
-        requests.sort(key=lambda r: (r.created_at, r.id))
+        # Read in id order (a seeded simulation's reads come in the same order every run),
+        # before the backlog is counted anew: a read that fails leaves the last look's.
+        queue = sorted(map(self._queued, sorted(self._unclaimed)))
         self.backlog = 0
-        for request in requests:
+        full = False  # the policy said no: nothing more is claimed in this look
+        for _, _, request in queue:
+            if request is None:
+                continue
             if self.cancels.end_unclaimed(request.id, now):
                 continue
             if request.deadline is not None and now > request.deadline:
@@ -509,7 +520,8 @@ class Discovery:
                 continue
             if not self._may_hold(request):
                 continue
-            if not self.components.claim.may_claim(self.holdings.load()):
+            if full or not self.components.claim.may_claim(self.holdings.load()):
+                full = True
                 self.backlog += 1  # a worker that frees may take it at once (Agent.react)
                 continue  # keep going: later requests may still need expiring
             # With a worker free the request starts in this poll: created running at once.
@@ -517,6 +529,16 @@ class Discovery:
             if not self.ready():
                 return
             self.status_changes.claim(request, now, start=free)
+
+    def _queued(self, request_id: str) -> tuple[datetime, str, Request | None]:
+        """An unclaimed request with its place in the queue (created, id), read once while its
+        listing stays as it was; one unreadable or absent sorts first and is passed over."""
+        queued = self._queue.get(request_id)
+        if queued is None:
+            request = self._request(request_id)
+            created = request.created_at if request is not None else EARLIEST
+            queued = self._queue[request_id] = (created, request_id, request)
+        return queued
 
     def _may_hold(self, request: Request) -> bool:
         """A request with an affinity (an unshared schedule's) is for that agent only."""
