@@ -343,16 +343,31 @@ def ran_twice(runs: list[tuple[str, str, float, float]]) -> int:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, postgres: Postgres | None) -> None:
+    """The workloads. Each run's folder is kept until the benchmark ends (``folders``, None: a
+    temporary folder of the system's own): removing thousands of files between runs would
+    charge their removal to the next run. On ext4 without a journal (this page's machines) a
+    new file's inode is found past every inode freed in the last minutes, one check each, so
+    right after the last run's folder went every file the next run created cost a scan: an
+    fdcore drain's CPU doubled (docs/benchmarks.md, "Beside its peers")."""
+
+    def __init__(
+        self, args: argparse.Namespace, postgres: Postgres | None, folders: Path | None = None
+    ) -> None:
         self.args = args
         self.postgres = postgres
+        self.folders = folders
         self.count = 0
 
     @contextlib.contextmanager
     def system(self, name: str, seconds: float) -> Iterator[tuple[System, Path]]:
         self.count += 1
-        with tempfile.TemporaryDirectory(prefix="fdcore-peers-") as tmp:
-            folder = Path(tmp)
+        with contextlib.ExitStack() as stack:
+            if self.folders is None:
+                folder = Path(
+                    stack.enter_context(tempfile.TemporaryDirectory(prefix="fdcore-peers-"))
+                )
+            else:
+                folder = Path(tempfile.mkdtemp(prefix=f"{self.count:03d}-", dir=self.folders))
             system: System
             kind, _, variant = name.partition(":")
             if kind == "fdcore":
@@ -624,7 +639,8 @@ def _run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
             except (KeyError, subprocess.CalledProcessError) as reason:
                 print(f"aps-postgres: skipped ({reason})", flush=True)
                 args.systems.remove("aps-postgres")
-        bench = Bench(args, postgres)
+        folders = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fdcore-peers-")))
+        bench = Bench(args, postgres, folders)
         for round_ in range(args.runs):
             for workload, system, parameters in cases(args):
                 figures = run(bench, workload, system, parameters)
