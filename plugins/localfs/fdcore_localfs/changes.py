@@ -54,6 +54,7 @@ FOLDER_EVENTS = (
 )
 
 RELIST_SECONDS = 60.0
+FOLLOWED_BOUND = 256  # folders a process follows at most (a watch each); others list whole
 LOG_BOUND = 100_000  # names a folder's log keeps; a cursor behind them lists whole
 
 # statfs(2) f_type of the file systems whose writes all pass through this kernel.
@@ -147,6 +148,11 @@ class FolderChanges:
             return known if _flat(folder) else None
         if known is not None:
             self._forget(known)
+        if len(self._by_path) >= FOLLOWED_BOUND:
+            for gone in [one for one in self._by_path.values() if not one.live]:
+                self._forget(gone)
+            if len(self._by_path) >= FOLLOWED_BOUND:
+                return None
         fd = self._instance()
         if fd is None or not self._is_local(folder):
             return None
@@ -166,6 +172,16 @@ class FolderChanges:
             self._by_path.pop(stale.path, None)
         self._by_path[path] = self._by_wd[wd] = followed
         return followed
+
+    def release(self, root: Path) -> None:
+        """Stop following the folders under ``root`` (a store of it closed; another store of
+        the same root lists whole once, then follows them again)."""
+        under = os.path.join(str(root), "")
+        with self._lock:
+            if os.getpid() != self._pid:
+                return  # a forked child's copy: nothing of it is this process's
+            for followed in [f for path, f in self._by_path.items() if path.startswith(under)]:
+                self._forget(followed)
 
     def _forget(self, followed: _Followed) -> None:
         self._by_path.pop(followed.path, None)

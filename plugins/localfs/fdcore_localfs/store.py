@@ -537,4 +537,4 @@ class LocalFolderStorage:
         watch_folder(self.root, prefix, changed, stop)
 
     def close(self) -> None:
-        pass
+        CHANGES.release(self.root)

@@ -196,3 +196,31 @@ def test_a_forked_child_follows_on_its_own(changes: FolderChanges, root: Path) -
     assert os.waitstatus_to_exitcode(status) == 0
     answer = store.list_changes(PREFIX, first.cursor)
     assert not answer.complete and [one.key for one in answer.listed] == [f"{PREFIX}b.json"]
+
+
+def test_a_closed_store_lets_its_folders_go(changes: FolderChanges, root: Path) -> None:
+    store, other = LocalFolderStorage(root), LocalFolderStorage(root)
+    store.create(f"{PREFIX}a.json", b"1")
+    first = other.list_changes(PREFIX)
+    assert changes._by_path
+    store.close()
+    assert not changes._by_path  # no watch left behind
+    store.create(f"{PREFIX}b.json", b"2")
+    again = other.list_changes(PREFIX, first.cursor)  # the other store lists whole, then follows
+    assert again.complete and len(again.listed) == 2
+    store.create(f"{PREFIX}c.json", b"3")
+    assert not other.list_changes(PREFIX, again.cursor).complete
+
+
+def test_past_the_bound_of_folders_followed_the_rest_list_whole(
+    changes: FolderChanges, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(changes_module, "FOLLOWED_BOUND", 2)
+    stores = [LocalFolderStorage(tmp_path / f"env{n}") for n in range(3)]
+    for store in stores:
+        store.create(f"{PREFIX}a.json", b"1")
+    cursors = [store.list_changes(PREFIX).cursor for store in stores]
+    assert [cursor is not None for cursor in cursors] == [True, True, False]
+    stores[0].delete(f"{PREFIX}a.json")  # its folder goes: its watch ends, room for another
+    stores[0].list_changes(PREFIX, cursors[0])
+    assert stores[2].list_changes(PREFIX).cursor is not None
