@@ -51,12 +51,14 @@ with. Results: docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import itertools
 import json
 import os
 import random
 import resource
+import shutil
 import signal
 import statistics
 import sys
@@ -121,6 +123,22 @@ def noop_fleet(folder: Path, url: str, storage: dict[str, str] | None = None) ->
     fleet.add_pythonpath(HERE)
     fleet.env["FDCORE_BENCH_LOG"] = str(folder / "tables")
     return fleet
+
+
+_KEPT: list[Path] = []  # the one folder kept_folder() makes its folders in
+
+
+def kept_folder(prefix: str) -> Path:
+    """A new folder, removed with the others when the benchmark exits, not after its run.
+
+    Removing a run's thousands of files just before the next run charges their removal to it:
+    on ext4 without a journal (these machines) a new file's inode is searched for past every
+    inode freed in the last minutes, so each file the next run creates costs a scan
+    (docs/benchmarks.md, "Beside its peers")."""
+    if not _KEPT:
+        _KEPT.append(Path(tempfile.mkdtemp(prefix="fdcore-bench-")))
+        atexit.register(shutil.rmtree, _KEPT[0], True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_KEPT[0]))
 
 
 def drain_fleet(fleet: AgentFleet, tables: int, what: str) -> list[dict[str, Any]]:

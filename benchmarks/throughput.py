@@ -23,14 +23,20 @@ import contextlib
 import json
 import logging
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
-from bench_fleet import CONTAINER, RUNNER, Place, creates_per_second, drain_fleet, noop_fleet
+from bench_fleet import (
+    CONTAINER,
+    RUNNER,
+    Place,
+    creates_per_second,
+    drain_fleet,
+    kept_folder,
+    noop_fleet,
+)
 from fdcore_onelake.testing import Azurite
 
 from fdcore.mailbox.submit import submit
@@ -39,15 +45,14 @@ from fdcore.simulator import Scenario, simulate
 
 def drain(agents: int, requests: int, place: Place) -> float:
     """Requests per second of ``agents`` default agents draining ``requests`` queued ones."""
-    with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
-        folder = Path(tmp)
-        url, storage = place.environment(folder)
-        fleet = noop_fleet(folder, url, storage)
-        for n in range(agents):
-            fleet.add(f"bench-{n}", {"agent": {}, "runner": RUNNER})  # defaults: nothing tuned
-        for n in range(requests):
-            submit(fleet.mailbox, [f"t{n}"], request_id=f"bench-{n:05d}")
-        runs = drain_fleet(fleet, requests, f"{agents} agents, {requests} requests")
+    folder = kept_folder(f"{agents}-agents-")
+    url, storage = place.environment(folder)
+    fleet = noop_fleet(folder, url, storage)
+    for n in range(agents):
+        fleet.add(f"bench-{n}", {"agent": {}, "runner": RUNNER})  # defaults: nothing tuned
+    for n in range(requests):
+        submit(fleet.mailbox, [f"t{n}"], request_id=f"bench-{n:05d}")
+    runs = drain_fleet(fleet, requests, f"{agents} agents, {requests} requests")
     span: float = max(r["end"] for r in runs) - min(r["start"] for r in runs)
     return requests / span
 

@@ -60,6 +60,7 @@ from typing import Any, Protocol
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+from bench_fleet import kept_folder  # noqa: E402
 from wakeups import _cpu_and_wakeups, _tree  # noqa: E402
 
 from fdcore.cli.fleet import AgentFleet, wait_until  # noqa: E402
@@ -343,50 +344,37 @@ def ran_twice(runs: list[tuple[str, str, float, float]]) -> int:
 
 
 class Bench:
-    """The workloads. Each run's folder is kept until the benchmark ends (``folders``, None: a
-    temporary folder of the system's own): removing thousands of files between runs would
-    charge their removal to the next run. On ext4 without a journal (this page's machines) a
-    new file's inode is found past every inode freed in the last minutes, one check each, so
-    right after the last run's folder went every file the next run created cost a scan: an
-    fdcore drain's CPU doubled (docs/benchmarks.md, "Beside its peers")."""
+    """The workloads. Each run's folder is kept until the benchmark exits (``kept_folder``):
+    a run must not pay for the removal of the last one's files."""
 
-    def __init__(
-        self, args: argparse.Namespace, postgres: Postgres | None, folders: Path | None = None
-    ) -> None:
+    def __init__(self, args: argparse.Namespace, postgres: Postgres | None) -> None:
         self.args = args
         self.postgres = postgres
-        self.folders = folders
         self.count = 0
 
     @contextlib.contextmanager
     def system(self, name: str, seconds: float) -> Iterator[tuple[System, Path]]:
         self.count += 1
-        with contextlib.ExitStack() as stack:
-            if self.folders is None:
-                folder = Path(
-                    stack.enter_context(tempfile.TemporaryDirectory(prefix="fdcore-peers-"))
-                )
-            else:
-                folder = Path(tempfile.mkdtemp(prefix=f"{self.count:03d}-", dir=self.folders))
-            system: System
-            kind, _, variant = name.partition(":")
-            if kind == "fdcore":
-                system = Fdcore(folder, seconds, variant, self.args.before)
-            elif kind == "huey":
-                system = Huey(folder, seconds)
-            elif kind == "aps-sqlite":
-                system = Apscheduler(folder, seconds, f"sqlite+aiosqlite:///{folder}/aps.db", name)
-            elif kind == "aps-postgres":
-                if self.postgres is None:
-                    raise Unsupported("no PostgreSQL server")
-                url = self.postgres.create(f"peers{self.count}")
-                system = Apscheduler(folder, seconds, url, name)
-            else:
-                raise SystemExit(f"--systems: no system {name!r}")
-            try:
-                yield system, folder
-            finally:
-                system.stop()
+        folder = kept_folder(f"{self.count:03d}-{name.replace(':', '-')}-")
+        system: System
+        kind, _, variant = name.partition(":")
+        if kind == "fdcore":
+            system = Fdcore(folder, seconds, variant, self.args.before)
+        elif kind == "huey":
+            system = Huey(folder, seconds)
+        elif kind == "aps-sqlite":
+            system = Apscheduler(folder, seconds, f"sqlite+aiosqlite:///{folder}/aps.db", name)
+        elif kind == "aps-postgres":
+            if self.postgres is None:
+                raise Unsupported("no PostgreSQL server")
+            url = self.postgres.create(f"peers{self.count}")
+            system = Apscheduler(folder, seconds, url, name)
+        else:
+            raise SystemExit(f"--systems: no system {name!r}")
+        try:
+            yield system, folder
+        finally:
+            system.stop()
 
     def drain(self, name: str, processes: int, requests: int, seconds: float) -> dict[str, Any]:
         # Tables of their own: fdcore runs no table twice at once (its table leases), so two
@@ -639,8 +627,7 @@ def _run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
             except (KeyError, subprocess.CalledProcessError) as reason:
                 print(f"aps-postgres: skipped ({reason})", flush=True)
                 args.systems.remove("aps-postgres")
-        folders = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fdcore-peers-")))
-        bench = Bench(args, postgres, folders)
+        bench = Bench(args, postgres)
         for round_ in range(args.runs):
             for workload, system, parameters in cases(args):
                 figures = run(bench, workload, system, parameters)
