@@ -224,3 +224,27 @@ def test_past_the_bound_of_folders_followed_the_rest_list_whole(
     stores[0].delete(f"{PREFIX}a.json")  # its folder goes: its watch ends, room for another
     stores[0].list_changes(PREFIX, cursors[0])
     assert stores[2].list_changes(PREFIX).cursor is not None
+
+
+def test_a_listing_of_changes_looks_at_what_changed_not_at_every_file(
+    changes: FolderChanges, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an agent's look costs: with 500 queued requests, one new request is one file looked
+    at (a stat, and a hash of the new file), not 500."""
+    store = LocalFolderStorage(root)
+    for n in range(500):
+        store.create(f"{PREFIX}r{n:04d}.json", b"{}")
+    looked: list[str] = []
+    real = store._version
+
+    def counting(key: str, path: str, found: os.stat_result) -> Listed:
+        looked.append(key)
+        return real(key, path, found)
+
+    monkeypatch.setattr(store, "_version", counting)
+    first = store.list_changes(PREFIX)
+    assert len(looked) == 500
+    looked.clear()
+    store.create(f"{PREFIX}r0500.json", b"{}")
+    answer = store.list_changes(PREFIX, first.cursor)
+    assert not answer.complete and looked == [f"{PREFIX}r0500.json"]
