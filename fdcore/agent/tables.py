@@ -77,6 +77,9 @@ class Tables:
         # one can judge it lost before its next one (written first if due; Agent.keep_alive).
         self.ready = ready
         self.leases = components.leases
+        # Asked once: a runtime-checkable protocol's isinstance walks its members at each call.
+        self._finish_frees = isinstance(self.leases, FinishReleasesLease)
+        self._lease_waits = self.leases if isinstance(self.leases, LeaseWaits) else None
         self.start_table = components.start_table
         self.clock = clock
         self.status_changes = status_changes
@@ -191,7 +194,7 @@ class Tables:
         """Release the lease of a table the status records as ended, unless the request's
         final status freed it already."""
         finished = not self.holdings.holds(work)  # the status write made the request final
-        freed = isinstance(self.leases, FinishReleasesLease) and self.leases.finish_releases
+        freed = self._finish_frees and self.leases.finish_releases  # type: ignore[attr-defined]
         if not (finished and freed):
             self.leases.release(held, now)
         self._released(held.lease.table)
@@ -229,7 +232,7 @@ class Tables:
         if work.lease is None:
             # Another holder's lease still runs: wait for it to be freed or to run out.
             self.waiting[table] = (
-                self.leases.free_at(table) if isinstance(self.leases, LeaseWaits) else None
+                self._lease_waits.free_at(table) if self._lease_waits is not None else None
             )
             return False
         self._check_lease_time(work)

@@ -95,6 +95,7 @@ class AgentRuntime:
         # Every store call counted by kind: logged hourly and at the stop (operations_line).
         self.storage = CountingStore(open_environment(config, plugins, create=config.create))
         self._started = time.monotonic()
+        self._waitable_kinds: dict[type, bool] = {}  # _waitable's answers, by kind of run
         self._operations_logged = self._started
         components = build_components(config, plugins, self.storage, start_table)
         self.clock = clock or SystemClock()
@@ -133,11 +134,21 @@ class AgentRuntime:
 
         def start_table(job: TableJob) -> TableRun:
             run = start(job)
-            if isinstance(run, WaitableRun):
+            if self._waitable(run):
                 threading.Thread(target=self._wake_after, args=(run,), daemon=True).start()
             return run
 
         return start_table
+
+    def _waitable(self, run: TableRun) -> bool:
+        """Whether ``run`` can be waited on (WaitableRun), asked once per kind of run: a
+        runtime-checkable protocol's isinstance walks its members at every call, and the loop
+        asks at each turn for every run."""
+        kind = type(run)
+        known = self._waitable_kinds.get(kind)
+        if known is None:
+            known = self._waitable_kinds[kind] = isinstance(run, WaitableRun)
+        return known
 
     def _wake_after(self, run: WaitableRun) -> None:
         run.wait()
@@ -179,7 +190,7 @@ class AgentRuntime:
             until = (wake - self.clock.now()).total_seconds() + DUE_MARGIN_SECONDS
             seconds = min(seconds, until)
         held = self.agent.held.values()
-        if any(w.run is not None and not isinstance(w.run, WaitableRun) for w in held):
+        if any(w.run is not None and not self._waitable(w.run) for w in held):
             seconds = min(seconds, RUN_TICK_SECONDS)
         return max(seconds, 0.0)
 
