@@ -146,6 +146,22 @@ def test_a_recorded_group_still_running_is_ended(tmp_path: Path) -> None:
     assert records.end_leftovers() == 0
 
 
+def test_a_record_is_kept_though_a_cleaner_removed_the_records_folder(tmp_path: Path) -> None:
+    """The folder is made once; one removed since (a cleaner of the temporary folder) is made
+    again, so a table started after it is still ended at the agent's next start."""
+    records = ProcessRecords("etl-01", "file:///env", tmp_path / "state")
+    records.add(os.getpid())
+    records.remove(os.getpid())
+    records.folder.rmdir()
+    (tmp_path / "state").rmdir()
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
+    )
+    records.add(leader.pid)
+    assert records.end_leftovers() == 1
+    assert leader.wait(5) == -signal.SIGKILL
+
+
 def test_a_table_process_whose_agent_died_before_the_signal_was_armed_exits(
     tmp_path: Path,
 ) -> None:

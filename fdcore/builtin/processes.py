@@ -146,12 +146,16 @@ class ProcessRecords:
 
     def __init__(self, agent: str, environment: str, root: Path | None = None) -> None:
         digest = hashlib.sha256(f"{environment}\n{agent}".encode()).hexdigest()[:16]
-        self.folder = (root or _state_root()) / f"{agent}-{digest}"
+        self.folder = (root or state_root()) / f"{agent}-{digest}"
 
     def add(self, pid: int) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        record = {"pid": pid, "start_time": start_time(pid)}
-        (self.folder / f"{pid}.json").write_text(json.dumps(record))
+        record = json.dumps({"pid": pid, "start_time": start_time(pid)})
+        path = self.folder / f"{pid}.json"
+        try:
+            path.write_text(record)
+        except FileNotFoundError:  # the first record, or a cleaner of the temporary folder ran
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(record)
 
     def remove(self, pid: int) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -189,7 +193,9 @@ def _linux() -> bool:
     return sys.platform.startswith("linux")
 
 
-def _state_root() -> Path:
+def state_root() -> Path:
+    """The folder of every agent's records on this machine (``FDCORE_RUNNER_STATE``, else one
+    in the temporary folder, per user)."""
     given = os.environ.get(STATE_VARIABLE)
     if given:
         return Path(given)

@@ -16,10 +16,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from fdcore.abc import TableJob, TableResult, TableRun
-from fdcore.builtin.processes import ProcessRecords, end_group, exited, table_process
+from fdcore.builtin.processes import (
+    ProcessRecords,
+    end_group,
+    exited,
+    state_root,
+    table_process,
+)
 from fdcore.contract.models import output_tail
 
 log = logging.getLogger("fdcore.table")
@@ -136,6 +143,18 @@ class CommandRunner:
 
     name = "command"
 
+    def __init__(self) -> None:
+        # Each agent's records, made once (a hash and a folder), by agent, environment and
+        # state folder: the table processes it has running.
+        self._records: dict[tuple[str, str, Path], ProcessRecords] = {}
+
+    def _records_of(self, job: TableJob) -> ProcessRecords:
+        key = (job.agent, job.environment, state_root())
+        records = self._records.get(key)
+        if records is None:
+            records = self._records[key] = ProcessRecords(job.agent, job.environment, key[2])
+        return records
+
     def start(self, job: TableJob, options: dict[str, Any]) -> TableRun:
         command = options.get("command")
         if not command or not isinstance(command, list):
@@ -152,7 +171,7 @@ class CommandRunner:
             pass_fds=job.inherit,
             **started,  # its own session, and death with the agent
         )
-        records = ProcessRecords(job.agent, job.environment)
+        records = self._records_of(job)
         records.add(process.pid)
         who = f"{job.agent} {job.request}/{job.table}#{job.attempt}"
         return _ProcessRun(process, who, records)
