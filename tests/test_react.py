@@ -211,6 +211,28 @@ def test_a_worker_freed_during_a_look_takes_work_in_the_same_reaction(
     assert tables_started(fleet) == ["r0/t0", "r1/t1", "r2/t2", "r3/t3"]
 
 
+def test_a_worker_freed_as_a_poll_starts_what_it_found_takes_work_at_the_next_reaction(
+    fdcore_memory_fleet: MemoryFleet,
+) -> None:
+    """A request that ends while a poll looks is recorded as the poll starts what it found,
+    after the look: the poll took that end's wake-up, so the reaction the runtime runs next
+    (with nothing new of its own) looks for the freed worker, rather than leave it idle until
+    the next poll."""
+    fleet = fdcore_memory_fleet
+    store = fleet.wrap_storage(EndingDuringALook)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=2)
+    for n in range(5):
+        submit(fleet.mailbox, [f"t{n}"], request_id=f"r{n}", now=START)
+    agent.poll()  # claims r0 and r1; r2..r4 left for later
+    fleet.finish_runs("r0")
+    store.during = lambda: fleet.finish_runs("r1")  # r1 ends as the next poll looks
+    fleet.clock.advance(5)
+    agent.poll()  # r0's end frees the worker the look gives r2; r1's end is recorded after
+    assert tables_started(fleet) == ["r0/t0", "r1/t1", "r2/t2"]
+    agent.react()
+    assert tables_started(fleet) == ["r0/t0", "r1/t1", "r2/t2", "r3/t3"]
+
+
 def test_a_request_nobody_announced_is_claimed_at_the_next_poll_after_a_reaction(
     fdcore_memory_fleet: MemoryFleet,
 ) -> None:

@@ -136,6 +136,9 @@ class Agent:
         # The last poll's record write landed (or was not due): the agent may take work. Until
         # a poll says so, reactions take nothing either (_react).
         self._recorded = False
+        # A request ended as the last poll started what its look found: a worker freed after
+        # that look, and the poll took the end's wake-up. The next reaction looks for it (_react).
+        self._freed_by_poll = False
 
     @property
     def held(self) -> dict[str, Work]:
@@ -210,7 +213,9 @@ class Agent:
         # reaction's left what came after that look to the poll after.
         self.discovery.look_for_work(now, may_skip=not created)
         self.cancels.stop_held(now)  # one taken over or claimed may be cancelled
-        self._move_held_work(now)  # start what was just found, not a poll later
+        # Start what was just found, not a poll later; a request that ended meanwhile is the
+        # next reaction's to look for (the runtime reacts at once: the run's end woke it).
+        self._freed_by_poll = self._move_held_work(now)
 
     def react(self, new_work: bool = False) -> None:
         """Between polls: do at once what a table's end, a due slot or new work calls for.
@@ -226,7 +231,8 @@ class Agent:
         self._guarded(lambda: self._react(self.clock.now(), new_work))
 
     def _react(self, now: datetime, new_work: bool) -> None:
-        ended = self._move_held_work(now)
+        ended = self._move_held_work(now) or self._freed_by_poll
+        self._freed_by_poll = False
         if self.stopping or not self._recorded or self.presence.silent(now):
             # As in the poll, an agent that cannot say it is alive takes nothing: not after a
             # poll whose record write failed (what it took would wait unseen: no table lease
