@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from fdcore.abc import Blob
+from fdcore.agent.core import Agent
 from fdcore.builtin.memory import MemoryStorage
 from fdcore.contract.layout import CANCELS, agent_key
 from fdcore.contract.models import State
@@ -191,6 +192,16 @@ class EndingDuringALook(Counting):
         return super().list(prefix)
 
 
+def _two_running_three_queued(fleet: MemoryFleet) -> tuple[EndingDuringALook, Agent]:
+    """An agent with two workers that claimed r0 and r1 of five queued requests, r2..r4 left."""
+    store = fleet.wrap_storage(EndingDuringALook)
+    agent = fleet.agent("etl-01", claim="when_free", concurrency=2)
+    for n in range(5):
+        submit(fleet.mailbox, [f"t{n}"], request_id=f"r{n}", now=START)
+    agent.poll()
+    return store, agent
+
+
 def test_a_worker_freed_during_a_look_takes_work_in_the_same_reaction(
     fdcore_memory_fleet: MemoryFleet,
 ) -> None:
@@ -198,11 +209,7 @@ def test_a_worker_freed_during_a_look_takes_work_in_the_same_reaction(
     look did not see. Its end is this reaction's to handle (no other comes for it): the agent
     looks again, rather than leave the worker idle until something else happens."""
     fleet = fdcore_memory_fleet
-    store = fleet.wrap_storage(EndingDuringALook)
-    agent = fleet.agent("etl-01", claim="when_free", concurrency=2)
-    for n in range(5):
-        submit(fleet.mailbox, [f"t{n}"], request_id=f"r{n}", now=START)
-    agent.poll()  # claims r0 and r1; r2..r4 left for later
+    store, agent = _two_running_three_queued(fleet)
     assert tables_started(fleet) == ["r0/t0", "r1/t1"]
     fleet.finish_runs("r0")
     store.during = lambda: fleet.finish_runs("r1")  # r1 ends as r0's freed worker looks
@@ -219,11 +226,7 @@ def test_a_worker_freed_as_a_poll_starts_what_it_found_takes_work_at_the_next_re
     (with nothing new of its own) looks for the freed worker, rather than leave it idle until
     the next poll."""
     fleet = fdcore_memory_fleet
-    store = fleet.wrap_storage(EndingDuringALook)
-    agent = fleet.agent("etl-01", claim="when_free", concurrency=2)
-    for n in range(5):
-        submit(fleet.mailbox, [f"t{n}"], request_id=f"r{n}", now=START)
-    agent.poll()  # claims r0 and r1; r2..r4 left for later
+    store, agent = _two_running_three_queued(fleet)
     fleet.finish_runs("r0")
     store.during = lambda: fleet.finish_runs("r1")  # r1 ends as the next poll looks
     fleet.clock.advance(5)
