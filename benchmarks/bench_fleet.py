@@ -572,14 +572,13 @@ def _idle(agents: list[CountedAgent], poll: float, stale_after: float, polls: in
 
 def creates_per_second(place: Place, count: int = 300) -> float:
     """The backend's raw rate of conditional creates, one after another from one client."""
-    with tempfile.TemporaryDirectory(prefix="fdcore-bench-") as tmp:
-        url, options = place.environment(Path(tmp))
-        storage = load_plugins().open_storage(url, options)
-        started = time.perf_counter()
-        for n in range(count):
-            storage.create(f"bench/{n:05d}.json", b'{"n": %d}' % n)
-        elapsed = time.perf_counter() - started
-        storage.close()
+    url, options = place.environment(kept_folder("creates-"))
+    storage = load_plugins().open_storage(url, options)
+    started = time.perf_counter()
+    for n in range(count):
+        storage.create(f"bench/{n:05d}.json", b'{"n": %d}' % n)
+    elapsed = time.perf_counter() - started
+    storage.close()
     return count / elapsed
 
 

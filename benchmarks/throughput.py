@@ -1,13 +1,14 @@
 """Real throughput: K real agents draining N zero-work requests, against the store's ceiling.
 
     .venv/bin/python benchmarks/throughput.py [--agents 1 3 6] [--requests 200]
-        [--azurite-requests 60] [--runs 3] [--no-azurite] [--json]
+        [--azurite-requests 60] [--runs 3] [--no-azurite] [--s3] [--json]
 
 K = 1, 3 and 6 ``fdcore agent run`` processes with default settings (nothing tuned: poll 5 s,
 one worker, ``claim = "when_free"``; the python runner with the zero-work table of
-``noop_tables.py``) drain N one-table requests queued before they start, on a local folder and
-on Azurite (the OneLake backend). In every run, next to the fleets, the backend's raw
-conditional-create rate is measured from one client (``bench_fleet.creates_per_second``):
+``noop_tables.py``) drain N one-table requests queued before they start, on a local folder, on
+Azurite (the OneLake backend) and, with ``--s3``, on the S3 emulator. In every run, next to the
+fleets, the backend's raw conditional-create rate is measured from one client
+(``bench_fleet.creates_per_second``):
 divided by the store writes one request costs, it is the ceiling a fleet's requests/s is set
 against. The writes per request are the simulator's for the same fleet and work (the same agent
 code, counted per operation), computed in the same run, so a change to what agents write moves
@@ -38,6 +39,7 @@ from bench_fleet import (
     noop_fleet,
 )
 from fdcore_onelake.testing import Azurite
+from fdcore_s3.testing import S3Emulator
 
 from fdcore.mailbox.submit import submit
 from fdcore.simulator import Scenario, simulate
@@ -100,8 +102,10 @@ def measure(
     azurite_requests: int = 60,
     runs: int = 3,
     azurite: bool = True,
+    s3: bool = False,
 ) -> list[Row]:
-    """Every K on the local folder and (``azurite``) on Azurite, ``runs`` times; medians."""
+    """Every K on the local folder, on Azurite (``azurite``) and on the S3 emulator (``s3``,
+    as many requests as on Azurite), ``runs`` times; medians."""
     rows = []
     with contextlib.ExitStack() as stack:
         places = {"local folder": (Place(), requests)}
@@ -109,6 +113,10 @@ def measure(
             emulator = stack.enter_context(Azurite())
             emulator.create_container(CONTAINER)
             places["Azurite"] = (Place(emulator), azurite_requests)
+        if s3:
+            server = stack.enter_context(S3Emulator())
+            server.create_bucket(CONTAINER)
+            places["S3 emulator"] = (Place(s3=server), azurite_requests)
         for backend, (place, count) in places.items():
             rates: dict[int, list[float]] = {k: [] for k in agent_counts}
             creates = []
@@ -140,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--azurite-requests", type=int, default=60)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-azurite", action="store_true")
+    parser.add_argument("--s3", action="store_true", help="the S3 emulator (moto) as well")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.getLogger("fdcore").setLevel(logging.ERROR)  # agents log every claim
@@ -150,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         azurite_requests=args.azurite_requests,
         runs=args.runs,
         azurite=not args.no_azurite,
+        s3=args.s3,
     )
     if args.json:
         data: list[dict[str, Any]] = [
