@@ -78,7 +78,9 @@ class Tables:
         self.ready = ready
         self.leases = components.leases
         # Asked once: a runtime-checkable protocol's isinstance walks its members at each call.
-        self._finish_frees = isinstance(self.leases, FinishReleasesLease)
+        self._finish_frees = (
+            isinstance(self.leases, FinishReleasesLease) and self.leases.finish_releases
+        )
         self._lease_waits = self.leases if isinstance(self.leases, LeaseWaits) else None
         self.start_table = components.start_table
         self.clock = clock
@@ -194,8 +196,7 @@ class Tables:
         """Release the lease of a table the status records as ended, unless the request's
         final status freed it already."""
         finished = not self.holdings.holds(work)  # the status write made the request final
-        freed = self._finish_frees and self.leases.finish_releases  # type: ignore[attr-defined]
-        if not (finished and freed):
+        if not (finished and self._finish_frees):
             self.leases.release(held, now)
         self._released(held.lease.table)
         work.lease = None
