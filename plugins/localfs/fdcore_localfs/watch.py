@@ -64,21 +64,38 @@ def watch_folder(
             mask = (KEY_EVENTS if present else IN_CREATE | IN_MOVED_TO) | FOLDER_GONE | IN_ONLYDIR
             wd = libc.inotify_add_watch(fd, os.fsencode(target), mask)
             if wd < 0:
-                if ctypes.get_errno() == errno.ENOENT:
-                    continue  # pruned since it was seen: watch the root
-                raise OSError(ctypes.get_errno(), f"cannot watch {target}")
+                if ctypes.get_errno() != errno.ENOENT:
+                    raise OSError(ctypes.get_errno(), f"cannot watch {target}")
+                if not present:
+                    # The environment's folder itself went (an operator removed it): nothing
+                    # to watch until it is back, so look once a second, not in a spin.
+                    stop.wait(STOP_CHECK_MS / 1000)
+                continue  # pruned since it was seen: watch the root
             if folder.is_dir() == present:  # else it came or went before the watch began
-                # Armed: a look from here on sees every change before, and inotify reports
-                # every change after (WatchableStorage: the first call says it is armed).
-                changed()
-                for names, gone in _events(fd, wd, stop):
-                    if present and any(_is_key(name) for name in names):
-                        changed()
-                    if gone or folder.is_dir() != present:
-                        break  # watch what is there now
+                _follow(fd, wd, folder, present, changed, stop)
             libc.inotify_rm_watch(fd, wd)  # an error (the watch went with its folder) is moot
             if not present and folder.is_dir():
                 changed()  # the folder came with its first key
+
+
+def _follow(
+    fd: int,
+    wd: int,
+    folder: Path,
+    present: bool,
+    changed: Callable[[], None],
+    stop: threading.Event,
+) -> None:
+    """Report the changes the armed watch ``wd`` sees until its folder comes or goes.
+
+    Armed: a look from here on sees every change before, and inotify reports every change
+    after (WatchableStorage: the first call says it is armed)."""
+    changed()
+    for names, gone in _events(fd, wd, stop):
+        if present and any(_is_key(name) for name in names):
+            changed()
+        if gone or folder.is_dir() != present:
+            return  # watch what is there now
 
 
 def _events(fd: int, wd: int, stop: threading.Event) -> Iterator[tuple[set[str], bool]]:

@@ -6,6 +6,7 @@ Each test runs on both watches: inotify through libc (Linux) and ``watchfiles`` 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -177,3 +178,36 @@ def test_the_first_call_says_the_watch_is_armed(storage: LocalFolderStorage) -> 
     stop.set()
     thread.join(5)
     assert len(calls) > armed, "a key created right after the watch was armed was not reported"
+
+
+def test_a_watch_of_a_removed_environment_sleeps_until_it_is_back(tmp_path: Path) -> None:
+    """Removing the environment's folder under a running agent left its watches spinning
+    (a stat a few microseconds apart, a core each); they look once a second instead, and
+    report the first request once the folder is back."""
+    if watch_module._libc() is None:
+        pytest.skip("no inotify here")
+    storage = LocalFolderStorage(tmp_path / "env")
+    storage.create("requests/a.json", b"{}")
+    stop = CountingStop()
+    calls: list[float] = []
+    thread = threading.Thread(
+        target=storage.watch, args=("requests/", lambda: calls.append(1), stop), daemon=True
+    )
+    thread.start()
+    try:
+        time.sleep(0.3)
+        shutil.rmtree(tmp_path / "env")
+        time.sleep(0.3)  # the watch saw its folder go
+        checks = stop.checks
+        time.sleep(2.5)
+        assert stop.checks - checks <= 6, stop.checks - checks
+        before = len(calls)
+        LocalFolderStorage(tmp_path / "env").create("requests/b.json", b"{}")  # made anew
+        deadline = time.monotonic() + 5
+        while len(calls) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) > before, "the request in the folder made again was not reported"
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
