@@ -42,3 +42,15 @@ def test_a_tiny_drain_runs_every_table_once_and_reports_its_figures(
     figures = result["figures"]
     assert figures["ran_twice"] == 0, figures
     assert figures["requests_per_s"] > 0 and figures["cpu_ms_per_request"] > 0
+    # every process on the machine over the drain's span: a tiny drain's may round to 0 ticks
+    assert figures["machine_cpu_ms_per_request"] >= 0
+
+
+def test_the_machine_cpu_at_a_moment_lies_on_the_line_between_its_samples() -> None:
+    samples = [(10.0, 100.0), (10.5, 101.0), (11.0, 103.0)]
+    assert peers.cpu_at(samples, 10.25) == pytest.approx(100.5)
+    assert peers.cpu_at(samples, 10.75) == pytest.approx(102.0)
+    assert peers.cpu_at(samples, 10.5) == 101.0
+    assert peers.cpu_at(samples, 9.0) == 100.0  # before the first sample: the first
+    assert peers.cpu_at(samples, 12.0) == 103.0  # after the last: the last
+    assert peers.machine_cpu() > 0

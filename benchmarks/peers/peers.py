@@ -14,7 +14,10 @@ Duplicates are counted from that log: a (request, table) logged more than once r
 - ``drain``: ``--processes`` worker processes (2 workers each) drain ``--requests`` queued
   requests. The workers start, settle, are stopped (SIGSTOP), the requests are queued, and they
   continue: wall is the first table's start to the last table's end; CPU per request is the
-  worker processes' CPU over the drain (``/proc``'s schedstat, every thread) over the requests.
+  worker processes' CPU over the drain (``/proc``'s schedstat, every thread) over the requests;
+  machine CPU per request is every process's on the machine (``/proc/stat``) from the first
+  table's start to the last one's end, over the requests: the tables, what starts them, the
+  kernel's file work, and whatever else ran (a noisy neighbour counts too: compare medians).
   APScheduler on SQLite shares no events between processes (a scheduler never hears of a job
   another one added), so its requests are queued before its workers start, and the CPU its
   workers spent starting up on an empty store (measured first, in the same run) is subtracted.
@@ -399,21 +402,27 @@ class Bench:
                 before = _cpu(pids)
                 _signal_trees(pids, signal.SIGCONT)
             expected = {(request, table) for request, tables in queued for table in tables}
+            machine = [(time.time(), machine_cpu())]
 
             def drained() -> bool:
+                machine.append((time.time(), machine_cpu()))
                 return {(run[0], run[1]) for run in table_runs(folder)} >= expected
 
             done = wait_until(drained, self.args.timeout, 0.05)
+            machine.append((time.time(), machine_cpu()))
             time.sleep(0.5)  # a duplicate still running would be logged by now
             cpu = _cpu(pids) - before
             runs = table_runs(folder)
         if not done:
             return {"error": f"{len({(r[0], r[1]) for r in runs})} of {len(expected)} tables ran"}
-        span = max(run[3] for run in runs) - min(run[2] for run in runs)
+        first, last = min(run[2] for run in runs), max(run[3] for run in runs)
+        span = last - first
+        busy = cpu_at(machine, last) - cpu_at(machine, first)
         return {
             "wall_s": span,
             "requests_per_s": requests / span,
             "cpu_ms_per_request": 1000 * cpu / requests,
+            "machine_cpu_ms_per_request": 1000 * busy / requests,
             "ran_twice": ran_twice(runs),
         }
 
@@ -483,6 +492,24 @@ def _slot(request: str) -> str:
 
 def _cpu(pids: list[int]) -> float:
     return sum(_cpu_and_wakeups(pid)[0] for pid in pids)
+
+
+def machine_cpu() -> float:
+    """Seconds of CPU every process of the machine spent so far (``/proc/stat``: all but idle
+    and I/O wait), tables, the processes that start them and the kernel's work included."""
+    with open("/proc/stat") as stat:
+        ticks = [int(field) for field in stat.readline().split()[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]  # less idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_at(samples: list[tuple[float, float]], when: float) -> float:
+    """The machine's CPU at ``when``, between the two (time, CPU) samples around it, in line."""
+    before = max((s for s in samples if s[0] <= when), default=samples[0])
+    after = min((s for s in samples if s[0] >= when), default=samples[-1])
+    if after[0] <= before[0]:
+        return before[1]
+    return before[1] + (after[1] - before[1]) * (when - before[0]) / (after[0] - before[0])
 
 
 def _signal_trees(pids: list[int], signum: int) -> None:
