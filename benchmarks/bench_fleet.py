@@ -55,6 +55,7 @@ import atexit
 import contextlib
 import itertools
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -570,13 +571,25 @@ def _idle(agents: list[CountedAgent], poll: float, stale_after: float, polls: in
     return IdleCosts.of(agents, after)
 
 
-def creates_per_second(place: Place, count: int = 300) -> float:
-    """The backend's raw rate of conditional creates, one after another from one client."""
+def creates_per_second(place: Place, count: int = 300, clients: int = 1) -> float:
+    """The backend's raw rate of conditional creates, one after another from each client:
+    one (in this process), or ``clients`` processes at once (their rates summed)."""
     url, options = place.environment(kept_folder("creates-"))
+    if clients == 1:
+        return _creates(url, options, count, "bench", time.time())
+    start = time.time() + 2  # every client's imports done: all begin together
+    jobs = [(url, options, count, f"bench-{n}", start) for n in range(clients)]
+    spawn = multiprocessing.get_context("spawn")  # environment variables (credentials) go with it
+    with spawn.Pool(clients) as pool:
+        return sum(pool.starmap(_creates, jobs))
+
+
+def _creates(url: str, options: dict[str, str], count: int, folder: str, start: float) -> float:
     storage = load_plugins().open_storage(url, options)
+    time.sleep(max(start - time.time(), 0))
     started = time.perf_counter()
     for n in range(count):
-        storage.create(f"bench/{n:05d}.json", b'{"n": %d}' % n)
+        storage.create(f"{folder}/{n:05d}.json", b'{"n": %d}' % n)
     elapsed = time.perf_counter() - started
     storage.close()
     return count / elapsed

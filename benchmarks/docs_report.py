@@ -300,11 +300,15 @@ def throughput_table(options: Options) -> dict[str, str]:
             f"{row.writes_per_request:.1f}",
             f"{row.ceiling:.1f}",
             f"{100 * row.share_of_ceiling:.0f}%",
+            f"{row.operations_per_request:.1f}",
+            f"{row.creates_per_s_together:.0f}",
+            f"{100 * row.bound_share:.0f}%",
         ]
         for row in rows
     ]
     header = ["backend", "K agents", "requests", "requests/s (runs)", "raw creates/s"]
     header += ["writes per request", "ceiling, requests/s", "share of ceiling"]
+    header += ["operations per request", "creates/s, K clients", "store bound's share"]
     command = f"benchmarks/throughput.py --runs {options.runs}"
     stamp = f"\n\n_`{command}`, {time.strftime('%Y-%m-%d')}, medians of {options.runs} runs._\n"
     return {"throughput": table(header, shown) + stamp}

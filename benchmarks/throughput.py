@@ -15,6 +15,12 @@ code, counted per operation), computed in the same run, so a change to what agen
 the ceiling with it. Requests/s is counted from the first table's start to the last table's end
 (agent start-up left out). Figures are medians over ``--runs``; every K of a run comes one after
 another on one backend, so a noisy neighbour on the machine hits them alike.
+
+The ceiling counts writes only; a request also reads and lists. So beside it, the store bound:
+the raw creates per second of K clients at once (K processes, their rates summed), divided by
+every operation the fleet made per request (the agents' own counts, logged as they stop). A
+fleet of K cannot pass it unless the store serves its reads for less than a create; its share
+of the ceiling is the most the fleet's share could be.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import statistics
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -47,6 +55,24 @@ from fdcore.simulator import Scenario, simulate
 
 def drain(agents: int, requests: int, place: Place) -> float:
     """Requests per second of ``agents`` default agents draining ``requests`` queued ones."""
+    return drain_counted(agents, requests, place)[0]
+
+
+#: The line an agent logs as it stops: its store operations since start, by kind.
+OPERATIONS = re.compile(r"store operations since start: ((?:\w+ \d+(?:, )?)+)")
+
+
+def logged_operations(log: Path) -> int:
+    """The store operations (every kind) an agent's log says it made, at its last count."""
+    found = OPERATIONS.findall(log.read_text(errors="replace")) if log.exists() else []
+    if not found:
+        return 0
+    return sum(int(part.split()[1]) for part in found[-1].split(", "))
+
+
+def drain_counted(agents: int, requests: int, place: Place) -> tuple[float, float]:
+    """:func:`drain`, and the store operations the fleet made per request (the agents' own
+    counts, logged as they stop: start-up, idle looks and heartbeats included)."""
     folder = kept_folder(f"{agents}-agents-")
     url, storage = place.environment(folder)
     fleet = noop_fleet(folder, url, storage)
@@ -56,7 +82,8 @@ def drain(agents: int, requests: int, place: Place) -> float:
         submit(fleet.mailbox, [f"t{n}"], request_id=f"bench-{n:05d}")
     runs = drain_fleet(fleet, requests, f"{agents} agents, {requests} requests")
     span: float = max(r["end"] for r in runs) - min(r["start"] for r in runs)
-    return requests / span
+    operations = sum(logged_operations(agent.log) for agent in fleet)
+    return requests / span, operations / requests
 
 
 def writes_per_request(agents: int, requests: int) -> float:
@@ -85,6 +112,10 @@ class Row:
     creates_per_s: float  # median over runs, measured between the fleets
     writes_per_request: float
     runs: tuple[float, ...]  # each run's requests/s
+    # K clients creating at once (K = agents), their rates summed: what the store serves a
+    # fleet's worth of clients, and every operation a request costs (reads, listings too).
+    creates_per_s_together: float = 0.0
+    operations_per_request: float = 0.0
 
     @property
     def ceiling(self) -> float:
@@ -93,6 +124,17 @@ class Row:
     @property
     def share_of_ceiling(self) -> float:
         return self.requests_per_s / self.ceiling
+
+    @property
+    def store_bound(self) -> float:
+        """Requests/s if K clients did nothing but this request's operations, each at a create's
+        price: a fleet of K could not go faster unless the store's reads are cheaper."""
+        return self.creates_per_s_together / self.operations_per_request
+
+    @property
+    def bound_share(self) -> float:
+        """The store bound as a share of the ceiling: the best share a fleet of K could reach."""
+        return self.store_bound / self.ceiling
 
 
 def measure(
@@ -119,14 +161,21 @@ def measure(
             places["S3 emulator"] = (Place(s3=server), azurite_requests)
         for backend, (place, count) in places.items():
             rates: dict[int, list[float]] = {k: [] for k in agent_counts}
+            together: dict[int, list[float]] = {k: [] for k in agent_counts}
+            counted: dict[int, list[float]] = {k: [] for k in agent_counts}
             creates = []
             for run in range(runs):
                 creates.append(creates_per_second(place))
                 for k in agent_counts:
-                    rates[k].append(drain(k, count, place))
+                    together[k].append(creates_per_second(place, clients=k))
+                    rate, operations = drain_counted(k, count, place)
+                    rates[k].append(rate)
+                    counted[k].append(operations)
                     shown = f"{rates[k][-1]:.1f} requests/s"
                     print(f"{backend} run {run + 1} K={k}: {shown}", flush=True)
             for k in agent_counts:
+                writes = writes_per_request(k, count)
+                operations = statistics.median(counted[k])
                 rows.append(
                     Row(
                         backend,
@@ -134,8 +183,10 @@ def measure(
                         count,
                         statistics.median(rates[k]),
                         statistics.median(creates),
-                        writes_per_request(k, count),
+                        writes,
                         tuple(rates[k]),
+                        statistics.median(together[k]),
+                        operations,
                     )
                 )
     return rows
@@ -163,7 +214,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     if args.json:
         data: list[dict[str, Any]] = [
-            {**attrs.asdict(row), "ceiling": row.ceiling, "share": row.share_of_ceiling}
+            {
+                **attrs.asdict(row),
+                "ceiling": row.ceiling,
+                "share": row.share_of_ceiling,
+                "store_bound": row.store_bound,
+                "bound_share": row.bound_share,
+            }
             for row in rows
         ]
         print(json.dumps(data, indent=2))
@@ -172,7 +229,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"{row.backend} K={row.agents}: {row.requests_per_s:.1f} requests/s, ceiling "
             f"{row.ceiling:.1f} ({row.creates_per_s:.0f} creates/s / {row.writes_per_request:.1f} "
-            f"writes per request): {100 * row.share_of_ceiling:.0f}%"
+            f"writes per request): {100 * row.share_of_ceiling:.0f}%; store bound "
+            f"{row.store_bound:.1f} ({row.creates_per_s_together:.0f} creates/s from {row.agents} "
+            f"clients / {row.operations_per_request:.1f} operations per request): "
+            f"{100 * row.bound_share:.0f}% of the ceiling"
         )
     print(f"({time.monotonic() - started:.0f} s)")
 

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import bench_fleet
 import claim_policies
 import claim_policies_real
 import docs_report
@@ -116,9 +117,32 @@ def test_the_suite_compares_a_claim_policy_a_plugin_adds(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_real_agents_drain_zero_work_requests_and_the_rate_is_measured() -> None:
-    rate = throughput.drain(2, 6, Place())
+    rate, operations = throughput.drain_counted(2, 6, Place())
     assert 0 < rate < 10_000
-    assert throughput.writes_per_request(2, 6) > 2  # at least claim, lease and finish
+    writes = throughput.writes_per_request(2, 6)
+    assert writes > 2  # at least claim, lease and finish
+    assert operations > writes  # the agents' own counts: the reads and listings too
+
+
+def test_an_agents_operations_are_read_from_its_last_count(tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    log.write_text(
+        "x: store operations since start: read 1, list 2, create 3, replace 0, delete 0\n"
+        "x: claimed r1\n"
+        "x: store operations since start: read 10, list 4, create 5, replace 2, delete 1; at"
+        " azure prices $0.0001, about $0.10 a month at this rate\n"
+    )
+    assert throughput.logged_operations(log) == 22
+    assert throughput.logged_operations(tmp_path / "none.log") == 0
+
+
+@pytest.mark.slow
+def test_the_stores_rate_from_several_clients_at_once_is_their_sum(tmp_path: Path) -> None:
+    one = bench_fleet.creates_per_second(Place(), count=40)
+    two = bench_fleet.creates_per_second(Place(), count=40, clients=2)
+    assert one > 0 and two > 0
+    created = sorted(kept.name for kept in Path(bench_fleet._KEPT[0]).glob("creates-*/env/*"))
+    assert "bench-0" in created and "bench-1" in created  # each client wrote its own files
 
 
 def test_the_real_comparison_plans_the_same_work_for_every_policy_in_bursts() -> None:
