@@ -29,16 +29,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE / "peers")]
+from peers.peers import machine_cpu
 
-from peers import machine_cpu  # noqa: E402
-
-import fdcore.agent.core  # noqa: E402  (an agent's modules: its fork copies them)
-import fdcore.cli.runtime  # noqa: E402, F401
-from fdcore.builtin.processes import child_setup, table_process  # noqa: E402
+import fdcore.agent.core
+import fdcore.cli.runtime  # noqa: F401
+from fdcore.builtin.processes import child_setup, table_process
 
 #: The helper: reads one command a line (NUL-separated arguments), forks it with the death
 #: signal armed in the child, answers its exit status.
