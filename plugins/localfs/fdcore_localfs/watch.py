@@ -165,9 +165,16 @@ def _watch_with_watchfiles(
     # It logs every change it sees at INFO: once per submission in every agent's log.
     logging.getLogger("watchfiles.main").setLevel(logging.WARNING)
     folder = root / prefix.rstrip("/")
+    missing = False  # the folder was gone at the last look: its coming back is a change
     while not stop.is_set():
         present = folder.is_dir()
+        if present and missing:
+            changed()  # it came (with its first key, maybe) since
+        missing = not present
         target = folder if present else root
+        if not present and not root.is_dir():
+            stop.wait(STOP_CHECK_MS / 1000)  # the environment's folder went: until it is back
+            continue
         for changes in watchfiles.watch(
             target,
             watch_filter=lambda change, path: _is_key(Path(path).name),
@@ -182,6 +189,4 @@ def _watch_with_watchfiles(
             if present and changes:
                 changed()
             if folder.is_dir() != present:
-                if not present:
-                    changed()  # the folder came with its first key
                 break  # watch what is there now
