@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from fdcore.abc import TableJob
+from fdcore.abc import Blob, TableJob
 from fdcore.agent.cancels import Cancels
 from fdcore.agent.components import Components
 from fdcore.agent.discovery import Discovery
@@ -35,10 +35,17 @@ INSTANCE = "process-1"  # the process under test; statuses naming it are its own
 
 class Outage(MemoryStorage):
     """The in-memory store, whose replaces fail (before applying) while ``down``, and whose
-    creates of keys under ``failing_creates`` fail too."""
+    creates of keys under ``failing_creates`` and reads of keys under ``failing_reads`` fail
+    too."""
 
     down = False
     failing_creates: str | None = None
+    failing_reads: str | None = None
+
+    def read(self, key: str) -> Blob | None:
+        if self.failing_reads is not None and key.startswith(self.failing_reads):
+            raise StorageUnavailable(key, "read failed (test outage)")
+        return super().read(key)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         if self.down:

@@ -203,6 +203,7 @@ class Agent:
         self.cancels.new_poll()
         self.cancels.stop_held(now)
         self._move_held_work(now)
+        self.tables.settle_owed(now)  # runs of requests dropped in an outage, once it is over
         self.tables.write_unwritten()  # run records an outage kept back, once it is over
 
     def _look(self, now: datetime) -> None:
@@ -383,7 +384,10 @@ class Agent:
     def close(self) -> None:
         """Write what is owed after a clean stop (if the mailbox can be reached): the run records
         an outage kept back, then the final status record."""
+        self.tables.settle_owed(self.clock.now())
         self.tables.write_unwritten()
         for key in self.tables.unwritten:
             log.warning("%s: could not write run record %s before stopping", self.name, key)
+        for request in self.tables.owed:
+            log.warning("%s: could not record the run of %s before stopping", self.name, request)
         self.presence.write_final(self.clock.now(), self.stopping)

@@ -89,6 +89,9 @@ class Tables:
         # Run records a store error kept from being written, by key. Their status change
         # landed, so no poll will record the table again: they are written from here.
         self.unwritten: dict[str, RunRecord] = {}
+        # Runs of requests no longer held whose record a store error left undecided, by
+        # request: the request's work, the lease the run ended under, its result (_settle)
+        self.owed: dict[str, tuple[Work, HeldLease, TableResult]] = {}
         self.skew = skew  # this agent's clock against the store's
         # Whether the store counts this agent's operations: each run record then carries its
         # table's (Work.operations, charged by Agent._move_held_work)
@@ -365,10 +368,7 @@ class Tables:
             # table ran to its end under a lease still ours: the run is owed its record, which
             # the new holder reads once it holds the lease (_done_earlier), so the lease is
             # let go only after it (a lease a final status freed needs no release).
-            self._recorded_earlier(work, held, result, now)
-            if work.id not in self.holdings.final:
-                with contextlib.suppress(StorageUnavailable):  # unreleased, it runs out
-                    self.leases.release(held, now)
+            self._settle(work, held, result, now, raise_unavailable=True)
             return
         work.lease = held  # until released below
         outcome = Outcome.SUCCEEDED if result.succeeded else Outcome.FAILED
@@ -386,6 +386,35 @@ class Tables:
             return self.status_changes.table_done(work, table, now)
         message = f"table {table} failed: {result.message}"
         return self.status_changes.fail(work, message, now)
+
+    def _settle(
+        self,
+        work: Work,
+        held: HeldLease,
+        result: TableResult,
+        now: datetime,
+        raise_unavailable: bool = False,
+    ) -> None:
+        """Write the record a run of a request no longer held is owed, if the status says it
+        is owed one, then let the lease go. Deciding reads the status, or its archived copy:
+        a store error keeps the run in ``owed``, tried again at each poll
+        (:meth:`settle_owed`), since no other step of this agent looks at the request again."""
+        try:
+            self._recorded_earlier(work, held, result, now)
+        except StorageUnavailable:
+            self.owed[work.id] = (work, held, result)
+            if raise_unavailable:
+                raise
+            return
+        self.owed.pop(work.id, None)
+        if work.id not in self.holdings.final:
+            with contextlib.suppress(StorageUnavailable):  # unreleased, it runs out
+                self.leases.release(held, now)
+
+    def settle_owed(self, now: datetime) -> None:
+        """At each poll: settle the runs a store error left undecided (:meth:`_settle`)."""
+        for work, held, result in list(self.owed.values()):
+            self._settle(work, held, result, now)
 
     def _recorded_earlier(
         self, work: Work, held: HeldLease, result: TableResult, now: datetime

@@ -16,11 +16,13 @@ from fdcore.builtin.memory import MemoryStorage
 from fdcore.clock import ManualClock
 from fdcore.contract.models import Outcome, State
 from fdcore.errors import StorageUnavailable
+from fdcore.mailbox.archive import archive_files, find_request_files
 from fdcore.testing.memory_fleet import START
 
 pytestmark = pytest.mark.processes
 
 # Defaults: lease_seconds = stale_after = 60, grace 60, poll_seconds 5.
+DAY = "2026/01/02"  # an archive day folder
 
 
 def started(env: Environment, *tables: str) -> tuple[Tables, StatusChanges, Holdings, Work]:
@@ -435,3 +437,41 @@ def test_a_failed_run_of_an_earlier_attempt_does_not_count_as_done(env: Environm
         ("sales", "etl-01"),
         ("sales", "etl-02"),
     ]
+
+
+def test_a_finish_whose_answer_was_lost_gets_its_run_record_though_retention_moved_it_meanwhile(
+    env: Environment,
+) -> None:
+    # Seen in the simulator (seed 3 of test_with_crashes_pauses_and_store_errors_too, with
+    # fewer reads a table): the final status landed and its answer was lost; retention moved
+    # the request before the next poll, which found the status gone, dropped the request and
+    # read the archive to learn whether its run was owed a record; that read failed, and as
+    # no step of the agent looked at the request again, its table had no run record.
+    tables, _, holdings, work = started(env, "sales")
+    ended = env.clock.now()
+    finish(env)
+    replace = env.storage.replace
+
+    def answer_lost(key: str, data: bytes, etag: str) -> str:
+        replace(key, data, etag)
+        raise StorageUnavailable(key, "replace landed, answer lost (test)")
+
+    env.storage.replace = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(StorageUnavailable):
+        tables.poll_run(work, ended)
+    env.storage.replace = replace  # type: ignore[method-assign]
+    env.advance(10)
+    assert archive_files(env.mailbox, "r1", DAY, True, env.clock.now()) > 0
+    env.storage.failing_reads = "archive/"
+    with pytest.raises(StorageUnavailable):  # the poll reports the outage, as for any read
+        tables.poll_run(work, env.clock.now())
+    assert "r1" not in holdings.work and list(tables.owed) == ["r1"]
+    tables.settle_owed(env.clock.now())  # the next poll, the archive still unreadable: kept
+    assert list(tables.owed) == ["r1"]
+    env.storage.failing_reads = None
+    tables.settle_owed(env.clock.now())
+    assert tables.owed == {}
+    found = find_request_files(env.mailbox, "r1")
+    assert found is not None and found.archived
+    (record,) = found.runs
+    assert (record.table, record.outcome, record.ended_at) == ("sales", Outcome.SUCCEEDED, ended)
