@@ -9,7 +9,8 @@ and shows the checker catching exactly that, and that the same seed holds as the
 the agents' store operations change, the retention process's calls land elsewhere: since an
 idle poll reads the change signal instead of listing, seed 13 reproduced it (seed 1 no longer
 did); since the audit trail's writes (a takeover, an expiry, each retention move), seed 4;
-since a full agent's poll lists nothing, seed 5.
+since a full agent's poll lists nothing, seed 5; since a table's ownership check reads no
+status the agent's own write confirmed moments before, seed 10.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("fdcore_quiet_agents")
 
 RACE = Scenario(seed=1, requests=100, take_over=True, retention_runs=2.0)
 # A seed whose run meets each of the three old paths (it moves when the agents' timings do).
-CAUGHT = attrs.evolve(RACE, seed=5)
+CAUGHT = attrs.evolve(RACE, seed=10)
 
 
 def test_a_retention_process_racing_the_fleet_runs_no_request_twice() -> None:

@@ -86,7 +86,9 @@ class Agent:
             previous_process_gone,
             skew=self.skew,
         )
-        self.status_changes = StatusChanges(config, mailbox, self.instance, self.holdings)
+        self.status_changes = StatusChanges(
+            config, mailbox, self.instance, self.holdings, self._record_time
+        )
         self.tables = Tables(
             config,
             mailbox,
@@ -171,6 +173,11 @@ class Agent:
             self._guarded(lambda: self.retention.step(now))
         if self._store_errors == errors:
             self._reachable()
+
+    def _record_time(self) -> datetime | None:
+        """The time (the store's) of this agent's record that landed last; None before one."""
+        written = self.presence.written
+        return written[0] if written is not None else None
 
     def keep_alive(self) -> bool:
         """Write this agent's record if it is due by the clock now; True while it may take work.

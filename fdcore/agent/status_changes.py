@@ -38,13 +38,21 @@ class StatusChanges:
     """Claims, expires, starts, finishes, hands back and takes over requests for one agent."""
 
     def __init__(
-        self, config: AgentConfig, mailbox: Mailbox, instance: str, holdings: Holdings
+        self,
+        config: AgentConfig,
+        mailbox: Mailbox,
+        instance: str,
+        holdings: Holdings,
+        record_time: Callable[[], datetime | None] = lambda: None,
     ) -> None:
         self.config = config
         self.agent = config.name
         self.mailbox = mailbox
         self.instance = instance
         self.holdings = holdings
+        # The time (the store's) of this agent's record that landed last, None before one did:
+        # stamped on a request's work when a status write of it lands (Work.seen_ours_under).
+        self.record_time = record_time
 
     def read(self, request_id: str) -> Versioned[Status] | None:
         """The request's status as stored (None if absent or unreadable, which is reported)."""
@@ -96,7 +104,7 @@ class StatusChanges:
             log.warning("%s: request %s failed: %s", self.agent, request.id, status.message)
             return
         log.info("%s: claimed request %s", self.agent, request.id)
-        self.holdings.add(Work(request, status, etag))
+        self.holdings.add(Work(request, status, etag, seen_ours_under=self.record_time()))
 
     def expire(self, request: Request, now: datetime) -> None:
         """Create an ``expired`` status for an unclaimed request past its deadline."""
@@ -264,7 +272,7 @@ class StatusChanges:
             status.attempt,
             reason,
         )
-        self.holdings.add(Work(request, status, etag))
+        self.holdings.add(Work(request, status, etag, seen_ours_under=self.record_time()))
 
     def _replace(self, work: Work, now: datetime, change: Change) -> bool:
         """Apply ``change`` to the request's status with If-Match; False if it is not ours now.
@@ -278,6 +286,7 @@ class StatusChanges:
             status = copy.deepcopy(work.status)
             change(status)
             status.updated_at = now
+            work.seen_ours_under = None  # until the write is known to have landed
             try:
                 try:
                     work.etag = self.mailbox.replace(status_key(work.id), status, work.etag)
@@ -306,7 +315,7 @@ class StatusChanges:
                     self.finished_with(work)
                     return current.value.state is status.state
                 continue
-            work.status = status
+            work.status, work.seen_ours_under = status, self.record_time()
             if status.state.final:
                 self.finished_with(work)
             return True

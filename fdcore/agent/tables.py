@@ -156,7 +156,7 @@ class Tables:
             if work.lease is None and not (self.ready() and self._take_lease(work, table)):
                 return
             # Ownership check, once the lease is held: a request taken over stops here.
-            if not self.status_changes.still_held(work):
+            if not self._surely_ours(work) and not self.status_changes.still_held(work):
                 return
             if table in work.status.tables_done:
                 # Our own "done" update landed although its answer was lost: the table is done.
@@ -165,6 +165,22 @@ class Tables:
             if not self._done_earlier(work, table, now):
                 self._start(work, table, now)
                 return
+
+    def _surely_ours(self, work: Work) -> bool:
+        """No other agent can have taken the request over since this one's own status write
+        of it landed, so the ownership check's read can go.
+
+        Only an agent that judges this one lost takes a held status over, and that takes this
+        agent's record ``stale_after + grace_seconds`` old. A record at most ``stale_after / 2``
+        old by the clock now stood when the write landed, and every later one is newer: none
+        was that old at any moment since. The clock now counts a pause since; a write whose
+        outcome is unknown (its answer lost) leaves nothing to go by, and the status is read.
+        """
+        seen = work.seen_ours_under
+        if seen is None:
+            return False
+        age = self.lease_now() - seen
+        return timedelta(0) <= age <= timedelta(seconds=self.config.stale_after / 2)
 
     def _done_earlier(self, work: Work, table: str, now: datetime) -> bool:
         """Record ``table`` done if an earlier attempt's run record says it succeeded; True if

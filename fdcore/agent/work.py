@@ -40,6 +40,10 @@ class Work:
     cancelled: bool = False
     # The store operations made for its current table so far, by kind: its run record's cost
     operations: Counter[str] = attrs.field(factory=Counter)
+    # When this agent last saw the status its own on the store (a write of it that landed):
+    # the time of the agent record that stood then, in the store's time. None after a status
+    # write whose outcome is unknown. See Tables._surely_ours.
+    seen_ours_under: datetime | None = None
 
     @property
     def id(self) -> str:

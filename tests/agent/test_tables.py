@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
-from agent_parts_helpers import Environment, attempt, held_by
+from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
 
-from fdcore.abc import TableJob, TableResult
+from fdcore.abc import Blob, TableJob, TableResult
 from fdcore.agent.skew import MEASUREMENT_ERROR, ClockSkew
 from fdcore.agent.status_changes import StatusChanges
 from fdcore.agent.tables import Tables
@@ -475,3 +476,92 @@ def test_a_finish_whose_answer_was_lost_gets_its_run_record_though_retention_mov
     assert found is not None and found.archived
     (record,) = found.runs
     assert (record.table, record.outcome, record.ended_at) == ("sales", Outcome.SUCCEEDED, ended)
+
+
+def fresh_tables(
+    env: Environment, record_time: Callable[[], datetime | None]
+) -> tuple[Tables, StatusChanges, Holdings]:
+    """env.tables, whose status changes stamp each landed write with ``record_time`` (the
+    agent's record that stood then, as Agent gives it)."""
+    config = env.config()
+    holdings = env.holdings(config)
+    changes = StatusChanges(config, env.mailbox, INSTANCE, holdings, record_time)
+    tables = Tables(
+        config,
+        env.mailbox,
+        env.components(config),
+        env.clock,
+        changes,
+        holdings,
+        skew=env.skew(config),
+    )
+    return tables, changes, holdings
+
+
+def status_reads(env: Environment, request_id: str) -> list[str]:
+    """Each read of the request's status from here on, as it happens."""
+    reads: list[str] = []
+    read = env.storage.read
+
+    def counted(key: str) -> Blob | None:
+        if key == f"status/{request_id}.json":
+            reads.append(key)
+        return read(key)
+
+    env.storage.read = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_a_table_started_just_after_its_claim_landed_reads_no_status(env: Environment) -> None:
+    # The claim landed under a record written now: no agent can judge this one lost for a
+    # stale_after and a grace, so none can have taken the request over in the meantime.
+    env.submit("r1", "sales", "stock")
+    tables, changes, holdings = fresh_tables(env, env.clock.now)
+    work = env.claimed(changes, holdings, "r1")
+    reads = status_reads(env, "r1")
+    tables.next_table(work, env.clock.now())
+    finish(env)
+    env.advance(1)
+    assert tables.poll_run(work, env.clock.now())  # sales recorded done: a write that landed
+    tables.next_table(work, env.clock.now())
+    assert [run.job.table for run in env.runs] == ["sales", "stock"]
+    assert reads == []
+
+
+def test_a_table_started_long_after_the_status_was_confirmed_reads_it_and_sees_a_takeover(
+    env: Environment,
+) -> None:
+    env.submit("r1", "sales")
+    tables, changes, holdings = fresh_tables(env, lambda: START)  # no record since the claim
+    work = env.claimed(changes, holdings, "r1")
+    env.advance(31)  # past stale_after / 2 (a pause, or a wait for the lease)
+    env.write_status(held_by("r1", "etl-02", attempt(1, "etl-01"), attempt(2, "etl-02")))
+    reads = status_reads(env, "r1")
+    tables.next_table(work, env.clock.now())
+    assert reads and env.runs == [] and holdings.work == {}
+
+
+def test_a_status_write_whose_answer_was_lost_is_read_before_the_next_table(
+    env: Environment,
+) -> None:
+    env.submit("r1", "sales", "stock")
+    tables, changes, holdings = fresh_tables(env, env.clock.now)
+    work = env.claimed(changes, holdings, "r1")
+    tables.next_table(work, env.clock.now())
+    finish(env)
+    replace = env.storage.replace
+
+    def answer_lost(key: str, data: bytes, etag: str) -> str:
+        replace(key, data, etag)
+        raise StorageUnavailable(key, "replace landed, answer lost (test)")
+
+    env.storage.replace = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(StorageUnavailable):
+        tables.poll_run(work, env.clock.now())
+    env.storage.replace = replace  # type: ignore[method-assign]
+    assert work.seen_ours_under is None  # the write's outcome is unknown
+    reads = status_reads(env, "r1")
+    tables.poll_run(work, env.clock.now())
+    tables.next_table(work, env.clock.now())
+    assert reads  # read, and sales found done: stock runs next, sales not again
+    assert [run.job.table for run in env.runs] == ["sales", "stock"]
