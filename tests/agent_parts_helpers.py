@@ -7,6 +7,7 @@ wires them, so a test drives the part itself rather than a whole poll.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from fdcore.abc import Blob, TableJob
@@ -111,8 +112,15 @@ class Environment:
     def holdings(self, config: AgentConfig) -> Holdings:
         return Holdings(config, self.leases, self.clock)
 
-    def status_changes(self, config: AgentConfig, holdings: Holdings) -> StatusChanges:
-        return StatusChanges(config, self.mailbox, INSTANCE, holdings)
+    def status_changes(
+        self,
+        config: AgentConfig,
+        holdings: Holdings,
+        record_time: Callable[[], datetime | None] = lambda: None,
+    ) -> StatusChanges:
+        """``record_time``: the agent record that stood as a status write landed, as Agent
+        gives it (None, the default: none known, so every ownership check reads)."""
+        return StatusChanges(config, self.mailbox, INSTANCE, holdings, record_time)
 
     def presence(
         self, config: AgentConfig, gone: ProcessGone = lambda record: False
@@ -123,9 +131,13 @@ class Environment:
         )
         return presence, holdings
 
-    def tables(self, config: AgentConfig) -> tuple[Tables, StatusChanges, Holdings]:
+    def tables(
+        self,
+        config: AgentConfig,
+        record_time: Callable[[], datetime | None] = lambda: None,
+    ) -> tuple[Tables, StatusChanges, Holdings]:
         holdings = self.holdings(config)
-        changes = self.status_changes(config, holdings)
+        changes = self.status_changes(config, holdings, record_time)
         tables = Tables(
             config,
             self.mailbox,

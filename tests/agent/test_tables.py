@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
-from agent_parts_helpers import INSTANCE, Environment, attempt, held_by
+from agent_parts_helpers import Environment, attempt, held_by
 
 from fdcore.abc import Blob, TableJob, TableResult
 from fdcore.agent.skew import MEASUREMENT_ERROR, ClockSkew
@@ -37,6 +38,22 @@ def started(env: Environment, *tables: str) -> tuple[Tables, StatusChanges, Hold
 
 def finish(env: Environment, succeeded: bool = True, message: str = "") -> None:
     env.runs[-1].result = TableResult(succeeded, message)
+
+
+@contextlib.contextmanager
+def answers_lost(env: Environment) -> Iterator[None]:
+    """Within the block, each status or lease replace lands, then raises as a lost answer."""
+    replace = env.storage.replace
+
+    def answer_lost(key: str, data: bytes, etag: str) -> str:
+        replace(key, data, etag)
+        raise StorageUnavailable(key, "replace landed, answer lost (test)")
+
+    env.storage.replace = answer_lost  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        env.storage.replace = replace  # type: ignore[method-assign]
 
 
 def lease_of(env: Environment, table: str) -> tuple[str, int, bool]:
@@ -308,16 +325,8 @@ def test_a_finish_whose_answer_was_lost_still_gets_its_run_record_once_the_lease
     tables, _, holdings, work = started(env, "sales")
     ended = env.clock.now()
     finish(env, succeeded, "" if succeeded else "bad row")
-    replace = env.storage.replace
-
-    def answer_lost(key: str, data: bytes, etag: str) -> str:
-        replace(key, data, etag)
-        raise StorageUnavailable(key, "replace landed, answer lost (test)")
-
-    env.storage.replace = answer_lost  # type: ignore[method-assign]
-    with pytest.raises(StorageUnavailable):
+    with answers_lost(env), pytest.raises(StorageUnavailable):
         tables.poll_run(work, ended)
-    env.storage.replace = replace  # type: ignore[method-assign]
     assert env.status("r1").state is (State.SUCCEEDED if succeeded else State.FAILED)
     env.advance(10)
     assert env.leases.acquire("sales", "etl-02", "r9", 1, 60, env.clock.now()) is not None
@@ -451,16 +460,8 @@ def test_a_finish_whose_answer_was_lost_gets_its_run_record_though_retention_mov
     tables, _, holdings, work = started(env, "sales")
     ended = env.clock.now()
     finish(env)
-    replace = env.storage.replace
-
-    def answer_lost(key: str, data: bytes, etag: str) -> str:
-        replace(key, data, etag)
-        raise StorageUnavailable(key, "replace landed, answer lost (test)")
-
-    env.storage.replace = answer_lost  # type: ignore[method-assign]
-    with pytest.raises(StorageUnavailable):
+    with answers_lost(env), pytest.raises(StorageUnavailable):
         tables.poll_run(work, ended)
-    env.storage.replace = replace  # type: ignore[method-assign]
     env.advance(10)
     assert archive_files(env.mailbox, "r1", DAY, True, env.clock.now()) > 0
     env.storage.failing_reads = "archive/"
@@ -476,26 +477,6 @@ def test_a_finish_whose_answer_was_lost_gets_its_run_record_though_retention_mov
     assert found is not None and found.archived
     (record,) = found.runs
     assert (record.table, record.outcome, record.ended_at) == ("sales", Outcome.SUCCEEDED, ended)
-
-
-def fresh_tables(
-    env: Environment, record_time: Callable[[], datetime | None]
-) -> tuple[Tables, StatusChanges, Holdings]:
-    """env.tables, whose status changes stamp each landed write with ``record_time`` (the
-    agent's record that stood then, as Agent gives it)."""
-    config = env.config()
-    holdings = env.holdings(config)
-    changes = StatusChanges(config, env.mailbox, INSTANCE, holdings, record_time)
-    tables = Tables(
-        config,
-        env.mailbox,
-        env.components(config),
-        env.clock,
-        changes,
-        holdings,
-        skew=env.skew(config),
-    )
-    return tables, changes, holdings
 
 
 def status_reads(env: Environment, request_id: str) -> list[str]:
@@ -516,7 +497,7 @@ def test_a_table_started_just_after_its_claim_landed_reads_no_status(env: Enviro
     # The claim landed under a record written now: no agent can judge this one lost for a
     # stale_after and a grace, so none can have taken the request over in the meantime.
     env.submit("r1", "sales", "stock")
-    tables, changes, holdings = fresh_tables(env, env.clock.now)
+    tables, changes, holdings = env.tables(env.config(), env.clock.now)
     work = env.claimed(changes, holdings, "r1")
     reads = status_reads(env, "r1")
     tables.next_table(work, env.clock.now())
@@ -532,7 +513,7 @@ def test_a_table_started_long_after_the_status_was_confirmed_reads_it_and_sees_a
     env: Environment,
 ) -> None:
     env.submit("r1", "sales")
-    tables, changes, holdings = fresh_tables(env, lambda: START)  # no record since the claim
+    tables, changes, holdings = env.tables(env.config(), lambda: START)  # none since the claim
     work = env.claimed(changes, holdings, "r1")
     env.advance(31)  # past stale_after / 2 (a pause, or a wait for the lease)
     env.write_status(held_by("r1", "etl-02", attempt(1, "etl-01"), attempt(2, "etl-02")))
@@ -545,20 +526,12 @@ def test_a_status_write_whose_answer_was_lost_is_read_before_the_next_table(
     env: Environment,
 ) -> None:
     env.submit("r1", "sales", "stock")
-    tables, changes, holdings = fresh_tables(env, env.clock.now)
+    tables, changes, holdings = env.tables(env.config(), env.clock.now)
     work = env.claimed(changes, holdings, "r1")
     tables.next_table(work, env.clock.now())
     finish(env)
-    replace = env.storage.replace
-
-    def answer_lost(key: str, data: bytes, etag: str) -> str:
-        replace(key, data, etag)
-        raise StorageUnavailable(key, "replace landed, answer lost (test)")
-
-    env.storage.replace = answer_lost  # type: ignore[method-assign]
-    with pytest.raises(StorageUnavailable):
+    with answers_lost(env), pytest.raises(StorageUnavailable):
         tables.poll_run(work, env.clock.now())
-    env.storage.replace = replace  # type: ignore[method-assign]
     assert work.seen_ours_under is None  # the write's outcome is unknown
     reads = status_reads(env, "r1")
     tables.poll_run(work, env.clock.now())
