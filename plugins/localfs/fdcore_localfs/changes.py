@@ -104,7 +104,6 @@ class FolderChanges:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._libc = _libc()
         self._fd: int | None = None
         self._pid = os.getpid()
         self._by_path: dict[str, _Followed] = {}
@@ -156,14 +155,15 @@ class FolderChanges:
         fd = self._instance()
         if fd is None or not self._is_local(folder):
             return None
-        assert self._libc is not None
+        libc = _libc()
+        assert libc is not None  # an instance was had
         mask = FOLDER_EVENTS | FOLDER_GONE | IN_ONLYDIR
-        wd = self._libc.inotify_add_watch(fd, os.fsencode(path), mask)
+        wd = libc.inotify_add_watch(fd, os.fsencode(path), mask)
         if wd < 0:
             return None  # missing (no key yet, or pruned), or out of watches: list whole
         # Armed before the check: a folder made inside it from now on is an event.
         if not _flat(folder):
-            self._libc.inotify_rm_watch(fd, wd)
+            libc.inotify_rm_watch(fd, wd)
             return None
         self._generations += 1
         followed = _Followed(path, wd, self._generations)
@@ -187,12 +187,14 @@ class FolderChanges:
         self._by_path.pop(followed.path, None)
         if self._by_wd.get(followed.wd) is followed:
             del self._by_wd[followed.wd]
-            if followed.live and self._fd is not None and self._libc is not None:
-                self._libc.inotify_rm_watch(self._fd, followed.wd)
+            libc = _libc()
+            if followed.live and self._fd is not None and libc is not None:
+                libc.inotify_rm_watch(self._fd, followed.wd)
 
     def _instance(self) -> int | None:
-        if self._fd is None and self._libc is not None:
-            fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        libc = _libc()  # looked up at the first listing, not when the plugin is imported
+        if self._fd is None and libc is not None:
+            fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
             if fd < 0:
                 return None  # out of instances: list whole, and try again at the next call
             self._fd = fd

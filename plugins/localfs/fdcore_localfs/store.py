@@ -425,7 +425,7 @@ class LocalFolderStorage:
         an event concerned, not one per file. The whole listing where the watch cannot tell."""
         validate_prefix(prefix)
         if not prefix.endswith("/"):
-            return ListedChanges(None, True, list(self.list_versions(prefix)), [])
+            return self._listed_whole(prefix)
         self._check_root(prefix)
         folder = self.root / prefix
         names, cursor = CHANGES.since(folder, cursor)
@@ -446,9 +446,13 @@ class LocalFolderStorage:
             except OSError as exc:
                 raise self._unavailable(key, exc) from None
             if stat.S_ISDIR(found.st_mode):  # a folder now (its watch ends at the next call)
-                return ListedChanges(None, True, list(self.list_versions(prefix)), [])
+                return self._listed_whole(prefix)
             listed.append(self._version(key, str(path), found))
         return ListedChanges(cursor, False, listed, removed)
+
+    def _listed_whole(self, prefix: str) -> ListedChanges:
+        """The whole listing, as an answer of :meth:`list_changes` (a new base, no cursor)."""
+        return ListedChanges(None, True, list(self.list_versions(prefix)), [])
 
     def _version(self, key: str, path: str, found: os.stat_result) -> Listed:
         """The version of ``key`` whose ``stat`` is ``found``: the one known by its inode, times

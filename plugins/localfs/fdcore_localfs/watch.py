@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import logging
 import os
 import select
@@ -135,8 +136,10 @@ def _inotify(libc: ctypes.CDLL) -> Iterator[int]:
         os.close(fd)
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
-    """The C library, if it offers inotify (Linux)."""
+    """The C library, if it offers inotify (Linux): looked up once, since ``find_library``
+    runs ``ldconfig -p`` in a process of its own each time."""
     if not sys.platform.startswith("linux"):
         return None
     try:
