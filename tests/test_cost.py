@@ -348,3 +348,45 @@ def fdcore_cost(url: str, *flags: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report
+
+
+def test_show_gives_each_runs_operations_and_an_older_agents_run_none(
+    fdcore_memory_fleet: MemoryFleet,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fleet = fdcore_memory_fleet
+    counted_fleet(fleet)
+    fleet.agent_from_toml(TOML)
+    submit(fleet.mailbox, ["sales"], request_id="adhoc", now=START)
+    run_all(fleet)
+    [record] = fleet.mailbox.runs("adhoc")
+    assert record.operations
+    # an older agent's record of a second attempt: no operations, no compute rate
+    older = RunRecord(
+        request="adhoc",
+        table="stock",
+        agent="etl-00",
+        attempt=2,
+        generation=1,
+        started_at=START,
+        ended_at=START + timedelta(seconds=4),
+        outcome=Outcome.SUCCEEDED,
+    )
+    fleet.storage.create(run_key("adhoc", 2, "stock"), encode(older))
+    monkeypatch.setattr(
+        "fdcore.cli.actions.Environment.open", classmethod(lambda cls, url: cls(fleet.mailbox))
+    )
+    assert main(["show", "adhoc", "--env", fleet.storage.url, "--json"]) == 0
+    runs = {run["table"]: run for run in json.loads(capsys.readouterr().out)["runs"]}
+    assert runs["sales"]["operations"] == record.operations
+    assert runs["sales"]["compute_per_hour"] == 3.6
+    assert runs["stock"]["operations"] is None and runs["stock"]["compute_per_hour"] is None
+    assert main(["show", "adhoc", "--env", fleet.storage.url]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    header = lines[lines.index("TABLE RUNS") + 1]
+    rows = {line.split()[0]: line for line in lines if line.startswith(("sales ", "stock "))}
+    column = header.index("STORE OPS")
+    assert rows["sales"][column:].split()[0] == str(sum(record.operations.values()))
+    assert rows["stock"][column:].split()[0] == "-"

@@ -130,9 +130,11 @@ def _run_lines(story: RequestStory) -> list[str]:
     """The table runs, then what each run said (its message and the tail of its output)."""
     if not story.runs:
         return []
-    table = [("TABLE", "ATTEMPT", "AGENT", "TOKEN", "STARTED", "ENDED", "SECONDS", "OUTCOME")]
+    head = ("TABLE", "ATTEMPT", "AGENT", "TOKEN", "STARTED", "ENDED", "SECONDS", "STORE OPS")
+    table = [(*head, "OUTCOME")]
     for run in story.runs:
         outcome = run.outcome + (f" (exit {run.exit_code})" if run.exit_code else "")
+        operations = run.store_operations
         table.append(
             (
                 run.table,
@@ -142,6 +144,7 @@ def _run_lines(story: RequestStory) -> list[str]:
                 _time(run.started_at),
                 _time(run.ended_at),
                 f"{run.seconds:.1f}",
+                "-" if operations is None else str(operations),
                 outcome,
             )
         )

@@ -363,10 +363,18 @@ class RunStory:
     stdout: str | None = None  # a failed table's last lines of stdout (at most 4 KiB)
     run_as: str | None = None  # the identity it ran as (None: an older agent's record)
     release: dict[str, str] | None = None  # fdcore's and its plugins' versions that ran it
+    # the store operations its agent made for it, by kind (None: an agent that did not count)
+    operations: dict[str, int] | None = None
+    compute_per_hour: float | None = None  # its agent's compute rate then (dollars an hour)
 
     @property
     def seconds(self) -> float:
         return (self.ended_at - self.started_at).total_seconds()
+
+    @property
+    def store_operations(self) -> int | None:
+        """Its store operations of every kind (None: its agent did not count them)."""
+        return sum(self.operations.values()) if self.operations is not None else None
 
     @property
     def version(self) -> str | None:
@@ -390,6 +398,8 @@ class RunStory:
             "stdout": self.stdout,
             "run_as": self.run_as,
             "release": self.release,
+            "operations": self.operations,
+            "compute_per_hour": self.compute_per_hour,
         }
 
 
@@ -409,6 +419,8 @@ def run_story(run: RunRecord) -> RunStory:
         stdout=run.stdout,
         run_as=run.run_as,
         release=run.release,
+        operations=run.operations,
+        compute_per_hour=run.compute_per_hour,
     )
 
 
