@@ -45,7 +45,10 @@ backend against moto's S3 server (fdcore_s3.testing). A drain also counts the ta
 more than once (it must be 0). Every invocation
 first prints the backend's raw conditional creates per second (one client, one after another):
 divided by the writes a request costs, that is the ceiling a fleet's requests/s is compared
-with. Results: docs/benchmarks.md.
+with. A drain counts those writes from its agents' own logs (every create, replace and delete
+they made, start-up, heartbeats and the idle requests included, over the requests drained and
+timed idle) and reports them, all operations per request, the ceiling and the share of it the
+fleet drew. Results: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -174,6 +178,20 @@ def _fleet(
     return fleet
 
 
+#: The line an agent logs as it stops: its store operations since start, by kind.
+OPERATIONS = re.compile(r"store operations since start: ((?:\w+ \d+(?:, )?)+)")
+#: The kinds of store operation that write.
+WRITES = ("create", "replace", "delete")
+
+
+def logged_by_kind(log: Path) -> Counter[str]:
+    """The store operations an agent's log says it made, by kind, at its last count."""
+    found = OPERATIONS.findall(log.read_text(errors="replace")) if log.exists() else []
+    if not found:
+        return Counter()
+    return Counter({kind: int(n) for kind, n in (part.split() for part in found[-1].split(", "))})
+
+
 def _runs(folder: Path) -> list[dict[str, Any]]:
     lines = []
     for path in (folder / "tables").glob("*.jsonl"):
@@ -227,7 +245,13 @@ def drain_once(
         finally:
             fleet.stop_all()
             fleet.kill_all()
+        # every operation the fleet made (start-up, idle looks and heartbeats included), per
+        # request drained or timed idle
+        counted = sum((logged_by_kind(agent.log) for agent in fleet), Counter())
+    done = requests + idle_samples
     return {
+        "writes_per_request": sum(counted[kind] for kind in WRITES) / done,
+        "operations_per_request": sum(counted.values()) / done,
         "ran_twice": float(twice),
         "requests_per_s": requests / span,
         "span_s": span,
@@ -627,11 +651,12 @@ def main() -> None:
         elif args.s3:
             place.s3 = stack.enter_context(S3Emulator())
             place.s3.create_bucket(CONTAINER)
-        print(f"conditional creates/s, one client: {creates_per_second(place):.0f}", flush=True)
+        creates = creates_per_second(place)
+        print(f"conditional creates/s, one client: {creates:.0f}", flush=True)
         if args.what == "size":
             _size(args, place)
         else:
-            _run(args, place)
+            _run(args, place, creates)
 
 
 def _size(args: argparse.Namespace, place: Place) -> None:
@@ -665,13 +690,19 @@ def _size(args: argparse.Namespace, place: Place) -> None:
         raise SystemExit(1)
 
 
-def _run(args: argparse.Namespace, place: Place) -> None:
+def _run(args: argparse.Namespace, place: Place, creates: float) -> None:
+    """Each poll value in turn, ``--runs`` times; a drain also sets its requests/s against the
+    one-client ceiling: ``creates`` over the writes the fleet made per request (its agents'
+    own counts)."""
     results: dict[float, list[dict[str, float]]] = defaultdict(list)
     agents = args.agents[0] if args.agents else 3
     for run in range(args.runs):
         for poll in args.poll:
             if args.what == "drain":
                 figures = drain_once(poll, args.requests, args.idle_samples, place, agents)
+                ceiling = creates / figures["writes_per_request"]
+                figures["ceiling_requests_per_s"] = ceiling
+                figures["share_of_ceiling"] = figures["requests_per_s"] / ceiling
             else:
                 figures = schedule_once(poll, args.seconds, place, agents)
             results[poll].append(figures)

@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import json
 import logging
-import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from bench_fleet import (
     creates_per_second,
     drain_fleet,
     kept_folder,
+    logged_by_kind,
     noop_fleet,
 )
 from fdcore_onelake.testing import Azurite
@@ -58,16 +58,9 @@ def drain(agents: int, requests: int, place: Place) -> float:
     return drain_counted(agents, requests, place)[0]
 
 
-#: The line an agent logs as it stops: its store operations since start, by kind.
-OPERATIONS = re.compile(r"store operations since start: ((?:\w+ \d+(?:, )?)+)")
-
-
 def logged_operations(log: Path) -> int:
     """The store operations (every kind) an agent's log says it made, at its last count."""
-    found = OPERATIONS.findall(log.read_text(errors="replace")) if log.exists() else []
-    if not found:
-        return 0
-    return sum(int(part.split()[1]) for part in found[-1].split(", "))
+    return sum(logged_by_kind(log).values())
 
 
 def drain_counted(agents: int, requests: int, place: Place) -> tuple[float, float]:

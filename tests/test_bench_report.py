@@ -133,6 +133,9 @@ def test_an_agents_operations_are_read_from_its_last_count(tmp_path: Path) -> No
         " azure prices $0.0001, about $0.10 a month at this rate\n"
     )
     assert throughput.logged_operations(log) == 22
+    found = bench_fleet.logged_by_kind(log)
+    assert found == {"read": 10, "list": 4, "create": 5, "replace": 2, "delete": 1}
+    assert sum(found[kind] for kind in bench_fleet.WRITES) == 8
     assert throughput.logged_operations(tmp_path / "none.log") == 0
 
 
