@@ -119,6 +119,8 @@ def test_the_pages_show_the_fleet_live_and_cancel_needs_the_token(
         page.goto(f"{monitor.url}requests/r0")
         counted = page.inner_text("#cost-operations")
         assert int(counted.split()[0]) >= 2 * len(TABLES), counted  # each run's record, lease
+        per_run = page.locator("#runs td.store-ops").all_inner_texts()
+        assert sum(map(int, per_run)) == int(counted.split()[0]), per_run  # they add up
         assert page.inner_text("#cost-total").startswith("$")
 
         # a request not finished yet: its timeline grows a block as each table ends

@@ -453,6 +453,9 @@ def test_a_request_page_shows_what_its_runs_cost_read_at_page_load(history: Any)
     with client(history) as http:
         page = http.get("/requests/ok1").text
         assert f'<dd id="cost-operations">{operations} (' in page
+        # each run's own, in the table of runs: they add up to the request's
+        cells = re.findall(r'<td class="wide store-ops">(\d+)</td>', page)
+        assert sorted(map(int, cells)) == [7 + n for n in range(len(found))]
         assert f'<dd id="cost-total">${report.total.dollars:.6f}</dd>' in page
         assert report.total.compute_dollars > 0  # 36 $/h over the runs' wall time
         assert "Cost" not in http.get("/requests/ok1?fragment=1").text
