@@ -651,12 +651,11 @@ def main() -> None:
         elif args.s3:
             place.s3 = stack.enter_context(S3Emulator())
             place.s3.create_bucket(CONTAINER)
-        creates = creates_per_second(place)
-        print(f"conditional creates/s, one client: {creates:.0f}", flush=True)
+        print(f"conditional creates/s, one client: {creates_per_second(place):.0f}", flush=True)
         if args.what == "size":
             _size(args, place)
         else:
-            _run(args, place, creates)
+            _run(args, place)
 
 
 def _size(args: argparse.Namespace, place: Place) -> None:
@@ -690,11 +689,10 @@ def _size(args: argparse.Namespace, place: Place) -> None:
         raise SystemExit(1)
 
 
-def _run(args: argparse.Namespace, place: Place, creates: float) -> None:
+def _run(args: argparse.Namespace, place: Place) -> None:
     """Each poll value in turn, ``--runs`` times; a drain also sets its requests/s against the
-    one-client ceiling: the raw creates per second measured just before it (``creates``, the
-    invocation's first, is not used) over the writes the fleet made per request (its agents'
-    own counts)."""
+    one-client ceiling: the raw creates per second measured just before it over the writes the
+    fleet made per request (its agents' own counts)."""
     results: dict[float, list[dict[str, float]]] = defaultdict(list)
     agents = args.agents[0] if args.agents else 3
     for run in range(args.runs):

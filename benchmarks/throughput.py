@@ -53,19 +53,15 @@ from fdcore.mailbox.submit import submit
 from fdcore.simulator import Scenario, simulate
 
 
-def drain(agents: int, requests: int, place: Place) -> float:
-    """Requests per second of ``agents`` default agents draining ``requests`` queued ones."""
-    return drain_counted(agents, requests, place)[0]
-
-
 def logged_operations(log: Path) -> int:
     """The store operations (every kind) an agent's log says it made, at its last count."""
     return sum(logged_by_kind(log).values())
 
 
 def drain_counted(agents: int, requests: int, place: Place) -> tuple[float, float]:
-    """:func:`drain`, and the store operations the fleet made per request (the agents' own
-    counts, logged as they stop: start-up, idle looks and heartbeats included)."""
+    """Requests per second of ``agents`` default agents draining ``requests`` queued ones, and
+    the store operations the fleet made per request (the agents' own counts, logged as they
+    stop: start-up, idle looks and heartbeats included)."""
     folder = kept_folder(f"{agents}-agents-")
     url, storage = place.environment(folder)
     fleet = noop_fleet(folder, url, storage)
