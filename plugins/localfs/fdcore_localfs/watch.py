@@ -191,5 +191,7 @@ def _watch_with_watchfiles(
         ):
             if present and changes:
                 changed()
-            if folder.is_dir() != present:
-                break  # watch what is there now
+            # Watch what is there now: the folder came or went, or the root watched while it
+            # was missing went too (a watch of a removed folder sees nothing ever again).
+            if folder.is_dir() != present or not target.is_dir():
+                break

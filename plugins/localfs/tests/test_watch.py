@@ -180,13 +180,18 @@ def test_the_first_call_says_the_watch_is_armed(storage: LocalFolderStorage) -> 
     assert len(calls) > armed, "a key created right after the watch was armed was not reported"
 
 
+@pytest.mark.parametrize("removal", ["at_once", "prefix_first"])
 def test_a_watch_of_a_removed_environment_sleeps_until_it_is_back(
-    storage: LocalFolderStorage, tmp_path: Path
+    storage: LocalFolderStorage, tmp_path: Path, removal: str
 ) -> None:
     """Removing the environment's folder under a running agent left its inotify watches
     spinning (a stat a few microseconds apart, a core each) and its watchfiles watch raising
     (the agent watched no more); either looks once a second instead, and reports the first
-    request once the folder is back."""
+    request once the folder is back.
+
+    ``prefix_first`` is the race a loaded machine gives ``rmtree``: the watch sees
+    ``requests/`` go and moves to the environment's folder before that goes too. watchfiles
+    then watched the removed folder, waking every 5 ms, for as long as it was gone."""
     storage.create("requests/a.json", b"{}")
     stop = CountingStop()
     calls: list[float] = []
@@ -196,6 +201,9 @@ def test_a_watch_of_a_removed_environment_sleeps_until_it_is_back(
     thread.start()
     try:
         time.sleep(0.3)
+        if removal == "prefix_first":
+            shutil.rmtree(tmp_path / "env" / "requests")
+            time.sleep(0.3)  # the watch moved to the environment's folder
         shutil.rmtree(tmp_path / "env")
         time.sleep(0.3)  # the watch saw its folder go
         checks = stop.checks
