@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "DuplicateAgent",
     "DurationError",
+    "EnvironmentClosed",
     "EnvironmentNotFound",
     "EnvironmentUnusable",
     "FdcoreError",
@@ -267,4 +268,20 @@ class WaitTimedOut(FdcoreError, TimeoutError):
         self.story = story
         super().__init__(
             f"request {request_id} still {state} after waiting {timeout:g}s; it goes on"
+        )
+
+
+class EnvironmentClosed(FdcoreError):
+    """The environment was closed while a wait waited on it (or before the wait began); the
+    request goes on. ``story`` is its story as last read (a
+    :class:`fdcore.environment.RequestStory`, None if none could be read), ``state`` its state
+    then."""
+
+    def __init__(self, request_id: str, state: str, story: Any) -> None:
+        self.request_id = request_id
+        self.state = state
+        self.story = story
+        super().__init__(
+            f"stopped waiting for request {request_id} ({state}): the environment was closed;"
+            " the request goes on"
         )

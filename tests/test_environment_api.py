@@ -23,6 +23,7 @@ from fdcore.clock import ManualClock
 from fdcore.contract.layout import request_key, status_key
 from fdcore.environment import QueueFilter, RequestStory, watch
 from fdcore.errors import (
+    EnvironmentClosed,
     EnvironmentNotFound,
     FdcoreError,
     InvalidId,
@@ -473,6 +474,99 @@ def test_a_store_briefly_unavailable_does_not_end_the_wait(folder: Path) -> None
     later(0.2, cancel_and_come_back)
     with pytest.raises(RequestCancelled):
         env.wait("r1", timeout=PATIENCE)
+
+
+def waited_until_closed(env: Environment, face: str, request_id: str) -> BaseException | None:
+    """Wait for ``request_id`` (no timeout) in a thread, through ``face``; close ``env`` once
+    the wait has looked; what the wait raised (None if it did not end within PATIENCE)."""
+    looked = threading.Event()
+    raised: list[BaseException] = []
+
+    def wait_sync() -> None:
+        try:
+            env.wait(request_id, progress=lambda story: looked.set())
+        except BaseException as exc:
+            raised.append(exc)
+
+    async def wait_async() -> None:
+        try:
+            await AsyncEnvironment(env).wait(request_id, progress=lambda story: looked.set())
+        except BaseException as exc:
+            raised.append(exc)
+
+    target = wait_sync if face == "sync" else lambda: asyncio.run(wait_async())
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    assert looked.wait(PATIENCE), "the wait never looked"
+    env.close()
+    thread.join(PATIENCE)
+    return raised[0] if raised else None
+
+
+@pytest.mark.parametrize("store", ["watched", "polled once a minute"])
+@pytest.mark.parametrize("face", ["sync", "asyncio"])
+def test_closing_the_environment_ends_a_wait_in_another_thread(
+    folder: Path, store: str, face: str
+) -> None:
+    """A wait with no timeout waited on forever once its environment was closed (a service
+    closing its environment at shutdown kept the waiting thread): it ends with
+    EnvironmentClosed, whether the store's watch or a minute's poll was to wake it."""
+    mailbox = (
+        Mailbox(LocalFolderStorage(folder)) if store == "watched" else MemoryFleet.fresh().mailbox
+    )
+    env = Environment(mailbox, poll=60)
+    env.submit(["sales"], id="r1")
+    raised = waited_until_closed(env, face, "r1")
+    assert isinstance(raised, EnvironmentClosed), raised
+    assert (raised.request_id, raised.state) == ("r1", "waiting")
+    assert raised.story is not None and raised.story.id == "r1"
+    assert "the environment was closed" in str(raised) and "\n" not in str(raised)
+    with pytest.raises(EnvironmentClosed):  # a wait on a closed environment: at once
+        env.wait("r1")
+
+
+class ClosedUnderALook(LocalFolderStorage):
+    """A folder whose status reads, once ``hold`` is set, wait until the test closes the store,
+    then fail as a closed client does (with no fdcore error)."""
+
+    hold = False
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.in_read = threading.Event()
+        self.store_closed = threading.Event()
+
+    def read_bounded(self, key: str, max_bytes: int):  # type: ignore[no-untyped-def]
+        if self.hold and key.startswith("status/"):
+            self.in_read.set()
+            self.store_closed.wait(PATIENCE)
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        return super().read_bounded(key, max_bytes)
+
+    def close(self) -> None:
+        self.store_closed.set()
+        super().close()
+
+
+def test_a_store_closed_under_a_look_ends_the_wait_as_closed(folder: Path) -> None:
+    storage = ClosedUnderALook(folder)
+    env = Environment(Mailbox(storage), poll=0.05)
+    env.submit(["sales"], id="r1")
+    raised: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            env.wait("r1")
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=wait, daemon=True)
+    storage.hold = True
+    thread.start()
+    assert storage.in_read.wait(PATIENCE)
+    env.close()
+    thread.join(PATIENCE)
+    assert len(raised) == 1 and isinstance(raised[0], EnvironmentClosed), raised
 
 
 def test_a_long_wait_reads_the_story_once_while_nothing_changes(

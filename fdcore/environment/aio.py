@@ -115,7 +115,7 @@ class AsyncEnvironment:
         return self.environment.mailbox
 
     async def close(self) -> None:
-        """Stop its watches and close the store."""
+        """Stop its watches and close the store; a wait under way raises EnvironmentClosed."""
         await asyncio.to_thread(self.environment.close)
 
     async def __aenter__(self) -> AsyncEnvironment:
@@ -168,9 +168,12 @@ class AsyncEnvironment:
     ) -> RequestStory:
         """Wait until the request ends, pausing on the event loop (:meth:`Environment.wait
         <fdcore.environment.Environment.wait>`): its final story if it succeeded; raises
-        RequestFailed, RequestExpired, RequestCancelled or WaitTimedOut otherwise, and
-        RequestNotFound for an unknown request. ``progress`` is called on the loop."""
-        wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout)
+        RequestFailed, RequestExpired, RequestCancelled or WaitTimedOut otherwise,
+        EnvironmentClosed once :meth:`close` was called, and RequestNotFound for an unknown
+        request. ``progress`` is called on the loop."""
+        wait = RequestWait(
+            self.mailbox, validate_id(id, "request id"), timeout, self.environment.closed
+        )
         woken = _LoopEvent()
         stop_listening = self.environment.watch.listen(STATUS, woken.set_from_thread)
         try:

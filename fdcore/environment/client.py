@@ -109,7 +109,7 @@ class Environment:
         self.mailbox = mailbox
         self.url: str = mailbox.storage.url
         self.poll = float(poll)
-        self.closed = threading.Event()  # set by close(): ends its watches and changes()
+        self.closed = threading.Event()  # set by close(): ends its watches, waits and changes()
         self._queue = QueueReader(mailbox)
         self.watch = StoreWatch(mailbox.storage, self.closed)  # one watch per folder, shared
         self._verdicts = AgentVerdicts()  # the takeover policies, looked up once
@@ -151,9 +151,12 @@ class Environment:
         return cls(mailbox, poll=poll, via=via)
 
     def close(self) -> None:
-        """Stop its watches and close the store; it is not used afterwards."""
+        """Stop its watches and close the store; it is not used afterwards. A wait or
+        ``changes()`` under way in another thread ends: the wait raises
+        :class:`~fdcore.errors.EnvironmentClosed`, ``changes()`` stops."""
         if not self.closed.is_set():
             self.closed.set()
+            self.watch.wake_all()  # a wait in another thread ends now: EnvironmentClosed
             self.mailbox.storage.close()
 
     def __enter__(self) -> Environment:
@@ -269,10 +272,12 @@ class Environment:
         Raises :class:`~fdcore.errors.RequestFailed`, :class:`~fdcore.errors.RequestExpired` or
         :class:`~fdcore.errors.RequestCancelled` (each with ``.story``) if it ended otherwise;
         :class:`~fdcore.errors.WaitTimedOut` if it had not ended after ``timeout`` seconds (the
-        request goes on); :class:`~fdcore.errors.RequestNotFound` if there is no such request;
-        ``ValueError`` for a negative or NaN ``timeout``.
+        request goes on); :class:`~fdcore.errors.EnvironmentClosed` if :meth:`close` was called,
+        from any thread, before it ended (at once: it pauses no longer);
+        :class:`~fdcore.errors.RequestNotFound` if there is no such request; ``ValueError`` for a
+        negative or NaN ``timeout``.
         """
-        wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout)
+        wait = RequestWait(self.mailbox, validate_id(id, "request id"), timeout, self.closed)
         woken = threading.Event()
         stop_listening = self.watch.listen(STATUS, woken.set)  # before the first look
         try:

@@ -9,17 +9,22 @@ status is gone was archived by retention: its story is read from the archive.
 Every look is total: a malformed or hostile status file (garbage, a FIFO, a link, too large)
 and a store briefly unavailable are problems (reported once, kept in :attr:`RequestWait.problem`)
 and the wait goes on until it ends or times out; only an unknown request raises, at the start.
+Closing the environment ends a wait too (:class:`~fdcore.errors.EnvironmentClosed`): it looks no
+more at a store that is being closed.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 
 from fdcore.abc import ChangeCheck
 from fdcore.contract.layout import request_key, status_key
 from fdcore.contract.models import State
 from fdcore.environment.views import RequestStory, request_story
 from fdcore.errors import (
+    EnvironmentClosed,
     MailboxFileError,
     RequestCancelled,
     RequestDidNotSucceed,
@@ -85,8 +90,15 @@ def _has_last_record(story: RequestStory) -> bool:
 class RequestWait:
     """The looks of one wait for request ``request_id``: :meth:`look` until :attr:`final`."""
 
-    def __init__(self, mailbox: Mailbox, request_id: str, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        request_id: str,
+        timeout: float | None = None,
+        closed: threading.Event | None = None,
+    ) -> None:
         self.mailbox = mailbox
+        self.closed = closed or threading.Event()  # the environment's: set, the wait ends
         self.request_id = request_id
         if timeout is not None and not timeout >= 0:  # NaN too
             raise ValueError(
@@ -116,13 +128,19 @@ class RequestWait:
 
     def start(self) -> None:
         """The first look: raises :class:`~fdcore.errors.RequestNotFound` (or ``InvalidId``)
-        for an unknown request; a file it cannot read yet is a problem, as in any look."""
+        for an unknown request; a file it cannot read yet is a problem, as in any look.
+        Raises :class:`~fdcore.errors.EnvironmentClosed` if the environment is closed."""
+        if self.closed.is_set():
+            raise EnvironmentClosed(self.request_id, self.state, self.story)
+        self._unless_closed(self._first_look)
+
+    def _first_look(self) -> bool:
         try:
             request = self.mailbox.read_file(request_key(self.request_id))
             self._request_etag = request.etag if request else None
         except (StorageUnavailable, MailboxFileError) as exc:
             self.problem = str(exc)
-        self.look()
+        return self.look()
 
     @property
     def final(self) -> bool:
@@ -147,14 +165,17 @@ class RequestWait:
         return now - self._final_since >= RECORD_GRACE
 
     def over(self) -> bool:
-        """Whether to stop looking: :meth:`finished`, or out of time."""
-        return self.finished() or self._left() == 0.0
+        """Whether to stop looking: :meth:`finished`, out of time, or the environment closed."""
+        return self.finished() or self._left() == 0.0 or self.closed.is_set()
 
     def outcome(self) -> RequestStory:
         """The end of a wait that is :meth:`over`: the final story if it succeeded; else raise
-        how it ended (:func:`ended`), or :class:`~fdcore.errors.WaitTimedOut`."""
+        how it ended (:func:`ended`), :class:`~fdcore.errors.EnvironmentClosed` or
+        :class:`~fdcore.errors.WaitTimedOut`."""
         if self.final and self.story is not None:
-            return ended(self.story)  # at the timeout, perhaps without its last run record
+            return ended(self.story)  # perhaps without its last run record, at the end
+        if self.closed.is_set():
+            raise EnvironmentClosed(self.request_id, self.state, self.story)
         raise WaitTimedOut(self.request_id, float(self.timeout or 0.0), self.state, self.story)
 
     def pause(self, poll: float) -> float:
@@ -171,7 +192,20 @@ class RequestWait:
     def next_look(self) -> bool:
         """The look after a pause: the status, or while it waits for the last run record, the
         whole story."""
-        return self.look(story=self.final)
+        return self._unless_closed(lambda: self.look(story=self.final))
+
+    def _unless_closed(self, look: Callable[[], bool]) -> bool:
+        """``look()``, but none once the environment is closed: its store is closed or closing,
+        and one closed under a read fails in its own way (no fdcore error). The wait then ends
+        (:meth:`over`) with :class:`~fdcore.errors.EnvironmentClosed`."""
+        if self.closed.is_set():
+            return False
+        try:
+            return look()
+        except Exception:
+            if self.closed.is_set():
+                return False
+            raise
 
     def look(self, *, story: bool = False) -> bool:
         """Read the status if it may have changed, and the story if it did; True if the story

@@ -63,6 +63,14 @@ class StoreWatch:
 
         return stop_listening
 
+    def wake_all(self) -> None:
+        """Call each listener once now: as ``stop`` is set, a caller pausing between two looks
+        looks again at once (and finds the environment closed)."""
+        with self._lock:
+            listeners = [changed for each in self._listeners.values() for changed in each.values()]
+        for changed in listeners:
+            changed()
+
     def pause(self, prefix: str, poll: float) -> float:
         """How long a caller listening to ``prefix`` may pause between two looks: ``poll``, or
         :data:`SETTLING_LOOK` while the folder's watch is not known to be armed yet (it may
