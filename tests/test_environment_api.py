@@ -476,10 +476,13 @@ def test_a_store_briefly_unavailable_does_not_end_the_wait(folder: Path) -> None
         env.wait("r1", timeout=PATIENCE)
 
 
-def waited_until_closed(env: Environment, face: str, request_id: str) -> BaseException | None:
+def waited_until_closed(
+    env: Environment, face: str, request_id: str, ready: threading.Event | None = None
+) -> BaseException | None:
     """Wait for ``request_id`` (no timeout) in a thread, through ``face``; close ``env`` once
-    the wait has looked; what the wait raised (None if it did not end within PATIENCE)."""
-    looked = threading.Event()
+    ``ready`` is set (default: once the wait has looked); what the wait raised (None if it
+    did not end within PATIENCE)."""
+    looked = ready or threading.Event()
     raised: list[BaseException] = []
 
     def wait_sync() -> None:
@@ -552,21 +555,9 @@ def test_a_store_closed_under_a_look_ends_the_wait_as_closed(folder: Path) -> No
     storage = ClosedUnderALook(folder)
     env = Environment(Mailbox(storage), poll=0.05)
     env.submit(["sales"], id="r1")
-    raised: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            env.wait("r1")
-        except BaseException as exc:
-            raised.append(exc)
-
-    thread = threading.Thread(target=wait, daemon=True)
     storage.hold = True
-    thread.start()
-    assert storage.in_read.wait(PATIENCE)
-    env.close()
-    thread.join(PATIENCE)
-    assert len(raised) == 1 and isinstance(raised[0], EnvironmentClosed), raised
+    raised = waited_until_closed(env, "sync", "r1", ready=storage.in_read)
+    assert isinstance(raised, EnvironmentClosed), raised
 
 
 def test_a_long_wait_reads_the_story_once_while_nothing_changes(
