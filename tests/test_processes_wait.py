@@ -123,6 +123,30 @@ def test_a_failed_request_exits_1_with_the_failed_tables_output_on_stderr(
     assert json.loads(again.stdout)["state"] == "failed"
 
 
+def test_submit_json_is_one_document_and_with_wait_the_final_story(
+    fleet: AgentFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script parses what ``submit --json`` prints as it is: no id line before the JSON."""
+    flags = ("--entities", "ok1,ok2", "--id", "r-json", "--deadline", "10m", "--json")
+    queued = in_process(capsys, fleet, "submit", *flags)
+    assert queued.returncode == SUCCEEDED, queued.stderr
+    document = json.loads(queued.stdout)
+    assert (document["request"], document["tables"]) == ("r-json", ["ok1", "ok2"])
+    assert document["deadline"] > document["created_at"] and document["max_attempts"] is None
+    # Submitted again with --wait (the same work: idempotent), the final story alone.
+    waited = in_process(capsys, fleet, "submit", *flags, "--wait")
+    assert waited.returncode == SUCCEEDED, waited.stderr
+    shown = in_process(capsys, fleet, "show", "r-json", "--json")
+    assert json.loads(waited.stdout) == json.loads(shown.stdout)
+    assert json.loads(waited.stdout)["state"] == "succeeded"
+    failed = in_process(
+        capsys, fleet, "submit", "--entities", "fail1", "--id", "r-json-fail", "--wait", "--json"
+    )
+    assert failed.returncode == FAILED
+    assert json.loads(failed.stdout)["state"] == "failed"
+    assert "bad row 17" in failed.stderr  # the failed table's tail, off stdout
+
+
 def test_a_request_past_its_deadline_exits_3(fleet: AgentFleet) -> None:
     # submit refuses a deadline already past: this one passed while the request waited
     past = datetime.now(timezone.utc) - timedelta(seconds=1)

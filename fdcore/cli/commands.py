@@ -114,7 +114,7 @@ def _submit(args: argparse.Namespace) -> int:
     try:
         # Only an existing environment: a mistyped URL must not start a new one.
         with Environment.open(args.env, via="cli") as environment:
-            request = environment.submit(
+            handle = environment.submit(
                 entities,
                 id=args.id,
                 max_attempts=args.max_attempts,
@@ -126,8 +126,8 @@ def _submit(args: argparse.Namespace) -> int:
         raise ConfigError(
             "fdcore submit", "--id", f"request {args.id!r} already exists{where}"
         ) from None
-    print(request.id)
-    return after_submit(args, request.id)
+    assert handle.request is not None  # a handle submit returns carries its request
+    return after_submit(args, handle.request)
 
 
 def _init(args: argparse.Namespace) -> int:

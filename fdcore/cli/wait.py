@@ -6,7 +6,8 @@ only draws what it reports). On a terminal, stderr gets a line for each change t
 (state, holder, attempt, the table running); at the end stdout gets the final line, and for a
 failed request stderr gets the failed table's output tail. Off a terminal only those last lines
 are printed, so a log or a script reads the outcome alone. ``--json`` prints the final story as
-``fdcore show --json`` does.
+``fdcore show --json`` does (``fdcore submit --wait --json`` too, without the id line before
+it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import TextIO
 
 from fdcore.cli.actions import _request_id, run_output_lines
 from fdcore.cli.config import add_environment_flags
+from fdcore.contract.codec import format_time
+from fdcore.contract.models import Request
 from fdcore.environment import FINAL_STATES, Environment, RequestStory
 from fdcore.errors import (
     ConfigError,
@@ -62,11 +65,18 @@ def add_timeout_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_submit_flags(parser: argparse.ArgumentParser) -> None:
-    """``fdcore submit``'s ``--wait`` and ``--timeout``, and the exit statuses in its help."""
+    """``fdcore submit``'s ``--wait``, ``--timeout`` and ``--json``, and the exit statuses in
+    its help."""
     parser.add_argument(
         "--wait", action="store_true", help="wait until the request ends; exit with its outcome"
     )
     add_timeout_flag(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document: the request queued; with --wait its final story, as"
+        " fdcore wait --json prints it",
+    )
     parser.epilog = "With --wait, " + EXIT_STATUSES
 
 
@@ -76,13 +86,30 @@ def check_submit_flags(args: argparse.Namespace) -> None:
         raise ConfigError("fdcore submit", "--timeout", "only with --wait")
 
 
-def after_submit(args: argparse.Namespace, request_id: str) -> int:
-    """What ``fdcore submit`` returns once request ``request_id`` is queued (its id printed):
-    0 at once, or with ``--wait`` the outcome of waiting for it."""
+def after_submit(args: argparse.Namespace, request: Request) -> int:
+    """What ``fdcore submit`` prints and returns once ``request`` is queued: its id (with
+    ``--json``, a document) and 0 at once, or with ``--wait`` its id and the outcome of waiting
+    for it (with ``--json``, the final story alone: one document for a script to parse)."""
+    if args.json and not args.wait:
+        print(json.dumps(submitted_json(request), indent=2))
+        return 0
+    if not args.json:
+        print(request.id, flush=True)  # the id first, for whoever reads the lines as they come
     if not args.wait:
         return 0
-    sys.stdout.flush()  # the id first, for whoever reads the lines as they come
-    return wait_for(args.env, request_id, args.timeout, as_json=False)
+    return wait_for(args.env, request.id, args.timeout, as_json=args.json)
+
+
+def submitted_json(request: Request) -> dict[str, object]:
+    """``fdcore submit --json``'s document: the request as queued (or as it stood, for a
+    submission repeated under its id)."""
+    return {
+        "request": request.id,
+        "tables": list(request.entities),
+        "created_at": format_time(request.created_at),
+        "deadline": format_time(request.deadline) if request.deadline else None,
+        "max_attempts": request.max_attempts,
+    }
 
 
 def wait_for(
