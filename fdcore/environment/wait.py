@@ -173,7 +173,7 @@ class RequestWait:
         how it ended (:func:`ended`), :class:`~fdcore.errors.EnvironmentClosed` or
         :class:`~fdcore.errors.WaitTimedOut`."""
         if self.final and self.story is not None:
-            return ended(self.story)  # perhaps without its last run record, at the end
+            return ended(self.story)  # at the timeout or a close, maybe without its last record
         if self.closed.is_set():
             raise EnvironmentClosed(self.request_id, self.state, self.story)
         raise WaitTimedOut(self.request_id, float(self.timeout or 0.0), self.state, self.story)
