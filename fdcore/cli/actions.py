@@ -130,8 +130,19 @@ def _run_lines(story: RequestStory) -> list[str]:
     """The table runs, then what each run said (its message and the tail of its output)."""
     if not story.runs:
         return []
-    head = ("TABLE", "ATTEMPT", "AGENT", "TOKEN", "STARTED", "ENDED", "SECONDS", "STORE OPS")
-    table = [(*head, "OUTCOME")]
+    table = [
+        (
+            "TABLE",
+            "ATTEMPT",
+            "AGENT",
+            "TOKEN",
+            "STARTED",
+            "ENDED",
+            "SECONDS",
+            "STORE OPS",
+            "OUTCOME",
+        )
+    ]
     for run in story.runs:
         outcome = run.outcome + (f" (exit {run.exit_code})" if run.exit_code else "")
         operations = run.store_operations
