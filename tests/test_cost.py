@@ -65,6 +65,13 @@ def run_all(fleet: MemoryFleet, polls: int = 4, step: float = 30.0) -> None:
         fleet.clock.advance(step)
 
 
+def commands_open(fleet: MemoryFleet, module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command of ``fdcore.cli.<module>`` opens the fleet's mailbox, whatever its --env."""
+    monkeypatch.setattr(
+        f"fdcore.cli.{module}.Environment.open", classmethod(lambda cls, url: cls(fleet.mailbox))
+    )
+
+
 def record_of(fleet: MemoryFleet, name: str) -> AgentRecord:
     found = fleet.mailbox.agent(name)
     assert found is not None
@@ -154,9 +161,7 @@ def test_a_schedules_run_as_reaches_the_runner_and_fdcore_runs(
     assert given["sales"].run_as == "svc-hourly"  # hourly's own
     assert given["sales"].environ()["FDCORE_RUN_AS"] == "svc-hourly"
     assert given["stock"].run_as == given["orders"].run_as == "svc-etl"  # [runner] run_as
-    monkeypatch.setattr(
-        "fdcore.cli.runs.Environment.open", classmethod(lambda cls, url: cls(fleet.mailbox))
-    )
+    commands_open(fleet, "runs", monkeypatch)
     assert main(["runs", "--env", fleet.storage.url, "--json"]) == 0
     shown = {run["table"]: run["run_as"] for run in json.loads(capsys.readouterr().out)["runs"]}
     assert shown == {"sales": "svc-hourly", "stock": "svc-etl", "orders": "svc-etl"}
@@ -374,9 +379,7 @@ def test_show_gives_each_runs_operations_and_an_older_agents_run_none(
         outcome=Outcome.SUCCEEDED,
     )
     fleet.storage.create(run_key("adhoc", 2, "stock"), encode(older))
-    monkeypatch.setattr(
-        "fdcore.cli.actions.Environment.open", classmethod(lambda cls, url: cls(fleet.mailbox))
-    )
+    commands_open(fleet, "actions", monkeypatch)
     assert main(["show", "adhoc", "--env", fleet.storage.url, "--json"]) == 0
     runs = {run["table"]: run for run in json.loads(capsys.readouterr().out)["runs"]}
     assert runs["sales"]["operations"] == record.operations
